@@ -1,0 +1,55 @@
+//! `edgehive`: the one binary. Wiring and command line only; every capability
+//! lives in a library crate.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod demo;
+mod inspect;
+mod logging;
+
+/// KubeEdge's cloud–edge framework, rebuilt in Rust.
+#[derive(Debug, Parser)]
+#[command(name = "edgehive", version, about, long_about = None)]
+struct Cli {
+    /// Log filter, e.g. `info` or `edgehive_beehive=debug` (env: EDGEHIVE_LOG).
+    #[arg(long, global = true, env = "EDGEHIVE_LOG", default_value = "info")]
+    log: String,
+    /// Write logs as JSON lines.
+    #[arg(long, global = true)]
+    log_json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the beehive bus with KubeEdge's edge modules wired as in EdgeCore,
+    /// and trace a pod insert from the hub to the metadata manager and its ACK
+    /// back, printing each message in KubeEdge's wire JSON.
+    Demo(demo::Args),
+    /// Read KubeEdge wire messages (one JSON per line) from stdin, check them,
+    /// and print what they say.
+    Inspect(inspect::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(e) = logging::init(&cli.log, cli.log_json) {
+        eprintln!("edgehive: {e:#}");
+        return ExitCode::from(2);
+    }
+    let result = match cli.command {
+        Command::Demo(args) => demo::run(args),
+        Command::Inspect(args) => inspect::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "edgehive failed");
+            eprintln!("edgehive: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs edgehive's whole test suite on a fresh machine: installs with apt what
+# the tests need and is missing, then runs `cargo test` for the workspace.
+#
+#   scripts/test.sh            # everything
+#   scripts/test.sh -p NAME    # extra arguments go to cargo test
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages the tests start themselves (none yet; etcd-server,
+# mosquitto, containerd and runc join this list with the parts that use them).
+packages=()
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "installing: ${missing[*]}"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+exec cargo test --workspace "$@"
