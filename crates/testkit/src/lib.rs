@@ -4,6 +4,7 @@
 //! **Architecture Invariant:** only tests depend on this crate.
 
 pub mod arch;
+pub mod pki;
 
 use std::time::Duration;
 

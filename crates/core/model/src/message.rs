@@ -303,6 +303,12 @@ impl Message {
         buf
     }
 
+    /// Encodes the message as KubeEdge's JSON into a `String`.
+    pub fn encode_string(&self) -> String {
+        // Serialising our own types cannot fail (see `encode_into`).
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
     /// Appends the JSON encoding to `buf`.
     pub fn encode_into(&self, buf: &mut Vec<u8>) {
         // Serialising our own types into memory cannot fail: every key is a

@@ -1,0 +1,138 @@
+//! Settings of connections, servers and clients.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// Limits and deadlines of one connection (both ends).
+#[derive(Debug, Clone)]
+pub struct ConnConfig {
+    /// Largest frame accepted, in bytes; a larger one closes the connection.
+    pub max_frame_size: usize,
+    /// Messages waiting to be written; `try_write` fails when it is full.
+    pub send_queue: usize,
+    /// Received messages waiting for `recv`; when full, reading pauses and
+    /// TCP pushes back on the peer.
+    pub recv_queue: usize,
+    /// Deadline of one socket write (and of waiting for room in the send queue).
+    pub write_timeout: Duration,
+    /// Close the connection when nothing arrives for this long (`None`: never).
+    pub read_timeout: Option<Duration>,
+    /// Send a WebSocket ping this often, so that an idle but healthy peer
+    /// keeps the read deadline fed (`None`: never). Go's gorilla/websocket
+    /// answers pings by default, so this works against KubeEdge peers too.
+    pub ping_interval: Option<Duration>,
+}
+
+impl Default for ConnConfig {
+    fn default() -> Self {
+        ConnConfig {
+            max_frame_size: 8 << 20,
+            send_queue: 1024,
+            recv_queue: 1024,
+            write_timeout: Duration::from_secs(15),
+            read_timeout: None,
+            ping_interval: None,
+        }
+    }
+}
+
+/// A certificate chain and its private key (DER).
+#[derive(Debug)]
+pub struct Identity {
+    /// Leaf first.
+    pub cert_chain: Vec<CertificateDer<'static>>,
+    /// The leaf's key.
+    pub key: PrivateKeyDer<'static>,
+}
+
+impl Clone for Identity {
+    fn clone(&self) -> Self {
+        Identity { cert_chain: self.cert_chain.clone(), key: self.key.clone_key() }
+    }
+}
+
+/// Server side TLS: our identity and the CA that client certificates must chain to.
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    /// The server's certificate and key.
+    pub identity: Identity,
+    /// Client certificates must chain to one of these.
+    pub client_ca: Vec<CertificateDer<'static>>,
+}
+
+/// Client side TLS: our identity and the CA the server's certificate must chain to.
+#[derive(Debug, Clone)]
+pub struct ClientTls {
+    /// The client's certificate and key.
+    pub identity: Identity,
+    /// The server's certificate must chain to one of these.
+    pub server_ca: Vec<CertificateDer<'static>>,
+}
+
+/// Settings of a WebSocket server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// TLS material.
+    pub tls: ServerTls,
+    /// Per-connection limits.
+    pub conn: ConnConfig,
+    /// TLS plus WebSocket upgrade must finish within this.
+    pub handshake_timeout: Duration,
+    /// Handshakes in progress at once; more are refused at accept.
+    pub max_pending_handshakes: usize,
+    /// Accepted connections not yet taken by `accept()`.
+    pub accept_queue: usize,
+}
+
+impl ServerConfig {
+    /// Defaults around the given address and TLS material.
+    pub fn new(listen: SocketAddr, tls: ServerTls) -> ServerConfig {
+        ServerConfig {
+            listen,
+            tls,
+            conn: ConnConfig::default(),
+            handshake_timeout: Duration::from_secs(30),
+            max_pending_handshakes: 4096,
+            accept_queue: 1024,
+        }
+    }
+}
+
+/// Settings of a WebSocket client.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// `host:port` of the cloud.
+    pub server: String,
+    /// Name checked against the server certificate (defaults to the host of
+    /// `server`).
+    pub server_name: Option<String>,
+    /// This node's name (`node_id` header).
+    pub node_id: String,
+    /// KubeEdge project id (`project_id` header).
+    pub project_id: String,
+    /// TLS material.
+    pub tls: ClientTls,
+    /// Per-connection limits.
+    pub conn: ConnConfig,
+    /// TCP, TLS and WebSocket upgrade must finish within this (KubeEdge: 30 s).
+    pub handshake_timeout: Duration,
+}
+
+impl ClientConfig {
+    /// Defaults for the given server, node and TLS material.
+    pub fn new(server: impl Into<String>, node_id: impl Into<String>, tls: ClientTls) -> ClientConfig {
+        ClientConfig {
+            server: server.into(),
+            server_name: None,
+            node_id: node_id.into(),
+            project_id: edgehive_model::well_known::DEFAULT_PROJECT_ID.to_owned(),
+            tls,
+            conn: ConnConfig::default(),
+            handshake_timeout: Duration::from_secs(30),
+        }
+    }
+}

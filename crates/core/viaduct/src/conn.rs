@@ -1,0 +1,443 @@
+//! A live connection: a bounded send queue drained by a writer task, a reader
+//! task that decodes frames, answers viaduct control messages, hands responses
+//! to pending requests and queues the rest for `recv`.
+//!
+//! Any read, decode or write failure closes the connection (KubeEdge's
+//! behaviour), with the reason logged once, naming the peer.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use edgehive_model::{Content, Message, Text, new_msg_id, op};
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{Instant, timeout, timeout_at};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::{self, Message as Frame};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::config::ConnConfig;
+use crate::error::{CloseReason, RequestError, WriteError};
+use crate::tls::CertIdentity;
+
+/// Which transport carries a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// KubeEdge-compatible WebSocket over TLS.
+    WebSocket,
+}
+
+/// Who is at the other end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerInfo {
+    /// `node_id` from the handshake (on the client: our own node id).
+    pub node_id: Text,
+    /// `project_id` from the handshake.
+    pub project_id: Text,
+    /// Subject of the peer's verified certificate.
+    pub cert: Option<CertIdentity>,
+    /// The peer's address.
+    pub remote_addr: SocketAddr,
+    /// Our address.
+    pub local_addr: SocketAddr,
+    /// Transport.
+    pub protocol: Protocol,
+}
+
+/// State shared by the handles and the two tasks.
+struct Shared {
+    info: PeerInfo,
+    cfg: ConnConfig,
+    cancel: CancellationToken,
+    reason: Mutex<Option<CloseReason>>,
+    pending: Mutex<HashMap<Text, oneshot::Sender<Message>>>,
+    pending_count: AtomicUsize,
+}
+
+impl Shared {
+    /// Records the first reason and stops both tasks.
+    fn close(&self, reason: CloseReason) {
+        let mut r = self.reason.lock().unwrap_or_else(|p| p.into_inner());
+        if r.is_none() {
+            match &reason {
+                CloseReason::Local | CloseReason::PeerClosed => {
+                    tracing::info!(node = %self.info.node_id, remote = %self.info.remote_addr, %reason, "connection closed")
+                }
+                _ => {
+                    tracing::warn!(node = %self.info.node_id, remote = %self.info.remote_addr, %reason, "connection closed")
+                }
+            }
+            *r = Some(reason);
+        }
+        drop(r);
+        self.cancel.cancel();
+        // Pending requests learn of the close through their dropped senders.
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    fn reason(&self) -> Option<CloseReason> {
+        self.reason.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Hands a response to the request waiting for it; gives it back if none is.
+    fn take_response(&self, msg: Message) -> Option<Message> {
+        if self.pending_count.load(Ordering::Acquire) == 0 || msg.header.parent_msg_id.is_empty() {
+            return Some(msg);
+        }
+        let waiter = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(msg.header.parent_msg_id.as_str());
+        match waiter {
+            Some(tx) => tx.send(msg).err(),
+            None => Some(msg),
+        }
+    }
+}
+
+/// The writing half: cheap to clone, usable from many tasks.
+#[derive(Clone)]
+pub struct ConnTx {
+    shared: Arc<Shared>,
+    queue: mpsc::Sender<Message>,
+}
+
+/// The reading half.
+pub struct ConnRx {
+    shared: Arc<Shared>,
+    incoming: mpsc::Receiver<Message>,
+}
+
+/// A connection to one peer.
+pub struct Connection {
+    /// Writing half.
+    pub tx: ConnTx,
+    /// Reading half.
+    pub rx: ConnRx,
+}
+
+impl fmt::Debug for ConnTx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnTx").field("peer", &self.shared.info).finish_non_exhaustive()
+    }
+}
+impl fmt::Debug for ConnRx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnRx").field("peer", &self.shared.info).finish_non_exhaustive()
+    }
+}
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection").field("peer", &self.tx.shared.info).finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// Who is at the other end.
+    pub fn peer(&self) -> &PeerInfo {
+        &self.tx.shared.info
+    }
+
+    /// Splits into the writing and reading halves.
+    pub fn split(self) -> (ConnTx, ConnRx) {
+        (self.tx, self.rx)
+    }
+}
+
+impl ConnTx {
+    /// Who is at the other end.
+    pub fn peer(&self) -> &PeerInfo {
+        &self.shared.info
+    }
+
+    fn closed_error(&self, msg: Message) -> WriteError {
+        WriteError::Closed { peer: self.shared.info.node_id.clone(), message: Box::new(msg) }
+    }
+
+    /// Queues a message if there is room now.
+    pub fn try_write(&self, msg: Message) -> Result<(), WriteError> {
+        if self.shared.cancel.is_cancelled() {
+            return Err(self.closed_error(msg));
+        }
+        self.queue.try_send(msg).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(m) => {
+                WriteError::Full { peer: self.shared.info.node_id.clone(), message: Box::new(m) }
+            }
+            mpsc::error::TrySendError::Closed(m) => self.closed_error(m),
+        })
+    }
+
+    /// Queues a message, waiting up to the write deadline for room.
+    pub async fn write(&self, msg: Message) -> Result<(), WriteError> {
+        let deadline = Instant::now() + self.shared.cfg.write_timeout;
+        self.write_until(msg, deadline).await
+    }
+
+    async fn write_until(&self, msg: Message, deadline: Instant) -> Result<(), WriteError> {
+        if self.shared.cancel.is_cancelled() {
+            return Err(self.closed_error(msg));
+        }
+        let permit = tokio::select! {
+            r = timeout_at(deadline, self.queue.reserve()) => r,
+            _ = self.shared.cancel.cancelled() => return Err(self.closed_error(msg)),
+        };
+        match permit {
+            Ok(Ok(p)) => {
+                p.send(msg);
+                Ok(())
+            }
+            Ok(Err(_)) => Err(self.closed_error(msg)),
+            Err(_) => Err(WriteError::Timeout {
+                peer: self.shared.info.node_id.clone(),
+                after: self.shared.cfg.write_timeout,
+                message: Box::new(msg),
+            }),
+        }
+    }
+
+    /// Sends a request and waits for the message whose `parent_msg_id` is the
+    /// request's id. The waiter is registered before the request is queued,
+    /// so a fast response cannot be missed.
+    pub async fn request(&self, mut msg: Message, timeout_after: Duration) -> Result<Message, RequestError> {
+        let deadline = Instant::now() + timeout_after;
+        if msg.header.msg_id.is_empty() {
+            msg.header.msg_id = new_msg_id();
+        }
+        let id = msg.header.msg_id.clone();
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = self.shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+            if pending.contains_key(id.as_str()) {
+                return Err(RequestError::DuplicateId(id));
+            }
+            pending.insert(id.clone(), tx);
+            self.shared.pending_count.fetch_add(1, Ordering::AcqRel);
+        }
+        let _guard = PendingGuard { shared: &self.shared, id: id.clone() };
+        self.write_until(msg, deadline).await?;
+        match timeout_at(deadline, rx).await {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(_)) => {
+                Err(RequestError::Closed { msg_id: id, reason: self.shared.reason().unwrap_or(CloseReason::Local) })
+            }
+            Err(_) => Err(RequestError::Timeout { msg_id: id, after: timeout_after }),
+        }
+    }
+
+    /// Closes the connection; queued messages not yet written are dropped.
+    pub fn close(&self) {
+        self.shared.close(CloseReason::Local);
+    }
+
+    /// True once the connection has ended.
+    pub fn is_closed(&self) -> bool {
+        self.shared.cancel.is_cancelled()
+    }
+
+    /// Waits until the connection ends and says why.
+    pub async fn closed(&self) -> CloseReason {
+        self.shared.cancel.cancelled().await;
+        self.shared.reason().unwrap_or(CloseReason::Local)
+    }
+
+    /// Messages queued and not yet written.
+    pub fn queued(&self) -> usize {
+        self.queue.max_capacity() - self.queue.capacity()
+    }
+}
+
+struct PendingGuard<'a> {
+    shared: &'a Shared,
+    id: Text,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        // Still there if no response came (timeout, cancellation, write error).
+        self.shared.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(self.id.as_str());
+        self.shared.pending_count.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl ConnRx {
+    /// Who is at the other end.
+    pub fn peer(&self) -> &PeerInfo {
+        &self.shared.info
+    }
+
+    /// The next message; `None` once the connection has ended and every
+    /// received message has been taken.
+    pub async fn recv(&mut self) -> Option<Message> {
+        self.incoming.recv().await
+    }
+
+    /// Why the connection ended, once it has.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.shared.reason()
+    }
+}
+
+/// Starts the tasks of a WebSocket connection.
+pub(crate) fn spawn_ws<S>(ws: WebSocketStream<S>, info: PeerInfo, cfg: ConnConfig) -> Connection
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (queue_tx, queue_rx) = mpsc::channel(cfg.send_queue.max(1));
+    let (in_tx, in_rx) = mpsc::channel(cfg.recv_queue.max(1));
+    let shared = Arc::new(Shared {
+        info,
+        cfg,
+        cancel: CancellationToken::new(),
+        reason: Mutex::new(None),
+        pending: Mutex::new(HashMap::new()),
+        pending_count: AtomicUsize::new(0),
+    });
+    let (sink, stream) = ws.split();
+    let span = tracing::info_span!("conn", node = %shared.info.node_id, remote = %shared.info.remote_addr);
+    let tx = ConnTx { shared: shared.clone(), queue: queue_tx };
+    tokio::spawn(write_loop(sink, queue_rx, tx.clone(), shared.clone()).instrument(span.clone()));
+    tokio::spawn(read_loop(stream, in_tx, tx.clone(), shared.clone()).instrument(span));
+    Connection { tx, rx: ConnRx { shared, incoming: in_rx } }
+}
+
+/// Most messages written per flush.
+const WRITE_BATCH: usize = 64;
+
+async fn write_loop<S>(
+    mut sink: futures_util::stream::SplitSink<WebSocketStream<S>, Frame>,
+    mut queue: mpsc::Receiver<Message>,
+    _tx: ConnTx,
+    shared: Arc<Shared>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let write_timeout = shared.cfg.write_timeout;
+    let mut ping = shared.cfg.ping_interval.map(|d| tokio::time::interval_at(Instant::now() + d, d));
+    let mut batch = Vec::with_capacity(WRITE_BATCH);
+    loop {
+        let got = tokio::select! {
+            biased;
+            _ = shared.cancel.cancelled() => break,
+            n = queue.recv_many(&mut batch, WRITE_BATCH) => n,
+            _ = async { match ping.as_mut() { Some(p) => { p.tick().await; } None => std::future::pending().await } } => {
+                if timeout(write_timeout, sink.send(Frame::Ping(Vec::new().into()))).await.map_or(true, |r| r.is_err()) {
+                    shared.close(CloseReason::WriteTimeout(write_timeout));
+                    break;
+                }
+                continue;
+            }
+        };
+        if got == 0 {
+            break;
+        }
+        let write = async {
+            for m in batch.drain(..) {
+                // One message per text frame with a trailing newline, as Go's WriteJSON does.
+                let mut text = m.encode_string();
+                text.push('\n');
+                sink.feed(Frame::Text(text.into())).await?;
+            }
+            sink.flush().await
+        };
+        match timeout(write_timeout, write).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                shared.close(transport_reason(e, shared.cfg.max_frame_size));
+                break;
+            }
+            Err(_) => {
+                shared.close(CloseReason::WriteTimeout(write_timeout));
+                break;
+            }
+        }
+    }
+    // Best effort: tell the peer, but do not wait on a peer that is not reading.
+    let _ = timeout(Duration::from_secs(1), sink.close()).await;
+}
+
+async fn read_loop<S>(
+    mut stream: futures_util::stream::SplitStream<WebSocketStream<S>>,
+    incoming: mpsc::Sender<Message>,
+    tx: ConnTx,
+    shared: Arc<Shared>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let read_timeout = shared.cfg.read_timeout;
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = shared.cancel.cancelled() => break,
+            n = async {
+                match read_timeout {
+                    Some(d) => timeout(d, stream.next()).await.map_err(|_| d),
+                    None => Ok(stream.next().await),
+                }
+            } => n,
+        };
+        let frame = match next {
+            Err(d) => {
+                shared.close(CloseReason::ReadTimeout(d));
+                break;
+            }
+            Ok(None) => {
+                shared.close(CloseReason::PeerClosed);
+                break;
+            }
+            Ok(Some(Err(e))) => {
+                shared.close(transport_reason(e, shared.cfg.max_frame_size));
+                break;
+            }
+            Ok(Some(Ok(f))) => f,
+        };
+        let bytes: &[u8] = match &frame {
+            Frame::Text(t) => t.as_bytes(),
+            Frame::Binary(b) => b,
+            Frame::Close(_) => {
+                shared.close(CloseReason::PeerClosed);
+                break;
+            }
+            // Pings are answered by the WebSocket layer; pongs only feed the deadline.
+            Frame::Ping(_) | Frame::Pong(_) | Frame::Frame(_) => continue,
+        };
+        let msg = match Message::decode(bytes) {
+            Ok(m) => m,
+            Err(e) => {
+                shared.close(CloseReason::Malformed(e.to_string()));
+                break;
+            }
+        };
+        if is_control(&msg) {
+            // viaduct control messages are answered with "ack" and not passed on.
+            let _ = tx.try_write(msg.response(Content::string("ack")));
+            continue;
+        }
+        let Some(msg) = shared.take_response(msg) else { continue };
+        tokio::select! {
+            biased;
+            _ = shared.cancel.cancelled() => break,
+            r = incoming.send(msg) => if r.is_err() {
+                // Nobody reads this connection any more.
+                shared.close(CloseReason::Local);
+                break;
+            },
+        }
+    }
+}
+
+fn is_control(m: &Message) -> bool {
+    matches!(m.route.operation.as_str(), op::VIADUCT_CONFIG | op::VIADUCT_PING | op::VIADUCT_PONG)
+}
+
+fn transport_reason(e: tungstenite::Error, limit: usize) -> CloseReason {
+    use tungstenite::Error as E;
+    match e {
+        E::Capacity(_) => CloseReason::FrameTooLarge { limit },
+        E::ConnectionClosed | E::AlreadyClosed => CloseReason::PeerClosed,
+        E::Utf8(s) => CloseReason::Malformed(format!("text frame is not UTF-8: {s}")),
+        other => CloseReason::Transport(other.to_string()),
+    }
+}

@@ -1,0 +1,364 @@
+//! WebSocket transport, byte-compatible with KubeEdge's viaduct (PROTOCOL.md §2).
+//!
+//! The client dials `wss://{server}/{project_id}/{node_id}/events` with the
+//! headers `node_id`, `project_id` and `ConnectionUse: msg`, and no `Origin`.
+//! The server accepts any path, matches header names case-insensitively (Go
+//! sends `Node_id`), requires `ConnectionUse: msg` and a node id, and refuses
+//! anything else with `400` and a reason.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use edgehive_model::Text;
+use http::{HeaderValue, StatusCode};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::time::timeout;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{ClientConfig, ConnConfig, ServerConfig};
+use crate::conn::{Connection, PeerInfo, Protocol, spawn_ws};
+use crate::error::ConnectError;
+use crate::tls::{CertIdentity, client_config, server_config};
+
+/// Header carrying the node name.
+pub const HEADER_NODE_ID: &str = "node_id";
+/// Header carrying the project id.
+pub const HEADER_PROJECT_ID: &str = "project_id";
+/// Header selecting the connection's use; must be `msg`.
+pub const HEADER_CONNECTION_USE: &str = "ConnectionUse";
+/// The one accepted value of `ConnectionUse`.
+pub const CONNECTION_USE_MSG: &str = "msg";
+
+fn ws_config(conn: &ConnConfig) -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(Some(conn.max_frame_size))
+        .max_frame_size(Some(conn.max_frame_size))
+        .accept_unmasked_frames(false)
+}
+
+/// Counters of a server, for logs and metrics.
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    /// Connections handed to `accept`.
+    pub accepted: AtomicU64,
+    /// TLS handshakes that failed (no, foreign or expired certificate, ...).
+    pub tls_failures: AtomicU64,
+    /// WebSocket upgrades refused (bad headers, not WebSocket).
+    pub upgrade_failures: AtomicU64,
+    /// Handshakes that did not finish in time.
+    pub handshake_timeouts: AtomicU64,
+    /// Connections refused because too many handshakes were in progress or
+    /// the accept queue was full.
+    pub refused_busy: AtomicU64,
+}
+
+/// A listening WebSocket server.
+#[derive(Debug)]
+pub struct Server {
+    local_addr: SocketAddr,
+    accepted: mpsc::Receiver<Connection>,
+    cancel: CancellationToken,
+    stats: Arc<ServerStats>,
+}
+
+impl Server {
+    /// Binds and starts accepting.
+    pub async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
+        let tls = TlsAcceptor::from(server_config(&cfg.tls)?);
+        let listener = TcpListener::bind(cfg.listen).await.map_err(|source| ConnectError::Io {
+            what: "listen on",
+            addr: cfg.listen.to_string(),
+            source,
+        })?;
+        let local_addr = listener.local_addr().map_err(|source| ConnectError::Io {
+            what: "read address of",
+            addr: cfg.listen.to_string(),
+            source,
+        })?;
+        let (tx, rx) = mpsc::channel(cfg.accept_queue.max(1));
+        let cancel = CancellationToken::new();
+        let stats = Arc::new(ServerStats::default());
+        let acceptor = Acceptor {
+            listener,
+            tls,
+            cfg: Arc::new(cfg),
+            out: tx,
+            cancel: cancel.clone(),
+            stats: stats.clone(),
+            handshakes: Arc::new(Semaphore::new(0)),
+        };
+        acceptor.handshakes.add_permits(acceptor.cfg.max_pending_handshakes.max(1));
+        tracing::info!(addr = %local_addr, "WebSocket server listening");
+        tokio::spawn(acceptor.run());
+        Ok(Server { local_addr, accepted: rx, cancel, stats })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The next connection that completed its handshake; `None` after `close`.
+    pub async fn accept(&mut self) -> Option<Connection> {
+        self.accepted.recv().await
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &ServerStats {
+        &self.stats
+    }
+
+    /// Stops listening. Established connections are not affected.
+    pub fn close(&self) {
+        self.cancel.cancel();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+struct Acceptor {
+    listener: TcpListener,
+    tls: TlsAcceptor,
+    cfg: Arc<ServerConfig>,
+    out: mpsc::Sender<Connection>,
+    cancel: CancellationToken,
+    stats: Arc<ServerStats>,
+    handshakes: Arc<Semaphore>,
+}
+
+impl Acceptor {
+    async fn run(self) {
+        loop {
+            let (tcp, remote) = tokio::select! {
+                _ = self.cancel.cancelled() => break,
+                r = self.listener.accept() => match r {
+                    Ok(x) => x,
+                    Err(e) => {
+                        // Out of descriptors and similar: back off briefly, keep serving.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let Ok(permit) = self.handshakes.clone().try_acquire_owned() else {
+                self.stats.refused_busy.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%remote, "too many handshakes in progress; connection refused");
+                continue;
+            };
+            let _ = tcp.set_nodelay(true);
+            let (tls, cfg, out, stats) = (self.tls.clone(), self.cfg.clone(), self.out.clone(), self.stats.clone());
+            tokio::spawn(async move {
+                let _permit = permit;
+                let deadline = cfg.handshake_timeout;
+                match timeout(deadline, handshake(tcp, remote, tls, &cfg, &stats)).await {
+                    Err(_) => {
+                        stats.handshake_timeouts.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(%remote, ?deadline, "handshake did not finish in time; connection dropped");
+                    }
+                    Ok(None) => {}
+                    Ok(Some(conn)) => {
+                        if let Err(mpsc::error::TrySendError::Full(conn) | mpsc::error::TrySendError::Closed(conn)) =
+                            out.try_send(conn)
+                        {
+                            stats.refused_busy.fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!(%remote, node = %conn.peer().node_id, "accept queue full or server closed; connection dropped");
+                            conn.tx.close();
+                        } else {
+                            stats.accepted.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// TLS, then the WebSocket upgrade with header checks.
+async fn handshake(
+    tcp: TcpStream,
+    remote: SocketAddr,
+    tls: TlsAcceptor,
+    cfg: &ServerConfig,
+    stats: &ServerStats,
+) -> Option<Connection> {
+    let local_addr = tcp.local_addr().ok()?;
+    let tls_stream = match tls.accept(tcp).await {
+        Ok(s) => s,
+        Err(e) => {
+            stats.tls_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%remote, error = %e, "TLS handshake failed");
+            return None;
+        }
+    };
+    let cert =
+        tls_stream.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c));
+    let mut headers = None;
+    // The signature is tungstenite's callback type; its error type is not ours to shrink.
+    #[allow(clippy::result_large_err)]
+    let callback = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+        match check_headers(req) {
+            Ok(h) => {
+                headers = Some(h);
+                Ok(resp)
+            }
+            Err(reason) => {
+                let mut e = ErrorResponse::new(Some(reason.clone()));
+                *e.status_mut() = StatusCode::BAD_REQUEST;
+                headers = None;
+                Err(e)
+            }
+        }
+    };
+    let ws = match tokio_tungstenite::accept_hdr_async_with_config(tls_stream, callback, Some(ws_config(&cfg.conn)))
+        .await
+    {
+        Ok(ws) => ws,
+        Err(e) => {
+            stats.upgrade_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%remote, cert_cn = ?cert.as_ref().and_then(|c| c.common_name.clone()), error = %e, "WebSocket upgrade refused");
+            return None;
+        }
+    };
+    let (node_id, project_id) = headers?;
+    let info = PeerInfo { node_id, project_id, cert, remote_addr: remote, local_addr, protocol: Protocol::WebSocket };
+    tracing::info!(node = %info.node_id, %remote, cert_cn = ?info.cert.as_ref().and_then(|c| c.common_name.clone()), "edge connected");
+    Some(spawn_ws(ws, info, cfg.conn.clone()))
+}
+
+/// Validates the upgrade request; returns (node_id, project_id).
+fn check_headers(req: &Request) -> Result<(Text, Text), String> {
+    let h = req.headers();
+    let get = |name: &str| h.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
+    match get(HEADER_CONNECTION_USE) {
+        Some(CONNECTION_USE_MSG) => {}
+        Some(other) => return Err(format!("ConnectionUse {other:?} is not supported; use \"msg\"")),
+        None => return Err("missing ConnectionUse header".into()),
+    }
+    let node = get(HEADER_NODE_ID).ok_or("missing node_id header")?;
+    if node.len() > 253 || node.chars().any(|c| c.is_control() || c == '/') {
+        return Err(format!("invalid node_id {node:?}"));
+    }
+    let project = get(HEADER_PROJECT_ID).unwrap_or("");
+    Ok((Text::copy_from(node), Text::copy_from(project)))
+}
+
+/// Dials a server and completes TLS and the WebSocket upgrade.
+pub async fn connect(cfg: &ClientConfig) -> Result<Connection, ConnectError> {
+    let deadline = cfg.handshake_timeout;
+    timeout(deadline, connect_inner(cfg))
+        .await
+        .map_err(|_| ConnectError::Timeout { addr: cfg.server.clone(), after: deadline })?
+}
+
+async fn connect_inner(cfg: &ClientConfig) -> Result<Connection, ConnectError> {
+    let addr = cfg.server.clone();
+    if cfg.node_id.is_empty() || cfg.node_id.contains('/') {
+        return Err(ConnectError::Invalid(format!("node id {:?}", cfg.node_id)));
+    }
+    let host = match cfg.server_name.clone() {
+        Some(n) => n,
+        None => {
+            host_of(&cfg.server).ok_or_else(|| ConnectError::Invalid(format!("server address {:?}", cfg.server)))?
+        }
+    };
+    let server_name = rustls_pki_types::ServerName::try_from(host.clone())
+        .map_err(|e| ConnectError::Invalid(format!("server name {host:?}: {e}")))?;
+    let connector = TlsConnector::from(client_config(&cfg.tls)?);
+    let tcp = TcpStream::connect(&cfg.server).await.map_err(|source| ConnectError::Io {
+        what: "connect to",
+        addr: addr.clone(),
+        source,
+    })?;
+    let _ = tcp.set_nodelay(true);
+    let local_addr =
+        tcp.local_addr().map_err(|source| ConnectError::Io { what: "read address of", addr: addr.clone(), source })?;
+    let remote_addr =
+        tcp.peer_addr().map_err(|source| ConnectError::Io { what: "read address of", addr: addr.clone(), source })?;
+    let tls =
+        connector.connect(server_name, tcp).await.map_err(|source| ConnectError::Tls { addr: addr.clone(), source })?;
+    let cert = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c));
+
+    let url = format!("wss://{}/{}/{}/events", cfg.server, cfg.project_id, cfg.node_id);
+    let mut req =
+        url.as_str().into_client_request().map_err(|e| ConnectError::Invalid(format!("request URL {url}: {e}")))?;
+    let headers = req.headers_mut();
+    for (name, value) in [
+        (HEADER_NODE_ID, cfg.node_id.as_str()),
+        (HEADER_PROJECT_ID, cfg.project_id.as_str()),
+        (HEADER_CONNECTION_USE, CONNECTION_USE_MSG),
+    ] {
+        let v = HeaderValue::from_str(value).map_err(|e| ConnectError::Invalid(format!("header {name}: {e}")))?;
+        headers.insert(name, v);
+    }
+    let (ws, _resp) = tokio_tungstenite::client_async_with_config(req, tls, Some(ws_config(&cfg.conn)))
+        .await
+        .map_err(|e| ConnectError::Handshake { addr: addr.clone(), reason: e.to_string() })?;
+    let info = PeerInfo {
+        node_id: Text::from(cfg.node_id.clone()),
+        project_id: Text::from(cfg.project_id.clone()),
+        cert,
+        remote_addr,
+        local_addr,
+        protocol: Protocol::WebSocket,
+    };
+    Ok(spawn_ws(ws, info, cfg.conn.clone()))
+}
+
+/// The host part of `host:port` or `[v6]:port`.
+fn host_of(server: &str) -> Option<String> {
+    if let Some(rest) = server.strip_prefix('[') {
+        return rest.split_once(']').map(|(h, _)| h.to_owned());
+    }
+    let (host, _port) = server.rsplit_once(':')?;
+    (!host.is_empty()).then(|| host.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_parsing() {
+        assert_eq!(host_of("127.0.0.1:10000").as_deref(), Some("127.0.0.1"));
+        assert_eq!(host_of("cloud.example:10000").as_deref(), Some("cloud.example"));
+        assert_eq!(host_of("[::1]:10000").as_deref(), Some("::1"));
+        assert_eq!(host_of("nohost"), None);
+    }
+
+    fn req(headers: &[(&str, &str)]) -> Request {
+        let mut b = http::Request::builder().uri("/p/n/events");
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(()).unwrap()
+    }
+
+    #[test]
+    fn header_checks() {
+        // Go canonicalises header names; matching is case-insensitive.
+        let ok = req(&[("Node_id", "edge-1"), ("Project_id", "p"), ("Connectionuse", "msg")]);
+        assert_eq!(check_headers(&ok).unwrap(), (Text::from("edge-1"), Text::from("p")));
+        assert!(check_headers(&req(&[("node_id", "e")])).unwrap_err().contains("missing ConnectionUse"));
+        assert!(
+            check_headers(&req(&[("node_id", "e"), ("ConnectionUse", "str")])).unwrap_err().contains("not supported")
+        );
+        assert!(check_headers(&req(&[("ConnectionUse", "msg")])).unwrap_err().contains("missing node_id"));
+        assert!(
+            check_headers(&req(&[("node_id", "a/b"), ("ConnectionUse", "msg")]))
+                .unwrap_err()
+                .contains("invalid node_id")
+        );
+    }
+}

@@ -1,0 +1,108 @@
+//! Fixtures for the viaduct tests: a PKI, servers and clients on 127.0.0.1,
+//! and raw clients that misbehave on purpose.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use edgehive_model::{Content, Message, group, op, source};
+use edgehive_testkit::pki::{Issued, TestCa};
+use edgehive_viaduct::ws::{Server, connect};
+use edgehive_viaduct::{ClientConfig, ClientTls, ConnConfig, Connection, Identity, ServerConfig, ServerTls};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+pub struct Pki {
+    pub ca: TestCa,
+    pub server: Issued,
+}
+
+impl Pki {
+    pub fn new() -> Pki {
+        let ca = TestCa::new("edgehive-test-ca");
+        let server = ca.server();
+        Pki { ca, server }
+    }
+
+    pub fn server_tls(&self) -> ServerTls {
+        ServerTls {
+            identity: Identity { cert_chain: vec![self.server.cert.clone()], key: self.server.key.clone_key() },
+            client_ca: vec![self.ca.cert.clone()],
+        }
+    }
+
+    pub fn client_tls(&self, node: &Issued) -> ClientTls {
+        ClientTls {
+            identity: Identity { cert_chain: vec![node.cert.clone()], key: node.key.clone_key() },
+            server_ca: vec![self.ca.cert.clone()],
+        }
+    }
+}
+
+pub async fn server(pki: &Pki, conn: ConnConfig) -> Server {
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    cfg.conn = conn;
+    cfg.handshake_timeout = Duration::from_secs(10);
+    Server::bind(cfg).await.unwrap()
+}
+
+pub fn client_config(pki: &Pki, addr: SocketAddr, node: &str) -> ClientConfig {
+    let cert = pki.ca.node(node);
+    ClientConfig::new(addr.to_string(), node, pki.client_tls(&cert))
+}
+
+/// Connects a client and returns both ends.
+pub async fn pair(pki: &Pki, server: &mut Server, node: &str) -> (Connection, Connection) {
+    let client = connect(&client_config(pki, server.local_addr(), node)).await.unwrap();
+    let accepted = tokio::time::timeout(Duration::from_secs(10), server.accept()).await.unwrap().unwrap();
+    (client, accepted)
+}
+
+pub fn pod(name: &str) -> Message {
+    Message::build(
+        source::EDGECONTROLLER,
+        group::RESOURCE,
+        format!("default/pod/{name}"),
+        op::INSERT,
+        Content::from_json(r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"x"}}"#).unwrap(),
+    )
+    .with_resource_version("1")
+}
+
+/// A TLS connection with a client certificate, for hand-made WebSocket traffic.
+pub async fn raw_tls(pki: &Pki, addr: SocketAddr, cert: Option<&Issued>) -> std::io::Result<TlsStream<TcpStream>> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(pki.ca.cert.clone()).unwrap();
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let cfg = match cert {
+        Some(c) => builder.with_client_auth_cert(vec![c.cert.clone()], c.key.clone_key()).unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    let tcp = TcpStream::connect(addr).await?;
+    TlsConnector::from(Arc::new(cfg)).connect("localhost".try_into().unwrap(), tcp).await
+}
+
+/// A raw WebSocket client speaking as a KubeEdge edge would.
+pub async fn raw_ws(
+    pki: &Pki,
+    addr: SocketAddr,
+    node: &str,
+) -> tokio_tungstenite::WebSocketStream<TlsStream<TcpStream>> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let tls = raw_tls(pki, addr, Some(&pki.ca.node(node))).await.unwrap();
+    let mut req = format!("wss://localhost:{}/p/{node}/events", addr.port()).into_client_request().unwrap();
+    req.headers_mut().insert("node_id", node.parse().unwrap());
+    req.headers_mut().insert("project_id", "p".parse().unwrap());
+    req.headers_mut().insert("ConnectionUse", "msg".parse().unwrap());
+    tokio_tungstenite::client_async(req, tls).await.unwrap().0
+}
+
+/// Waits for a condition, failing after a generous deadline.
+pub async fn eventually(what: &str, cond: impl FnMut() -> bool) {
+    edgehive_testkit::eventually(what, Duration::from_secs(30), cond).await
+}

@@ -1,0 +1,183 @@
+//! WebSocket connections: exchange, identity, requests, control messages, and
+//! the exact frames a KubeEdge peer sees.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use edgehive_model::{Content, Message, op};
+use edgehive_viaduct::{ConnConfig, Protocol};
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_tungstenite::tungstenite::Message as Frame;
+
+#[tokio::test]
+async fn messages_flow_both_ways_and_identity_is_known() {
+    let pki = Pki::new();
+    let mut srv = server(&pki, ConnConfig::default()).await;
+    let (client, accepted) = pair(&pki, &mut srv, "edge-1").await;
+
+    let peer = accepted.peer().clone();
+    assert_eq!(peer.node_id, "edge-1");
+    assert_eq!(peer.project_id, edgehive_model::well_known::DEFAULT_PROJECT_ID);
+    assert_eq!(peer.protocol, Protocol::WebSocket);
+    let cert = peer.cert.unwrap();
+    assert_eq!(cert.common_name.as_deref(), Some("system:node:edge-1"));
+    assert_eq!(cert.organizations, ["system:nodes"]);
+    assert_eq!(cert.node_name(), Some("edge-1"));
+    // The client sees the server's certificate.
+    assert_eq!(client.peer().cert.as_ref().unwrap().common_name.as_deref(), Some("edgehive-cloud"));
+    assert_eq!(client.peer().remote_addr, srv.local_addr());
+
+    let (ctx, mut crx) = client.split();
+    let (stx, mut srx) = accepted.split();
+    let down = pod("nginx");
+    stx.write(down.clone()).await.unwrap();
+    assert_eq!(crx.recv().await.unwrap(), down);
+    let up = down.response(Content::string("OK"));
+    ctx.try_write(up.clone()).unwrap();
+    assert_eq!(srx.recv().await.unwrap(), up);
+
+    ctx.close();
+    assert_eq!(ctx.closed().await, edgehive_viaduct::CloseReason::Local);
+    assert!(srx.recv().await.is_none(), "server side ends when the client closes");
+    assert_eq!(srx.close_reason(), Some(edgehive_viaduct::CloseReason::PeerClosed));
+    assert!(ctx.write(pod("late")).await.is_err());
+}
+
+#[tokio::test]
+async fn request_gets_the_response_matched_by_parent_id() {
+    let pki = Pki::new();
+    let mut srv = server(&pki, ConnConfig::default()).await;
+    let (client, accepted) = pair(&pki, &mut srv, "edge-1").await;
+    let (stx, mut srx) = accepted.split();
+    tokio::spawn(async move {
+        while let Some(m) = srx.recv().await {
+            // An unrelated message first, then the response.
+            stx.write(pod("noise")).await.unwrap();
+            stx.write(m.response(Content::string("answer"))).await.unwrap();
+        }
+    });
+    let (ctx, mut crx) = client.split();
+    let resp = ctx.request(pod("q"), Duration::from_secs(10)).await.unwrap();
+    assert_eq!(resp.content.as_text().as_deref(), Some("answer"));
+    // The unrelated message went to the stream, not to the waiter.
+    assert_eq!(crx.recv().await.unwrap().route.resource, "default/pod/noise");
+}
+
+#[tokio::test]
+async fn no_response_is_lost_under_load() {
+    const TASKS: usize = 16;
+    const EACH: usize = 1_000;
+    let pki = Pki::new();
+    let mut srv = server(&pki, ConnConfig::default()).await;
+    let (client, accepted) = pair(&pki, &mut srv, "edge-1").await;
+    let (stx, mut srx) = accepted.split();
+    tokio::spawn(async move {
+        while let Some(m) = srx.recv().await {
+            stx.write(m.response(Content::string("OK"))).await.unwrap();
+        }
+    });
+    let (ctx, _crx) = client.split();
+    let mut tasks = Vec::new();
+    for _ in 0..TASKS {
+        let ctx = ctx.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lost = 0;
+            for _ in 0..EACH {
+                // A generous deadline: a timeout means a lost response.
+                if ctx.request(pod("q"), Duration::from_secs(60)).await.is_err() {
+                    lost += 1;
+                }
+            }
+            lost
+        }));
+    }
+    let mut lost = 0;
+    for t in tasks {
+        lost += t.await.unwrap();
+    }
+    assert_eq!(lost, 0, "responses lost out of {}", TASKS * EACH);
+}
+
+#[tokio::test]
+async fn control_messages_are_acked_and_not_delivered() {
+    let pki = Pki::new();
+    let mut srv = server(&pki, ConnConfig::default()).await;
+    let (client, accepted) = pair(&pki, &mut srv, "edge-1").await;
+    let (_stx, mut srx) = accepted.split();
+    let (ctx, _crx) = client.split();
+    for operation in [op::VIADUCT_PING, op::VIADUCT_CONFIG, op::VIADUCT_PONG] {
+        let m = Message::new().with_route("edgehub", "", "", operation);
+        let ack = ctx.request(m, Duration::from_secs(10)).await.unwrap();
+        assert_eq!(ack.content.as_text().as_deref(), Some("ack"));
+    }
+    // Nothing reached the application.
+    ctx.write(pod("after")).await.unwrap();
+    assert_eq!(srx.recv().await.unwrap().route.resource, "default/pod/after");
+}
+
+#[tokio::test]
+async fn frames_are_json_text_with_newline_and_binary_is_accepted() {
+    let pki = Pki::new();
+    let mut srv = server(&pki, ConnConfig::default()).await;
+    let mut raw = raw_ws(&pki, srv.local_addr(), "edge-raw").await;
+    let accepted = srv.accept().await.unwrap();
+    let (stx, mut srx) = accepted.split();
+
+    let m = pod("nginx");
+    stx.write(m.clone()).await.unwrap();
+    let Some(Ok(Frame::Text(text))) = raw.next().await else { panic!("expected a text frame") };
+    assert!(text.ends_with('\n'), "gorilla's WriteJSON appends a newline");
+    assert_eq!(text.as_str(), format!("{}\n", m.encode_string()));
+
+    // A KubeEdge edge may send binary frames; both kinds decode.
+    let ack = m.response(Content::string("OK"));
+    raw.send(Frame::Binary(ack.encode().into())).await.unwrap();
+    raw.send(Frame::Text(format!("{}\n", m.encode_string()).into())).await.unwrap();
+    assert_eq!(srx.recv().await.unwrap(), ack);
+    assert_eq!(srx.recv().await.unwrap(), m);
+}
+
+async fn raw_upgrade(pki: &Pki, addr: std::net::SocketAddr, headers: &str) -> String {
+    let mut tls = raw_tls(pki, addr, Some(&pki.ca.node("edge-go"))).await.unwrap();
+    let req = format!(
+        "GET /e632aba927ea4ac2b575ec1603d56f10/edge-go/events HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{headers}\r\n"
+    );
+    tls.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 1024];
+    let n = tls.read(&mut buf).await.unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+#[tokio::test]
+async fn go_canonical_header_names_are_accepted() {
+    let pki = Pki::new();
+    let mut srv = server(&pki, ConnConfig::default()).await;
+    // As Go's net/http writes them.
+    let resp =
+        raw_upgrade(&pki, srv.local_addr(), "Node_id: edge-go\r\nProject_id: e632\r\nConnectionuse: msg\r\n").await;
+    assert!(resp.starts_with("HTTP/1.1 101"), "{resp}");
+    let conn = srv.accept().await.unwrap();
+    assert_eq!(conn.peer().node_id, "edge-go");
+    assert_eq!(conn.peer().project_id, "e632");
+}
+
+#[tokio::test]
+async fn upgrade_without_connection_use_msg_is_refused_with_a_reason() {
+    let pki = Pki::new();
+    let srv = server(&pki, ConnConfig::default()).await;
+    let resp = raw_upgrade(&pki, srv.local_addr(), "Node_id: edge-go\r\n").await;
+    assert!(resp.starts_with("HTTP/1.1 400"), "{resp}");
+    assert!(resp.contains("missing ConnectionUse header"), "{resp}");
+    let resp = raw_upgrade(&pki, srv.local_addr(), "Node_id: edge-go\r\nConnectionUse: shr\r\n").await;
+    assert!(resp.starts_with("HTTP/1.1 400") && resp.contains("not supported"), "{resp}");
+    let resp = raw_upgrade(&pki, srv.local_addr(), "ConnectionUse: msg\r\n").await;
+    assert!(resp.starts_with("HTTP/1.1 400") && resp.contains("missing node_id"), "{resp}");
+    eventually("3 refused upgrades counted", || {
+        srv.stats().upgrade_failures.load(std::sync::atomic::Ordering::Relaxed) == 3
+    })
+    .await;
+}

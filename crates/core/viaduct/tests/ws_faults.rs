@@ -1,0 +1,223 @@
+//! Bad input and faults: each closes only the connection concerned, with a
+//! reason, and the server and other connections carry on.
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::*;
+use edgehive_viaduct::ws::connect;
+use edgehive_viaduct::{CloseReason, ConnConfig, WriteError};
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::AsyncReadExt;
+use tokio_tungstenite::tungstenite::Message as Frame;
+
+/// A healthy connection keeps working after a neighbour was closed.
+async fn assert_healthy(pki: &Pki, srv: &mut edgehive_viaduct::ws::Server) {
+    let (client, accepted) = pair(pki, srv, "healthy").await;
+    let (stx, _srx) = accepted.split();
+    let (_ctx, mut crx) = client.split();
+    stx.write(pod("still-fine")).await.unwrap();
+    assert_eq!(crx.recv().await.unwrap().route.resource, "default/pod/still-fine");
+}
+
+#[tokio::test]
+async fn oversize_frame_closes_that_connection_only() {
+    let pki = Pki::new();
+    let cfg = ConnConfig { max_frame_size: 64 * 1024, ..ConnConfig::default() };
+    let mut srv = server(&pki, cfg).await;
+    let (other_client, other) = pair(&pki, &mut srv, "bystander").await;
+
+    let mut raw = raw_ws(&pki, srv.local_addr(), "big").await;
+    let (_tx, mut rx) = srv.accept().await.unwrap().split();
+    let _ = raw.send(Frame::Text("x".repeat(200 * 1024).into())).await;
+    assert!(rx.recv().await.is_none());
+    assert_eq!(rx.close_reason(), Some(CloseReason::FrameTooLarge { limit: 64 * 1024 }));
+
+    // The bystander still talks.
+    let (otx, _orx) = other.split();
+    let (_octx, mut ocrx) = other_client.split();
+    otx.write(pod("ok")).await.unwrap();
+    assert!(ocrx.recv().await.is_some());
+    assert_healthy(&pki, &mut srv).await;
+}
+
+#[tokio::test]
+async fn malformed_frames_close_the_connection_with_a_reason() {
+    let pki = Pki::new();
+    let mut srv = server(&pki, ConnConfig::default()).await;
+    let cases: [(&str, &[u8]); 4] = [
+        ("not json", b"hello edge"),
+        ("truncated", br#"{"header":{"msg_id":"x","timestamp":1},"route":{"#),
+        ("wrong shape", br#"{"header":"nope"}"#),
+        ("array", br#"[1,2,3]"#),
+    ];
+    for (what, bytes) in cases {
+        let mut raw = raw_ws(&pki, srv.local_addr(), "bad").await;
+        let (_tx, mut rx) = srv.accept().await.unwrap().split();
+        raw.send(Frame::Binary(bytes.to_vec().into())).await.unwrap();
+        assert!(rx.recv().await.is_none(), "{what}: connection must close");
+        let reason = rx.close_reason().unwrap();
+        assert!(matches!(reason, CloseReason::Malformed(_)), "{what}: {reason:?}");
+        // The peer sees the connection end.
+        let end =
+            tokio::time::timeout(Duration::from_secs(10), async { while let Some(Ok(_)) = raw.next().await {} }).await;
+        assert!(end.is_ok(), "{what}: peer not disconnected");
+    }
+    assert_healthy(&pki, &mut srv).await;
+}
+
+#[tokio::test]
+async fn bad_certificates_fail_the_handshake() {
+    let pki = Pki::new();
+    let mut srv = server(&pki, ConnConfig::default()).await;
+    let addr = srv.local_addr();
+
+    // A certificate from another CA.
+    let foreign = edgehive_testkit::pki::TestCa::new("someone-else");
+    let mut cfg = client_config(&pki, addr, "intruder");
+    let intruder = foreign.node("intruder");
+    cfg.tls.identity.cert_chain = vec![intruder.cert];
+    cfg.tls.identity.key = intruder.key;
+    let err = connect(&cfg).await.unwrap_err();
+    assert!(
+        matches!(err, edgehive_viaduct::ConnectError::Tls { .. } | edgehive_viaduct::ConnectError::Handshake { .. }),
+        "{err}"
+    );
+
+    // An expired certificate.
+    let expired = pki.ca.expired_node("old");
+    let mut cfg = client_config(&pki, addr, "old");
+    cfg.tls.identity.cert_chain = vec![expired.cert];
+    cfg.tls.identity.key = expired.key;
+    assert!(connect(&cfg).await.is_err());
+
+    // No certificate at all.
+    if let Ok(mut tls) = raw_tls(&pki, addr, None).await {
+        let mut buf = [0u8; 16];
+        // The server refuses: the stream ends or errors, it never carries data.
+        assert!(matches!(tls.read(&mut buf).await, Ok(0) | Err(_)));
+    }
+
+    eventually("three TLS failures counted", || srv.stats().tls_failures.load(Ordering::Relaxed) == 3).await;
+    assert_eq!(srv.stats().accepted.load(Ordering::Relaxed), 0);
+    assert_healthy(&pki, &mut srv).await;
+}
+
+#[tokio::test]
+async fn a_client_refuses_a_server_from_another_ca() {
+    let pki = Pki::new();
+    let srv = server(&pki, ConnConfig::default()).await;
+    let other = Pki::new();
+    let cfg = client_config(&other, srv.local_addr(), "edge-1");
+    let err = connect(&cfg).await.unwrap_err();
+    assert!(err.to_string().contains("TLS handshake"), "{err}");
+}
+
+#[tokio::test]
+async fn silent_peer_is_dropped_at_the_handshake_deadline() {
+    let pki = Pki::new();
+    let mut cfg = edgehive_viaduct::ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    cfg.handshake_timeout = Duration::from_millis(300);
+    let mut srv = edgehive_viaduct::ws::Server::bind(cfg).await.unwrap();
+    let mut silent = tokio::net::TcpStream::connect(srv.local_addr()).await.unwrap();
+    let mut buf = [0u8; 1];
+    let n = tokio::time::timeout(Duration::from_secs(30), silent.read(&mut buf)).await.expect("not dropped");
+    assert!(matches!(n, Ok(0) | Err(_)));
+    assert_eq!(srv.stats().handshake_timeouts.load(Ordering::Relaxed), 1);
+    assert_healthy(&pki, &mut srv).await;
+}
+
+#[tokio::test]
+async fn vanished_peer_is_dropped_at_the_read_deadline() {
+    let pki = Pki::new();
+    let cfg = ConnConfig { read_timeout: Some(Duration::from_millis(300)), ..ConnConfig::default() };
+    let mut srv = server(&pki, cfg).await;
+    // Connects, then never sends another byte (and never closes).
+    let _raw = raw_ws(&pki, srv.local_addr(), "ghost").await;
+    let (_tx, mut rx) = srv.accept().await.unwrap().split();
+    assert!(rx.recv().await.is_none());
+    assert_eq!(rx.close_reason(), Some(CloseReason::ReadTimeout(Duration::from_millis(300))));
+}
+
+#[tokio::test]
+async fn pings_keep_an_idle_healthy_connection_alive() {
+    let pki = Pki::new();
+    let cfg = ConnConfig { read_timeout: Some(Duration::from_millis(400)), ..ConnConfig::default() };
+    let mut srv = server(&pki, cfg).await;
+    let mut ccfg = client_config(&pki, srv.local_addr(), "quiet");
+    ccfg.conn.ping_interval = Some(Duration::from_millis(100));
+    let client = connect(&ccfg).await.unwrap();
+    let accepted = srv.accept().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!accepted.tx.is_closed(), "pings must feed the read deadline");
+    assert!(!client.tx.is_closed());
+}
+
+#[tokio::test]
+async fn a_peer_that_stops_reading_is_disconnected_and_others_are_not_slowed() {
+    let pki = Pki::new();
+    let cfg = ConnConfig { write_timeout: Duration::from_millis(500), send_queue: 64, ..ConnConfig::default() };
+    let mut srv = server(&pki, cfg).await;
+    // Connects and never reads.
+    let _stuck = raw_ws(&pki, srv.local_addr(), "stuck").await;
+    let (stuck_tx, _stuck_rx) = srv.accept().await.unwrap().split();
+    let (client, healthy) = pair(&pki, &mut srv, "healthy").await;
+    let (htx, _hrx) = healthy.split();
+    let (_ctx, mut crx) = client.split();
+
+    let big = edgehive_model::Content::from_json(format!("\"{}\"", "p".repeat(64 * 1024))).unwrap();
+    let mut full_seen = false;
+    let mut sent_healthy = 0;
+    let end = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !stuck_tx.is_closed() {
+        assert!(tokio::time::Instant::now() < end, "stuck peer never disconnected");
+        match stuck_tx.try_write(pod("flood").with_content(big.clone())) {
+            Ok(()) => {}
+            Err(WriteError::Full { message, .. }) => {
+                full_seen = true;
+                assert_eq!(message.route.resource, "default/pod/flood", "the message is handed back");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(WriteError::Closed { .. }) => break,
+            Err(e) => panic!("{e}"),
+        }
+        // Meanwhile the healthy node gets its messages promptly.
+        htx.write(pod("h")).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), crx.recv()).await.expect("healthy peer slowed").unwrap();
+        sent_healthy += 1;
+    }
+    assert!(full_seen, "the stuck peer's queue must fill");
+    assert!(sent_healthy > 0);
+    let reason = stuck_tx.closed().await;
+    assert_eq!(reason, CloseReason::WriteTimeout(Duration::from_millis(500)));
+}
+
+#[tokio::test]
+async fn random_frames_never_bring_the_server_down() {
+    use proptest::prelude::*;
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let pki = Pki::new();
+    let mut srv = server(&pki, ConnConfig::default()).await;
+    let mut runner = TestRunner::default();
+    let strategy = prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..256),
+        // Near-messages: valid JSON objects with odd fields.
+        "[a-z{}:\",\\[\\] 0-9]{0,64}".prop_map(|s| format!("{{\"header\":{{{s}}}}}").into_bytes()),
+    ];
+    let frames: Vec<Vec<u8>> = (0..24).map(|_| strategy.new_tree(&mut runner).unwrap().current()).collect();
+    for bytes in frames {
+        let mut raw = raw_ws(&pki, srv.local_addr(), "fuzz").await;
+        let (_tx, mut rx) = srv.accept().await.unwrap().split();
+        raw.send(Frame::Binary(bytes.clone().into())).await.unwrap();
+        // Either it was a valid message (delivered) or the connection closed.
+        match rx.recv().await {
+            Some(m) => assert_eq!(edgehive_model::Message::decode(&bytes).unwrap(), m),
+            None => assert!(matches!(rx.close_reason(), Some(CloseReason::Malformed(_)))),
+        }
+    }
+    assert_healthy(&pki, &mut srv).await;
+}
