@@ -37,7 +37,13 @@ pub const HEADER_CONNECTION_USE: &str = "ConnectionUse";
 pub const CONNECTION_USE_MSG: &str = "msg";
 
 fn ws_config(conn: &ConnConfig) -> WebSocketConfig {
+    // tungstenite reads in 128 KiB chunks by default and keeps that buffer
+    // for the life of the connection; on a cloud holding many idle edges that
+    // dominates memory, so read in small chunks (frames of any size up to the
+    // limit still assemble).
     WebSocketConfig::default()
+        .read_buffer_size(2 * 1024)
+        .write_buffer_size(16 * 1024)
         .max_message_size(Some(conn.max_frame_size))
         .max_frame_size(Some(conn.max_frame_size))
         .accept_unmasked_frames(false)
