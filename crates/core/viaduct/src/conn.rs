@@ -13,12 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use edgehive_model::{Content, Message, Text, new_msg_id, op};
-use futures_util::{SinkExt, StreamExt};
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, timeout, timeout_at};
-use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::{self, Message as Frame};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -31,6 +27,8 @@ use crate::tls::CertIdentity;
 pub enum Protocol {
     /// KubeEdge-compatible WebSocket over TLS.
     WebSocket,
+    /// edgehive's mapping onto IETF QUIC.
+    Quic,
 }
 
 /// Who is at the other end.
@@ -48,6 +46,9 @@ pub struct PeerInfo {
     pub local_addr: SocketAddr,
     /// Transport.
     pub protocol: Protocol,
+    /// The TLS session was resumed (QUIC: the handshake headers went out in
+    /// accepted 0-RTT) rather than negotiated from scratch.
+    pub resumed: bool,
 }
 
 /// State shared by the handles and the two tasks.
@@ -280,11 +281,40 @@ impl ConnRx {
     }
 }
 
-/// Starts the tasks of a WebSocket connection.
-pub(crate) fn spawn_ws<S>(ws: WebSocketStream<S>, info: PeerInfo, cfg: ConnConfig) -> Connection
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
+/// What a transport's reader produced.
+pub(crate) enum ReadEvent {
+    /// One encoded message.
+    Data(Vec<u8>),
+    /// Transport-level liveness (a WebSocket ping or pong); feeds the deadline.
+    Alive,
+    /// The transport ended, and why.
+    End(CloseReason),
+}
+
+/// The reading side of a transport: yields whole frames.
+pub(crate) trait FrameRead: Send + 'static {
+    fn next(&mut self) -> impl std::future::Future<Output = ReadEvent> + Send;
+}
+
+/// The writing side of a transport.
+pub(crate) trait FrameWrite: Send + 'static {
+    /// Queues one encoded message (JSON plus the newline) for the next flush.
+    fn feed(&mut self, text: String) -> impl std::future::Future<Output = Result<(), CloseReason>> + Send;
+    /// Writes everything fed.
+    fn flush(&mut self) -> impl std::future::Future<Output = Result<(), CloseReason>> + Send;
+    /// Sends a transport-level ping, if the transport has one.
+    fn ping(&mut self) -> impl std::future::Future<Output = Result<(), CloseReason>> + Send;
+    /// Ends the transport politely.
+    fn close(&mut self) -> impl std::future::Future<Output = ()> + Send;
+}
+
+/// Starts the reader and writer tasks of a connection over any transport.
+pub(crate) fn spawn_conn<R: FrameRead, W: FrameWrite>(
+    reader: R,
+    writer: W,
+    info: PeerInfo,
+    cfg: ConnConfig,
+) -> Connection {
     let (queue_tx, queue_rx) = mpsc::channel(cfg.send_queue.max(1));
     let (in_tx, in_rx) = mpsc::channel(cfg.recv_queue.max(1));
     let shared = Arc::new(Shared {
@@ -295,25 +325,17 @@ where
         pending: Mutex::new(HashMap::new()),
         pending_count: AtomicUsize::new(0),
     });
-    let (sink, stream) = ws.split();
     let span = tracing::info_span!("conn", node = %shared.info.node_id, remote = %shared.info.remote_addr);
     let tx = ConnTx { shared: shared.clone(), queue: queue_tx };
-    tokio::spawn(write_loop(sink, queue_rx, tx.clone(), shared.clone()).instrument(span.clone()));
-    tokio::spawn(read_loop(stream, in_tx, tx.clone(), shared.clone()).instrument(span));
+    tokio::spawn(write_loop(writer, queue_rx, shared.clone()).instrument(span.clone()));
+    tokio::spawn(read_loop(reader, in_tx, tx.clone(), shared.clone()).instrument(span));
     Connection { tx, rx: ConnRx { shared, incoming: in_rx } }
 }
 
 /// Most messages written per flush.
 const WRITE_BATCH: usize = 64;
 
-async fn write_loop<S>(
-    mut sink: futures_util::stream::SplitSink<WebSocketStream<S>, Frame>,
-    mut queue: mpsc::Receiver<Message>,
-    _tx: ConnTx,
-    shared: Arc<Shared>,
-) where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
+async fn write_loop<W: FrameWrite>(mut writer: W, mut queue: mpsc::Receiver<Message>, shared: Arc<Shared>) {
     let write_timeout = shared.cfg.write_timeout;
     let mut ping = shared.cfg.ping_interval.map(|d| tokio::time::interval_at(Instant::now() + d, d));
     let mut batch = Vec::with_capacity(WRITE_BATCH);
@@ -323,11 +345,12 @@ async fn write_loop<S>(
             _ = shared.cancel.cancelled() => break,
             n = queue.recv_many(&mut batch, WRITE_BATCH) => n,
             _ = async { match ping.as_mut() { Some(p) => { p.tick().await; } None => std::future::pending().await } } => {
-                if timeout(write_timeout, sink.send(Frame::Ping(Vec::new().into()))).await.map_or(true, |r| r.is_err()) {
-                    shared.close(CloseReason::WriteTimeout(write_timeout));
-                    break;
+                match timeout(write_timeout, writer.ping()).await {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(reason)) => shared.close(reason),
+                    Err(_) => shared.close(CloseReason::WriteTimeout(write_timeout)),
                 }
-                continue;
+                break;
             }
         };
         if got == 0 {
@@ -335,17 +358,17 @@ async fn write_loop<S>(
         }
         let write = async {
             for m in batch.drain(..) {
-                // One message per text frame with a trailing newline, as Go's WriteJSON does.
+                // One message per frame with a trailing newline, as Go's WriteJSON does.
                 let mut text = m.encode_string();
                 text.push('\n');
-                sink.feed(Frame::Text(text.into())).await?;
+                writer.feed(text).await?;
             }
-            sink.flush().await
+            writer.flush().await
         };
         match timeout(write_timeout, write).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                shared.close(transport_reason(e, shared.cfg.max_frame_size));
+            Ok(Err(reason)) => {
+                shared.close(reason);
                 break;
             }
             Err(_) => {
@@ -355,17 +378,10 @@ async fn write_loop<S>(
         }
     }
     // Best effort: tell the peer, but do not wait on a peer that is not reading.
-    let _ = timeout(Duration::from_secs(1), sink.close()).await;
+    let _ = timeout(Duration::from_secs(1), writer.close()).await;
 }
 
-async fn read_loop<S>(
-    mut stream: futures_util::stream::SplitStream<WebSocketStream<S>>,
-    incoming: mpsc::Sender<Message>,
-    tx: ConnTx,
-    shared: Arc<Shared>,
-) where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
+async fn read_loop<R: FrameRead>(mut reader: R, incoming: mpsc::Sender<Message>, tx: ConnTx, shared: Arc<Shared>) {
     let read_timeout = shared.cfg.read_timeout;
     loop {
         let next = tokio::select! {
@@ -373,37 +389,20 @@ async fn read_loop<S>(
             _ = shared.cancel.cancelled() => break,
             n = async {
                 match read_timeout {
-                    Some(d) => timeout(d, stream.next()).await.map_err(|_| d),
-                    None => Ok(stream.next().await),
+                    Some(d) => timeout(d, reader.next()).await.unwrap_or(ReadEvent::End(CloseReason::ReadTimeout(d))),
+                    None => reader.next().await,
                 }
             } => n,
         };
-        let frame = match next {
-            Err(d) => {
-                shared.close(CloseReason::ReadTimeout(d));
+        let bytes = match next {
+            ReadEvent::End(reason) => {
+                shared.close(reason);
                 break;
             }
-            Ok(None) => {
-                shared.close(CloseReason::PeerClosed);
-                break;
-            }
-            Ok(Some(Err(e))) => {
-                shared.close(transport_reason(e, shared.cfg.max_frame_size));
-                break;
-            }
-            Ok(Some(Ok(f))) => f,
+            ReadEvent::Alive => continue,
+            ReadEvent::Data(b) => b,
         };
-        let bytes: &[u8] = match &frame {
-            Frame::Text(t) => t.as_bytes(),
-            Frame::Binary(b) => b,
-            Frame::Close(_) => {
-                shared.close(CloseReason::PeerClosed);
-                break;
-            }
-            // Pings are answered by the WebSocket layer; pongs only feed the deadline.
-            Frame::Ping(_) | Frame::Pong(_) | Frame::Frame(_) => continue,
-        };
-        let msg = match Message::decode(bytes) {
+        let msg = match Message::decode(&bytes) {
             Ok(m) => m,
             Err(e) => {
                 shared.close(CloseReason::Malformed(e.to_string()));
@@ -430,14 +429,4 @@ async fn read_loop<S>(
 
 fn is_control(m: &Message) -> bool {
     matches!(m.route.operation.as_str(), op::VIADUCT_CONFIG | op::VIADUCT_PING | op::VIADUCT_PONG)
-}
-
-fn transport_reason(e: tungstenite::Error, limit: usize) -> CloseReason {
-    use tungstenite::Error as E;
-    match e {
-        E::Capacity(_) => CloseReason::FrameTooLarge { limit },
-        E::ConnectionClosed | E::AlreadyClosed => CloseReason::PeerClosed,
-        E::Utf8(s) => CloseReason::Malformed(format!("text frame is not UTF-8: {s}")),
-        other => CloseReason::Transport(other.to_string()),
-    }
 }

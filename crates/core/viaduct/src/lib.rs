@@ -14,6 +14,7 @@
 mod config;
 mod conn;
 mod error;
+pub mod quic;
 mod tls;
 pub mod ws;
 

@@ -58,26 +58,40 @@ fn roots(cas: &[CertificateDer<'static>]) -> Result<RootCertStore, ConnectError>
 
 /// Server configuration: our certificate, client certificates required.
 pub(crate) fn server_config(tls: &ServerTls) -> Result<Arc<rustls::ServerConfig>, ConnectError> {
+    server_config_for(tls, &[&rustls::version::TLS13, &rustls::version::TLS12]).map(Arc::new)
+}
+
+/// Client configuration: verify the server against our CA, present our certificate.
+pub(crate) fn client_config(tls: &ClientTls) -> Result<Arc<rustls::ClientConfig>, ConnectError> {
+    client_config_for(tls, &[&rustls::version::TLS13, &rustls::version::TLS12]).map(Arc::new)
+}
+
+pub(crate) fn server_config_for(
+    tls: &ServerTls,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Result<rustls::ServerConfig, ConnectError> {
     let provider = provider();
     let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots(&tls.client_ca)?), provider.clone())
         .build()
         .map_err(|e| ConnectError::TlsConfig(format!("client verifier: {e}")))?;
     let cfg = rustls::ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .with_protocol_versions(versions)
         .map_err(|e| ConnectError::TlsConfig(e.to_string()))?
         .with_client_cert_verifier(verifier)
         .with_single_cert(tls.identity.cert_chain.clone(), tls.identity.key.clone_key())
         .map_err(|e| ConnectError::TlsConfig(format!("server certificate: {e}")))?;
-    Ok(Arc::new(cfg))
+    Ok(cfg)
 }
 
-/// Client configuration: verify the server against our CA, present our certificate.
-pub(crate) fn client_config(tls: &ClientTls) -> Result<Arc<rustls::ClientConfig>, ConnectError> {
+pub(crate) fn client_config_for(
+    tls: &ClientTls,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Result<rustls::ClientConfig, ConnectError> {
     let cfg = rustls::ClientConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .with_protocol_versions(versions)
         .map_err(|e| ConnectError::TlsConfig(e.to_string()))?
         .with_root_certificates(roots(&tls.server_ca)?)
         .with_client_auth_cert(tls.identity.cert_chain.clone(), tls.identity.key.clone_key())
         .map_err(|e| ConnectError::TlsConfig(format!("client certificate: {e}")))?;
-    Ok(Arc::new(cfg))
+    Ok(cfg)
 }

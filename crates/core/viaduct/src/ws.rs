@@ -12,20 +12,82 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use edgehive_model::Text;
+use futures_util::{SinkExt, StreamExt};
 use http::{HeaderValue, StatusCode};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::timeout;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
+use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{self, Message as Frame};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ClientConfig, ConnConfig, ServerConfig};
-use crate::conn::{Connection, PeerInfo, Protocol, spawn_ws};
+use crate::conn::{Connection, FrameRead, FrameWrite, PeerInfo, Protocol, ReadEvent, spawn_conn};
+use crate::error::CloseReason;
 use crate::error::ConnectError;
 use crate::tls::{CertIdentity, client_config, server_config};
+
+/// Reading half of a WebSocket as whole frames.
+struct WsRead<S>(futures_util::stream::SplitStream<WebSocketStream<S>>, usize);
+/// Writing half of a WebSocket.
+struct WsWrite<S>(futures_util::stream::SplitSink<WebSocketStream<S>, Frame>, usize);
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> FrameRead for WsRead<S> {
+    async fn next(&mut self) -> ReadEvent {
+        match self.0.next().await {
+            None => ReadEvent::End(CloseReason::PeerClosed),
+            Some(Err(e)) => ReadEvent::End(ws_reason(e, self.1)),
+            Some(Ok(Frame::Text(t))) => ReadEvent::Data(Vec::from(t.as_bytes())),
+            Some(Ok(Frame::Binary(b))) => ReadEvent::Data(b.to_vec()),
+            Some(Ok(Frame::Close(_))) => ReadEvent::End(CloseReason::PeerClosed),
+            // Pings are answered by the WebSocket layer; pongs only feed the deadline.
+            Some(Ok(Frame::Ping(_) | Frame::Pong(_) | Frame::Frame(_))) => ReadEvent::Alive,
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> FrameWrite for WsWrite<S> {
+    async fn feed(&mut self, text: String) -> Result<(), CloseReason> {
+        let limit = self.1;
+        self.0.feed(Frame::Text(text.into())).await.map_err(|e| ws_reason(e, limit))
+    }
+    async fn flush(&mut self) -> Result<(), CloseReason> {
+        let limit = self.1;
+        self.0.flush().await.map_err(|e| ws_reason(e, limit))
+    }
+    async fn ping(&mut self) -> Result<(), CloseReason> {
+        let limit = self.1;
+        self.0.send(Frame::Ping(Vec::new().into())).await.map_err(|e| ws_reason(e, limit))
+    }
+    async fn close(&mut self) {
+        let _ = self.0.close().await;
+    }
+}
+
+fn ws_reason(e: tungstenite::Error, limit: usize) -> CloseReason {
+    use tungstenite::Error as E;
+    match e {
+        E::Capacity(_) => CloseReason::FrameTooLarge { limit },
+        E::ConnectionClosed | E::AlreadyClosed => CloseReason::PeerClosed,
+        E::Utf8(s) => CloseReason::Malformed(format!("text frame is not UTF-8: {s}")),
+        other => CloseReason::Transport(other.to_string()),
+    }
+}
+
+fn spawn_ws<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    ws: WebSocketStream<S>,
+    info: PeerInfo,
+    cfg: ConnConfig,
+) -> Connection {
+    let (sink, stream) = futures_util::StreamExt::split(ws);
+    let limit = cfg.max_frame_size;
+    spawn_conn(WsRead(stream, limit), WsWrite(sink, limit), info, cfg)
+}
 
 /// Header carrying the node name.
 pub const HEADER_NODE_ID: &str = "node_id";
@@ -210,6 +272,7 @@ async fn handshake(
     };
     let cert =
         tls_stream.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c));
+    let resumed = tls_stream.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
     let mut headers = None;
     // The signature is tungstenite's callback type; its error type is not ours to shrink.
     #[allow(clippy::result_large_err)]
@@ -238,7 +301,8 @@ async fn handshake(
         }
     };
     let (node_id, project_id) = headers?;
-    let info = PeerInfo { node_id, project_id, cert, remote_addr: remote, local_addr, protocol: Protocol::WebSocket };
+    let info =
+        PeerInfo { node_id, project_id, cert, remote_addr: remote, local_addr, protocol: Protocol::WebSocket, resumed };
     tracing::info!(node = %info.node_id, %remote, cert_cn = ?info.cert.as_ref().and_then(|c| c.common_name.clone()), "edge connected");
     Some(spawn_ws(ws, info, cfg.conn.clone()))
 }
@@ -295,6 +359,7 @@ async fn connect_inner(cfg: &ClientConfig) -> Result<Connection, ConnectError> {
     let tls =
         connector.connect(server_name, tcp).await.map_err(|source| ConnectError::Tls { addr: addr.clone(), source })?;
     let cert = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c));
+    let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
 
     let url = format!("wss://{}/{}/{}/events", cfg.server, cfg.project_id, cfg.node_id);
     let mut req =
@@ -318,12 +383,13 @@ async fn connect_inner(cfg: &ClientConfig) -> Result<Connection, ConnectError> {
         remote_addr,
         local_addr,
         protocol: Protocol::WebSocket,
+        resumed,
     };
     Ok(spawn_ws(ws, info, cfg.conn.clone()))
 }
 
 /// The host part of `host:port` or `[v6]:port`.
-fn host_of(server: &str) -> Option<String> {
+pub(crate) fn host_of(server: &str) -> Option<String> {
     if let Some(rest) = server.strip_prefix('[') {
         return rest.split_once(']').map(|(h, _)| h.to_owned());
     }

@@ -1,0 +1,509 @@
+//! edgehive's mapping of viaduct onto IETF QUIC (RFC 9000, TLS 1.3).
+//!
+//! KubeEdge's QUIC is pre-standard gQUIC (quic-go v0.10.1) and cannot
+//! interoperate with any IETF QUIC stack, so this is our own mapping, used
+//! between edgehive peers:
+//!
+//! - **ALPN** `edgehive-viaduct/1`; the same mutual TLS rules as WebSocket
+//!   (client certificate chained to the cloud's CA, server certificate checked
+//!   against the edge's CA and the server name).
+//! - **Handshake headers**: the client opens the first bidirectional stream
+//!   and sends one frame holding a message with operation `header` and content
+//!   `{"node_id": …, "project_id": …}`. The server answers `response` with
+//!   content `ack`, or closes the connection with application error code 1 and
+//!   the reason as text.
+//! - **Framing**: that same stream then carries every message, both ways, in
+//!   order: a 4-byte big-endian length, then the message JSON plus `\n`. One
+//!   ordered stream keeps KubeEdge's ordering (an insert is never overtaken by
+//!   its delete).
+//! - **Bad input**: a frame over the size limit, a length that runs past the
+//!   end of the stream, or a frame that is not a message closes the
+//!   connection with the reason logged, as on WebSocket.
+//! - **Liveness**: QUIC keep-alives (default every 25 s) and an idle timeout
+//!   (default 90 s), instead of application pings.
+//! - **Flapping links**: a reconnecting client resumes its TLS session and
+//!   sends its header in 0-RTT, saving a round trip; the server only acts on
+//!   it once the handshake has completed, so replayed early data is never
+//!   processed. A client whose address changes (new port, new network) keeps
+//!   its connection: QUIC migrates it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use edgehive_model::{Content, Message, Text, op};
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use quinn::{RecvStream, SendStream, VarInt};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::time::timeout;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{ClientConfig, ConnConfig, ServerConfig};
+use crate::conn::{Connection, FrameRead, FrameWrite, PeerInfo, Protocol, ReadEvent, spawn_conn};
+use crate::error::{CloseReason, ConnectError};
+use crate::tls::{CertIdentity, client_config_for, server_config_for};
+use crate::ws::ServerStats;
+
+/// The ALPN protocol id of edgehive's QUIC mapping.
+pub const ALPN: &[u8] = b"edgehive-viaduct/1";
+
+/// Application error code: the server refused the handshake headers.
+pub const CODE_REFUSED: u32 = 1;
+/// Application error code: a normal close.
+pub const CODE_CLOSED: u32 = 0;
+
+/// Largest handshake header frame.
+const MAX_HEADER_FRAME: usize = 64 * 1024;
+
+fn transport(conn: &ConnConfig) -> Result<Arc<quinn::TransportConfig>, ConnectError> {
+    let mut t = quinn::TransportConfig::default();
+    t.keep_alive_interval(Some(conn.ping_interval.unwrap_or(Duration::from_secs(25))));
+    let idle = conn.read_timeout.unwrap_or(Duration::from_secs(90));
+    t.max_idle_timeout(Some(
+        quinn::IdleTimeout::try_from(idle).map_err(|e| ConnectError::Invalid(format!("idle timeout {idle:?}: {e}")))?,
+    ));
+    // Each peer opens one stream; allow a few for future use, no more.
+    t.max_concurrent_bidi_streams(VarInt::from_u32(4));
+    t.max_concurrent_uni_streams(VarInt::from_u32(0));
+    Ok(Arc::new(t))
+}
+
+/// A listening QUIC server.
+#[derive(Debug)]
+pub struct QuicServer {
+    local_addr: SocketAddr,
+    endpoint: quinn::Endpoint,
+    accepted: mpsc::Receiver<Connection>,
+    cancel: CancellationToken,
+    stats: Arc<ServerStats>,
+}
+
+impl QuicServer {
+    /// Binds the UDP socket and starts accepting.
+    pub async fn bind(cfg: ServerConfig) -> Result<QuicServer, ConnectError> {
+        let mut tls = server_config_for(&cfg.tls, &[&rustls::version::TLS13])?;
+        tls.alpn_protocols = vec![ALPN.to_vec()];
+        // Accept 0-RTT from resuming clients (quinn requires all or nothing).
+        tls.max_early_data_size = u32::MAX;
+        let crypto = QuicServerConfig::try_from(tls).map_err(|e| ConnectError::TlsConfig(e.to_string()))?;
+        let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+        server.transport_config(transport(&cfg.conn)?);
+        server.migration(true);
+        let endpoint = quinn::Endpoint::server(server, cfg.listen).map_err(|source| ConnectError::Io {
+            what: "listen on",
+            addr: cfg.listen.to_string(),
+            source,
+        })?;
+        let local_addr = endpoint.local_addr().map_err(|source| ConnectError::Io {
+            what: "read address of",
+            addr: cfg.listen.to_string(),
+            source,
+        })?;
+        let (tx, rx) = mpsc::channel(cfg.accept_queue.max(1));
+        let cancel = CancellationToken::new();
+        let stats = Arc::new(ServerStats::default());
+        let handshakes = Arc::new(Semaphore::new(cfg.max_pending_handshakes.max(1)));
+        tracing::info!(addr = %local_addr, "QUIC server listening");
+        tokio::spawn(accept_loop(endpoint.clone(), Arc::new(cfg), tx, cancel.clone(), stats.clone(), handshakes));
+        Ok(QuicServer { local_addr, endpoint, accepted: rx, cancel, stats })
+    }
+
+    /// The UDP address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The next connection that completed its handshake.
+    pub async fn accept(&mut self) -> Option<Connection> {
+        self.accepted.recv().await
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &ServerStats {
+        &self.stats
+    }
+
+    /// Stops accepting; established connections carry on.
+    pub fn close(&self) {
+        self.cancel.cancel();
+        self.endpoint.set_server_config(None);
+    }
+}
+
+impl Drop for QuicServer {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+async fn accept_loop(
+    endpoint: quinn::Endpoint,
+    cfg: Arc<ServerConfig>,
+    out: mpsc::Sender<Connection>,
+    cancel: CancellationToken,
+    stats: Arc<ServerStats>,
+    handshakes: Arc<Semaphore>,
+) {
+    loop {
+        let incoming = tokio::select! {
+            _ = cancel.cancelled() => break,
+            i = endpoint.accept() => match i { Some(i) => i, None => break },
+        };
+        let remote = incoming.remote_address();
+        let Ok(permit) = handshakes.clone().try_acquire_owned() else {
+            stats.refused_busy.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%remote, "too many handshakes in progress; connection refused");
+            incoming.refuse();
+            continue;
+        };
+        let (cfg, out, stats) = (cfg.clone(), out.clone(), stats.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let deadline = cfg.handshake_timeout;
+            match timeout(deadline, server_handshake(incoming, &cfg, &stats)).await {
+                Err(_) => {
+                    stats.handshake_timeouts.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(%remote, ?deadline, "QUIC handshake did not finish in time; dropped");
+                }
+                Ok(None) => {}
+                Ok(Some(conn)) => match out.try_send(conn) {
+                    Ok(()) => {
+                        stats.accepted.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(mpsc::error::TrySendError::Full(c) | mpsc::error::TrySendError::Closed(c)) => {
+                        stats.refused_busy.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(%remote, node = %c.peer().node_id, "accept queue full or server closed; dropped");
+                        c.tx.close();
+                    }
+                },
+            }
+        });
+    }
+}
+
+async fn server_handshake(incoming: quinn::Incoming, cfg: &ServerConfig, stats: &ServerStats) -> Option<Connection> {
+    let remote = incoming.remote_address();
+    let conn = match incoming.await {
+        Ok(c) => c,
+        Err(e) => {
+            stats.tls_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%remote, error = %e, "QUIC/TLS handshake failed");
+            return None;
+        }
+    };
+    let cert = peer_cert(&conn);
+    let (mut send, mut recv) = match conn.accept_bi().await {
+        Ok(s) => s,
+        Err(e) => {
+            stats.upgrade_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%remote, error = %e, "no handshake stream");
+            return None;
+        }
+    };
+    let refuse = |reason: String| {
+        stats.upgrade_failures.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(%remote, cert_cn = ?cert.as_ref().and_then(|c| c.common_name.clone()), %reason, "QUIC handshake headers refused");
+        conn.close(VarInt::from_u32(CODE_REFUSED), reason.as_bytes());
+        None
+    };
+    let header = match read_frame(&mut recv, MAX_HEADER_FRAME).await {
+        ReadEvent::Data(b) => b,
+        ReadEvent::End(r) => return refuse(format!("reading handshake headers: {r}")),
+        ReadEvent::Alive => return refuse("no handshake headers".into()),
+    };
+    let req = match Message::decode(&header) {
+        Ok(m) if m.route.operation == op::VIADUCT_HEADER => m,
+        Ok(m) => return refuse(format!("expected a header message, got operation {:?}", m.route.operation)),
+        Err(e) => return refuse(format!("handshake headers: {e}")),
+    };
+    let (node_id, project_id) = match parse_header(&req) {
+        Ok(x) => x,
+        Err(reason) => return refuse(reason),
+    };
+    let mut ack = Vec::new();
+    push_frame(&mut ack, &req.response(Content::string("ack")).encode_string());
+    if send.write_all(&ack).await.is_err() {
+        return None;
+    }
+    let local_addr = SocketAddr::new(conn.local_ip().unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into()), 0);
+    let info = PeerInfo {
+        node_id,
+        project_id,
+        cert,
+        remote_addr: conn.remote_address(),
+        local_addr,
+        protocol: Protocol::Quic,
+        resumed: false,
+    };
+    tracing::info!(node = %info.node_id, %remote, "edge connected over QUIC");
+    Some(spawn_quic(conn, send, recv, info, cfg.conn.clone()))
+}
+
+fn parse_header(req: &Message) -> Result<(Text, Text), String> {
+    #[derive(serde::Deserialize)]
+    struct Header {
+        #[serde(default)]
+        node_id: String,
+        #[serde(default)]
+        project_id: String,
+    }
+    let h: Header = req.content.decode().map_err(|e| format!("handshake headers: {e}"))?;
+    if h.node_id.is_empty() {
+        return Err("missing node_id".into());
+    }
+    if h.node_id.len() > 253 || h.node_id.chars().any(|c| c.is_control() || c == '/') {
+        return Err(format!("invalid node_id {:?}", h.node_id));
+    }
+    Ok((Text::from(h.node_id), Text::from(h.project_id)))
+}
+
+fn peer_cert(conn: &quinn::Connection) -> Option<CertIdentity> {
+    let any = conn.peer_identity()?;
+    let certs = any.downcast::<Vec<rustls_pki_types::CertificateDer<'static>>>().ok()?;
+    certs.first().and_then(|c| CertIdentity::from_der(c))
+}
+
+fn push_frame(buf: &mut Vec<u8>, json_line: &str) {
+    let len = u32::try_from(json_line.len() + 1).unwrap_or(u32::MAX);
+    buf.extend_from_slice(&len.to_be_bytes());
+    buf.extend_from_slice(json_line.as_bytes());
+    buf.push(b'\n');
+}
+
+async fn read_frame(recv: &mut RecvStream, limit: usize) -> ReadEvent {
+    let mut len = [0u8; 4];
+    match recv.read_exact(&mut len).await {
+        Ok(()) => {}
+        Err(quinn::ReadExactError::FinishedEarly(0)) => return ReadEvent::End(CloseReason::PeerClosed),
+        Err(quinn::ReadExactError::FinishedEarly(_)) => {
+            return ReadEvent::End(CloseReason::Malformed("stream ended inside a frame length".into()));
+        }
+        Err(quinn::ReadExactError::ReadError(e)) => return ReadEvent::End(read_reason(e)),
+    }
+    let n = u32::from_be_bytes(len) as usize;
+    if n > limit {
+        return ReadEvent::End(CloseReason::FrameTooLarge { limit });
+    }
+    let mut data = vec![0u8; n];
+    match recv.read_exact(&mut data).await {
+        Ok(()) => ReadEvent::Data(data),
+        Err(quinn::ReadExactError::FinishedEarly(got)) => {
+            ReadEvent::End(CloseReason::Malformed(format!("truncated frame: {got} of {n} bytes")))
+        }
+        Err(quinn::ReadExactError::ReadError(e)) => ReadEvent::End(read_reason(e)),
+    }
+}
+
+fn read_reason(e: quinn::ReadError) -> CloseReason {
+    match e {
+        quinn::ReadError::ConnectionLost(c) => conn_reason(c),
+        other => CloseReason::Transport(other.to_string()),
+    }
+}
+
+fn conn_reason(e: quinn::ConnectionError) -> CloseReason {
+    use quinn::ConnectionError as C;
+    match e {
+        C::ApplicationClosed(_) | C::ConnectionClosed(_) | C::LocallyClosed | C::Reset => CloseReason::PeerClosed,
+        C::TimedOut => CloseReason::Transport("QUIC idle timeout".into()),
+        other => CloseReason::Transport(other.to_string()),
+    }
+}
+
+struct QuicRead {
+    recv: RecvStream,
+    limit: usize,
+}
+
+struct QuicWrite {
+    conn: quinn::Connection,
+    send: SendStream,
+    buf: Vec<u8>,
+}
+
+impl FrameRead for QuicRead {
+    async fn next(&mut self) -> ReadEvent {
+        read_frame(&mut self.recv, self.limit).await
+    }
+}
+
+impl FrameWrite for QuicWrite {
+    async fn feed(&mut self, mut text: String) -> Result<(), CloseReason> {
+        // `text` already ends in the newline.
+        text.pop();
+        push_frame(&mut self.buf, &text);
+        Ok(())
+    }
+    async fn flush(&mut self) -> Result<(), CloseReason> {
+        let r = self.send.write_all(&self.buf).await;
+        self.buf.clear();
+        if self.buf.capacity() > 64 * 1024 {
+            self.buf.shrink_to(16 * 1024);
+        }
+        r.map_err(|e| match e {
+            quinn::WriteError::ConnectionLost(c) => conn_reason(c),
+            other => CloseReason::Transport(other.to_string()),
+        })
+    }
+    async fn ping(&mut self) -> Result<(), CloseReason> {
+        // QUIC keep-alives are sent by the transport itself.
+        Ok(())
+    }
+    async fn close(&mut self) {
+        let _ = self.send.finish();
+        self.conn.close(VarInt::from_u32(CODE_CLOSED), b"closed");
+    }
+}
+
+fn spawn_quic(
+    conn: quinn::Connection,
+    send: SendStream,
+    recv: RecvStream,
+    info: PeerInfo,
+    cfg: ConnConfig,
+) -> Connection {
+    let limit = cfg.max_frame_size;
+    spawn_conn(QuicRead { recv, limit }, QuicWrite { conn, send, buf: Vec::new() }, info, cfg)
+}
+
+/// A QUIC client endpoint. Keep it for the life of the edge: it holds the TLS
+/// session tickets that let a reconnect resume in 0-RTT, and its socket can be
+/// replaced (`rebind`) without dropping the connection.
+#[derive(Debug)]
+pub struct QuicClient {
+    endpoint: quinn::Endpoint,
+    client: quinn::ClientConfig,
+    cfg: ClientConfig,
+    zero_rtt: AtomicU64,
+}
+
+impl QuicClient {
+    /// Binds a UDP socket at `bind` (e.g. `127.0.0.1:0` or `0.0.0.0:0`).
+    pub fn new(cfg: ClientConfig, bind: SocketAddr) -> Result<QuicClient, ConnectError> {
+        if cfg.node_id.is_empty() || cfg.node_id.contains('/') {
+            return Err(ConnectError::Invalid(format!("node id {:?}", cfg.node_id)));
+        }
+        let mut tls = client_config_for(&cfg.tls, &[&rustls::version::TLS13])?;
+        tls.alpn_protocols = vec![ALPN.to_vec()];
+        tls.enable_early_data = true;
+        let crypto = QuicClientConfig::try_from(tls).map_err(|e| ConnectError::TlsConfig(e.to_string()))?;
+        let mut client = quinn::ClientConfig::new(Arc::new(crypto));
+        client.transport_config(transport(&cfg.conn)?);
+        let endpoint = quinn::Endpoint::client(bind).map_err(|source| ConnectError::Io {
+            what: "bind",
+            addr: bind.to_string(),
+            source,
+        })?;
+        Ok(QuicClient { endpoint, client, cfg, zero_rtt: AtomicU64::new(0) })
+    }
+
+    /// Our UDP address.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.endpoint.local_addr()
+    }
+
+    /// Moves every connection of this endpoint to a new socket, as when an
+    /// edge's address changes; QUIC migrates the connections.
+    pub fn rebind(&self, socket: std::net::UdpSocket) -> std::io::Result<()> {
+        self.endpoint.rebind(socket)
+    }
+
+    /// Connections whose handshake headers went out in 0-RTT and were accepted.
+    pub fn zero_rtt_accepted(&self) -> u64 {
+        self.zero_rtt.load(Ordering::Relaxed)
+    }
+
+    /// Connects, sends the handshake headers and waits for the server's ack.
+    pub async fn connect(&self) -> Result<Connection, ConnectError> {
+        let deadline = self.cfg.handshake_timeout;
+        timeout(deadline, self.connect_inner())
+            .await
+            .map_err(|_| ConnectError::Timeout { addr: self.cfg.server.clone(), after: deadline })?
+    }
+
+    async fn connect_inner(&self) -> Result<Connection, ConnectError> {
+        let cfg = &self.cfg;
+        let addr_text = cfg.server.clone();
+        let addr = tokio::net::lookup_host(&cfg.server)
+            .await
+            .map_err(|source| ConnectError::Io { what: "resolve", addr: addr_text.clone(), source })?
+            .next()
+            .ok_or_else(|| ConnectError::Invalid(format!("server address {addr_text:?} resolves to nothing")))?;
+        let host = match cfg.server_name.clone() {
+            Some(n) => n,
+            None => crate::ws::host_of(&cfg.server)
+                .ok_or_else(|| ConnectError::Invalid(format!("server address {addr_text:?}")))?,
+        };
+        let connecting = self
+            .endpoint
+            .connect_with(self.client.clone(), addr, &host)
+            .map_err(|e| ConnectError::Handshake { addr: addr_text.clone(), reason: e.to_string() })?;
+        let tls_err = |e: quinn::ConnectionError| ConnectError::Tls {
+            addr: addr_text.clone(),
+            source: std::io::Error::other(e.to_string()),
+        };
+        let (conn, early) = match connecting.into_0rtt() {
+            Ok((conn, accepted)) => (conn, Some(accepted)),
+            Err(connecting) => (connecting.await.map_err(tls_err)?, None),
+        };
+        let (mut send, mut recv) = conn.open_bi().await.map_err(tls_err)?;
+        let header = Message::new().with_route("edgehub", "", "", op::VIADUCT_HEADER).with_content(
+            Content::from_serialize(&serde_json::json!({"node_id": cfg.node_id, "project_id": cfg.project_id}))
+                .map_err(|e| ConnectError::Invalid(e.to_string()))?,
+        );
+        let mut frame = Vec::new();
+        push_frame(&mut frame, &header.encode_string());
+        send.write_all(&frame)
+            .await
+            .map_err(|e| ConnectError::Handshake { addr: addr_text.clone(), reason: e.to_string() })?;
+        let refused = |reason: String| ConnectError::Handshake { addr: addr_text.clone(), reason };
+        let ack = match read_frame(&mut recv, MAX_HEADER_FRAME).await {
+            ReadEvent::Data(b) => Message::decode(&b).map_err(|e| refused(format!("handshake reply: {e}")))?,
+            ReadEvent::End(_) | ReadEvent::Alive => {
+                let why = match conn.close_reason() {
+                    Some(quinn::ConnectionError::ApplicationClosed(a)) => {
+                        String::from_utf8_lossy(&a.reason).into_owned()
+                    }
+                    Some(other) => other.to_string(),
+                    None => "no handshake reply".into(),
+                };
+                return Err(refused(why));
+            }
+        };
+        if ack.header.parent_msg_id != header.header.msg_id || ack.content.as_text().as_deref() != Some("ack") {
+            return Err(refused("unexpected handshake reply".into()));
+        }
+        let resumed = match early {
+            Some(accepted) => accepted.await,
+            None => false,
+        };
+        if resumed {
+            self.zero_rtt.fetch_add(1, Ordering::Relaxed);
+        }
+        let info = PeerInfo {
+            node_id: Text::from(cfg.node_id.clone()),
+            project_id: Text::from(cfg.project_id.clone()),
+            cert: peer_cert(&conn),
+            remote_addr: conn.remote_address(),
+            local_addr: self.endpoint.local_addr().unwrap_or(addr),
+            protocol: Protocol::Quic,
+            resumed,
+        };
+        Ok(spawn_quic(conn, send, recv, info, cfg.conn.clone()))
+    }
+}
+
+/// Used by tests and tools: the frame bytes of one message.
+#[doc(hidden)]
+pub fn encode_frame(msg: &Message) -> Vec<u8> {
+    let mut buf = Vec::new();
+    push_frame(&mut buf, &msg.encode_string());
+    buf
+}
+
+impl Drop for QuicClient {
+    fn drop(&mut self) {
+        self.endpoint.close(VarInt::from_u32(CODE_CLOSED), b"client dropped");
+    }
+}
