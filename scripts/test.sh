@@ -7,9 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages the tests start themselves (none yet; etcd-server,
-# mosquitto, containerd and runc join this list with the parts that use them).
-packages=()
+# Debian packages the tests use: Go and gorilla/websocket build a peer that
+# talks like KubeEdge's EdgeHub (viaduct's go_peer test). etcd-server,
+# mosquitto, containerd and runc join this list with the parts that use them.
+packages=(golang-go golang-github-gorilla-websocket-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -18,11 +18,20 @@ pub struct Issued {
     pub cert: CertificateDer<'static>,
     /// Its private key (PKCS#8).
     pub key: PrivateKeyDer<'static>,
+    /// The certificate, PEM.
+    pub cert_pem: String,
+    /// The key, PEM (PKCS#8).
+    pub key_pem: String,
 }
 
 impl Clone for Issued {
     fn clone(&self) -> Self {
-        Issued { cert: self.cert.clone(), key: self.key.clone_key() }
+        Issued {
+            cert: self.cert.clone(),
+            key: self.key.clone_key(),
+            cert_pem: self.cert_pem.clone(),
+            key_pem: self.key_pem.clone(),
+        }
     }
 }
 
@@ -32,6 +41,8 @@ pub struct TestCa {
     key: KeyPair,
     /// The CA certificate.
     pub cert: CertificateDer<'static>,
+    /// The CA certificate, PEM.
+    pub cert_pem: String,
 }
 
 impl std::fmt::Debug for TestCa {
@@ -58,16 +69,21 @@ impl TestCa {
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.key_usages =
             vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-        let cert = params.self_signed(&key).expect("self-sign CA").der().clone();
-        TestCa { params, key, cert }
+        let signed = params.self_signed(&key).expect("self-sign CA");
+        TestCa { params, key, cert: signed.der().clone(), cert_pem: signed.pem() }
     }
 
     fn issue(&self, mut params: CertificateParams) -> Issued {
         let key = KeyPair::generate().expect("generate key");
         let issuer = Issuer::from_params(&self.params, &self.key);
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
-        let cert = params.signed_by(&key, &issuer).expect("sign certificate").der().clone();
-        Issued { cert, key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())) }
+        let signed = params.signed_by(&key, &issuer).expect("sign certificate");
+        Issued {
+            cert: signed.der().clone(),
+            key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            cert_pem: signed.pem(),
+            key_pem: key.serialize_pem(),
+        }
     }
 
     /// A server certificate for `localhost` and 127.0.0.1.

@@ -13,8 +13,24 @@ use std::time::Duration;
 
 use edgehive_model::{Content, Message, group, op, source};
 use edgehive_testkit::pki::TestCa;
+use edgehive_viaduct::quic::{QuicClient, QuicServer};
 use edgehive_viaduct::ws::{Server, connect};
-use edgehive_viaduct::{ClientConfig, ClientTls, Identity, ServerConfig, ServerTls};
+use edgehive_viaduct::{ClientConfig, ClientTls, Connection, Identity, ServerConfig, ServerTls};
+
+#[derive(Clone, Copy, PartialEq)]
+enum Proto {
+    Ws,
+    Quic,
+}
+
+impl Proto {
+    fn name(self) -> &'static str {
+        match self {
+            Proto::Ws => "WebSocket",
+            Proto::Quic => "QUIC",
+        }
+    }
+}
 
 fn pod_1k() -> Content {
     let containers: Vec<serde_json::Value> = (0..6)
@@ -60,13 +76,34 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-async fn throughput_and_latency(quick: bool) {
+/// A connected pair; the server and client objects are kept alive alongside.
+async fn pair(proto: Proto, pki: &Pki) -> (Connection, Connection, Box<dyn std::any::Any + Send>) {
+    let cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    match proto {
+        Proto::Ws => {
+            let mut srv = Server::bind(cfg).await.unwrap();
+            let client = connect(&pki.client(&srv.local_addr().to_string(), "edge-1")).await.unwrap();
+            let accepted = srv.accept().await.unwrap();
+            (client, accepted, Box::new(srv))
+        }
+        Proto::Quic => {
+            let mut srv = QuicServer::bind(cfg).await.unwrap();
+            let qc =
+                QuicClient::new(pki.client(&srv.local_addr().to_string(), "edge-1"), "127.0.0.1:0".parse().unwrap())
+                    .unwrap();
+            let client = qc.connect().await.unwrap();
+            let accepted = srv.accept().await.unwrap();
+            (client, accepted, Box::new((srv, qc)))
+        }
+    }
+}
+
+async fn throughput_and_latency(proto: Proto, quick: bool) {
     let pki = Pki { ca: TestCa::new("bench-ca") };
-    let mut srv = Server::bind(ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls())).await.unwrap();
-    let addr = srv.local_addr().to_string();
-    let client = connect(&pki.client(&addr, "edge-1")).await.unwrap();
-    let (stx, mut srx) = srv.accept().await.unwrap().split();
+    let (client, accepted, _keep) = pair(proto, &pki).await;
+    let (stx, mut srx) = accepted.split();
     let (ctx, _crx) = client.split();
+    println!("== {}", proto.name());
     let content = pod_1k();
     let fresh = |c: &Content| {
         Message::build(source::EDGECONTROLLER, group::RESOURCE, "default/pod/nginx", op::INSERT, c.clone())
@@ -119,7 +156,7 @@ async fn throughput_and_latency(quick: bool) {
 
 /// Child process: a server that holds every connection it accepts, with the
 /// TLS material the parent wrote to `BENCH_DIR`.
-async fn hold_server() {
+async fn hold_server(proto: Proto) {
     let dir = std::path::PathBuf::from(std::env::var("BENCH_DIR").unwrap());
     let read = |n: &str| std::fs::read(dir.join(n)).unwrap();
     let tls = ServerTls {
@@ -131,15 +168,23 @@ async fn hold_server() {
     };
     let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), tls);
     cfg.accept_queue = 20_000;
-    let mut srv = Server::bind(cfg).await.unwrap();
-    println!("{}", srv.local_addr());
     let mut held = Vec::new();
-    while let Some(conn) = srv.accept().await {
-        held.push(conn);
+    if proto == Proto::Quic {
+        let mut srv = QuicServer::bind(cfg).await.unwrap();
+        println!("{}", srv.local_addr());
+        while let Some(conn) = srv.accept().await {
+            held.push(conn);
+        }
+    } else {
+        let mut srv = Server::bind(cfg).await.unwrap();
+        println!("{}", srv.local_addr());
+        while let Some(conn) = srv.accept().await {
+            held.push(conn);
+        }
     }
 }
 
-async fn memory_per_connection(conns: usize) {
+async fn memory_per_connection(proto: Proto, conns: usize) {
     let pki = Pki { ca: TestCa::new("bench-ca") };
     let dir = std::env::temp_dir().join(format!("viaduct-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -148,7 +193,7 @@ async fn memory_per_connection(conns: usize) {
     std::fs::write(dir.join("server.der"), server.cert.as_ref()).unwrap();
     std::fs::write(dir.join("server.key"), server.key.secret_der()).unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .arg("--hold-server")
+        .arg(if proto == Proto::Quic { "--hold-quic-server" } else { "--hold-server" })
         .env("BENCH_DIR", &dir)
         .stdout(Stdio::piped())
         .spawn()
@@ -162,10 +207,17 @@ async fn memory_per_connection(conns: usize) {
     let cfg = pki.client(&addr, "edge");
     let mut held = Vec::with_capacity(conns);
     let mut batch = Vec::new();
+    let quic = std::sync::Arc::new(QuicClient::new(cfg.clone(), "127.0.0.1:0".parse().unwrap()).unwrap());
     for i in 0..conns {
         let mut c = cfg.clone();
         c.node_id = format!("edge-{i}");
-        batch.push(tokio::spawn(async move { connect(&c).await }));
+        let quic = quic.clone();
+        batch.push(tokio::spawn(async move {
+            match proto {
+                Proto::Ws => connect(&c).await,
+                Proto::Quic => quic.connect().await,
+            }
+        }));
         if batch.len() == 200 || i + 1 == conns {
             for h in batch.drain(..) {
                 held.push(h.await.unwrap().expect("connect"));
@@ -176,7 +228,8 @@ async fn memory_per_connection(conns: usize) {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = rss_kib(child.id());
     println!(
-        "server RSS {before} KiB idle -> {after} KiB with {conns} idle TLS connections: {:.1} KiB per connection",
+        "{}: server RSS {before} KiB idle -> {after} KiB with {conns} idle TLS connections: {:.1} KiB per connection",
+        proto.name(),
         (after.saturating_sub(before)) as f64 / conns as f64
     );
     drop(held);
@@ -189,7 +242,11 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     if args.iter().any(|a| a == "--hold-server") {
-        rt.block_on(hold_server());
+        rt.block_on(hold_server(Proto::Ws));
+        return;
+    }
+    if args.iter().any(|a| a == "--hold-quic-server") {
+        rt.block_on(hold_server(Proto::Quic));
         return;
     }
     let quick = !args.iter().any(|a| a == "--bench");
@@ -199,7 +256,9 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(if quick { 100 } else { 10_000 });
-    rt.block_on(rt.spawn(throughput_and_latency(quick))).unwrap();
-    rt.block_on(rt.spawn(memory_per_connection(conns))).unwrap();
+    for proto in [Proto::Ws, Proto::Quic] {
+        rt.block_on(rt.spawn(throughput_and_latency(proto, quick))).unwrap();
+        rt.block_on(rt.spawn(memory_per_connection(proto, conns))).unwrap();
+    }
     std::io::stdout().flush().unwrap();
 }
