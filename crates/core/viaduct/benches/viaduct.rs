@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use edgehive_model::{Content, Message, group, op, source};
 use edgehive_testkit::pki::TestCa;
-use edgehive_viaduct::quic::{QuicClient, QuicServer};
-use edgehive_viaduct::ws::{Server, connect};
-use edgehive_viaduct::{ClientConfig, ClientTls, Connection, Identity, ServerConfig, ServerTls};
+use edgehive_viaduct::quic::QuicClient;
+use edgehive_viaduct::ws::connect;
+use edgehive_viaduct::{ClientConfig, ClientTls, Connection, Identity, Server, ServerConfig, ServerTls};
 
 #[derive(Clone, Copy, PartialEq)]
 enum Proto {
@@ -81,13 +81,13 @@ async fn pair(proto: Proto, pki: &Pki) -> (Connection, Connection, Box<dyn std::
     let cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
     match proto {
         Proto::Ws => {
-            let mut srv = Server::bind(cfg).await.unwrap();
+            let mut srv = Server::bind_ws(cfg).await.unwrap();
             let client = connect(&pki.client(&srv.local_addr().to_string(), "edge-1")).await.unwrap();
             let accepted = srv.accept().await.unwrap();
             (client, accepted, Box::new(srv))
         }
         Proto::Quic => {
-            let mut srv = QuicServer::bind(cfg).await.unwrap();
+            let mut srv = Server::bind_quic(cfg).await.unwrap();
             let qc =
                 QuicClient::new(pki.client(&srv.local_addr().to_string(), "edge-1"), "127.0.0.1:0".parse().unwrap())
                     .unwrap();
@@ -170,13 +170,13 @@ async fn hold_server(proto: Proto) {
     cfg.accept_queue = 20_000;
     let mut held = Vec::new();
     if proto == Proto::Quic {
-        let mut srv = QuicServer::bind(cfg).await.unwrap();
+        let mut srv = Server::bind_quic(cfg).await.unwrap();
         println!("{}", srv.local_addr());
         while let Some(conn) = srv.accept().await {
             held.push(conn);
         }
     } else {
-        let mut srv = Server::bind(cfg).await.unwrap();
+        let mut srv = Server::bind_ws(cfg).await.unwrap();
         println!("{}", srv.local_addr());
         while let Some(conn) = srv.accept().await {
             held.push(conn);

@@ -15,10 +15,12 @@ mod config;
 mod conn;
 mod error;
 pub mod quic;
+mod server;
 mod tls;
 pub mod ws;
 
 pub use config::{ClientConfig, ClientTls, ConnConfig, Identity, ServerConfig, ServerTls};
 pub use conn::{ConnRx, ConnTx, Connection, PeerInfo, Protocol};
 pub use error::{CloseReason, ConnectError, RequestError, WriteError};
+pub use server::{Server, ServerStats};
 pub use tls::CertIdentity;

@@ -42,8 +42,8 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{ClientConfig, ConnConfig, ServerConfig};
 use crate::conn::{Connection, FrameRead, FrameWrite, PeerInfo, Protocol, ReadEvent, spawn_conn};
 use crate::error::{CloseReason, ConnectError};
+use crate::server::{Server, ServerStats, hand_over};
 use crate::tls::{CertIdentity, client_config_for, server_config_for};
-use crate::ws::ServerStats;
 
 /// The ALPN protocol id of edgehive's QUIC mapping.
 pub const ALPN: &[u8] = b"edgehive-viaduct/1";
@@ -69,72 +69,33 @@ fn transport(conn: &ConnConfig) -> Result<Arc<quinn::TransportConfig>, ConnectEr
     Ok(Arc::new(t))
 }
 
-/// A listening QUIC server.
-#[derive(Debug)]
-pub struct QuicServer {
-    local_addr: SocketAddr,
-    endpoint: quinn::Endpoint,
-    accepted: mpsc::Receiver<Connection>,
-    cancel: CancellationToken,
-    stats: Arc<ServerStats>,
-}
-
-impl QuicServer {
-    /// Binds the UDP socket and starts accepting.
-    pub async fn bind(cfg: ServerConfig) -> Result<QuicServer, ConnectError> {
-        let mut tls = server_config_for(&cfg.tls, &[&rustls::version::TLS13])?;
-        tls.alpn_protocols = vec![ALPN.to_vec()];
-        // Accept 0-RTT from resuming clients (quinn requires all or nothing).
-        tls.max_early_data_size = u32::MAX;
-        let crypto = QuicServerConfig::try_from(tls).map_err(|e| ConnectError::TlsConfig(e.to_string()))?;
-        let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-        server.transport_config(transport(&cfg.conn)?);
-        server.migration(true);
-        let endpoint = quinn::Endpoint::server(server, cfg.listen).map_err(|source| ConnectError::Io {
-            what: "listen on",
-            addr: cfg.listen.to_string(),
-            source,
-        })?;
-        let local_addr = endpoint.local_addr().map_err(|source| ConnectError::Io {
-            what: "read address of",
-            addr: cfg.listen.to_string(),
-            source,
-        })?;
-        let (tx, rx) = mpsc::channel(cfg.accept_queue.max(1));
-        let cancel = CancellationToken::new();
-        let stats = Arc::new(ServerStats::default());
-        let handshakes = Arc::new(Semaphore::new(cfg.max_pending_handshakes.max(1)));
-        tracing::info!(addr = %local_addr, "QUIC server listening");
-        tokio::spawn(accept_loop(endpoint.clone(), Arc::new(cfg), tx, cancel.clone(), stats.clone(), handshakes));
-        Ok(QuicServer { local_addr, endpoint, accepted: rx, cancel, stats })
-    }
-
-    /// The UDP address the server listens on.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
-    }
-
-    /// The next connection that completed its handshake.
-    pub async fn accept(&mut self) -> Option<Connection> {
-        self.accepted.recv().await
-    }
-
-    /// Counters.
-    pub fn stats(&self) -> &ServerStats {
-        &self.stats
-    }
-
-    /// Stops accepting; established connections carry on.
-    pub fn close(&self) {
-        self.cancel.cancel();
-        self.endpoint.set_server_config(None);
-    }
-}
-
-impl Drop for QuicServer {
-    fn drop(&mut self) {
-        self.cancel.cancel();
-    }
+/// Binds the QUIC server's UDP socket and starts accepting.
+pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
+    let mut tls = server_config_for(&cfg.tls, &[&rustls::version::TLS13])?;
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    // Accept 0-RTT from resuming clients (quinn requires all or nothing).
+    tls.max_early_data_size = u32::MAX;
+    let crypto = QuicServerConfig::try_from(tls).map_err(|e| ConnectError::TlsConfig(e.to_string()))?;
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    server.transport_config(transport(&cfg.conn)?);
+    server.migration(true);
+    let endpoint = quinn::Endpoint::server(server, cfg.listen).map_err(|source| ConnectError::Io {
+        what: "listen on",
+        addr: cfg.listen.to_string(),
+        source,
+    })?;
+    let local_addr = endpoint.local_addr().map_err(|source| ConnectError::Io {
+        what: "read address of",
+        addr: cfg.listen.to_string(),
+        source,
+    })?;
+    let (tx, rx) = mpsc::channel(cfg.accept_queue.max(1));
+    let cancel = CancellationToken::new();
+    let stats = Arc::new(ServerStats::default());
+    let handshakes = Arc::new(Semaphore::new(cfg.max_pending_handshakes.max(1)));
+    tracing::info!(addr = %local_addr, "QUIC server listening");
+    tokio::spawn(accept_loop(endpoint.clone(), Arc::new(cfg), tx, cancel.clone(), stats.clone(), handshakes));
+    Ok(Server { protocol: Protocol::Quic, local_addr, accepted: rx, cancel, stats, quic: Some(endpoint) })
 }
 
 async fn accept_loop(
@@ -167,16 +128,7 @@ async fn accept_loop(
                     tracing::warn!(%remote, ?deadline, "QUIC handshake did not finish in time; dropped");
                 }
                 Ok(None) => {}
-                Ok(Some(conn)) => match out.try_send(conn) {
-                    Ok(()) => {
-                        stats.accepted.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(mpsc::error::TrySendError::Full(c) | mpsc::error::TrySendError::Closed(c)) => {
-                        stats.refused_busy.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(%remote, node = %c.peer().node_id, "accept queue full or server closed; dropped");
-                        c.tx.close();
-                    }
-                },
+                Ok(Some(conn)) => hand_over(&out, conn, &stats),
             }
         });
     }
@@ -447,16 +399,32 @@ impl QuicClient {
             Ok((conn, accepted)) => (conn, Some(accepted)),
             Err(connecting) => (connecting.await.map_err(tls_err)?, None),
         };
-        let (mut send, mut recv) = conn.open_bi().await.map_err(tls_err)?;
         let header = Message::new().with_route("edgehub", "", "", op::VIADUCT_HEADER).with_content(
             Content::from_serialize(&serde_json::json!({"node_id": cfg.node_id, "project_id": cfg.project_id}))
                 .map_err(|e| ConnectError::Invalid(e.to_string()))?,
         );
         let mut frame = Vec::new();
         push_frame(&mut frame, &header.encode_string());
-        send.write_all(&frame)
-            .await
-            .map_err(|e| ConnectError::Handshake { addr: addr_text.clone(), reason: e.to_string() })?;
+        let open_and_send = || async {
+            let (mut send, recv) = conn.open_bi().await.map_err(tls_err)?;
+            send.write_all(&frame)
+                .await
+                .map_err(|e| ConnectError::Handshake { addr: addr_text.clone(), reason: e.to_string() })?;
+            Ok::<_, ConnectError>((send, recv))
+        };
+        let (mut send, mut recv) = open_and_send().await?;
+        // The reply cannot come before the handshake completes. If the server
+        // refused the 0-RTT data, the stream carrying the header was reset:
+        // send it again on a new stream.
+        let tried_0rtt = early.is_some();
+        let resumed = match early {
+            Some(accepted) => accepted.await,
+            None => false,
+        };
+        if tried_0rtt && !resumed {
+            tracing::debug!(server = %addr_text, "0-RTT refused; resending headers");
+            (send, recv) = open_and_send().await?;
+        }
         let refused = |reason: String| ConnectError::Handshake { addr: addr_text.clone(), reason };
         let ack = match read_frame(&mut recv, MAX_HEADER_FRAME).await {
             ReadEvent::Data(b) => Message::decode(&b).map_err(|e| refused(format!("handshake reply: {e}")))?,
@@ -474,10 +442,6 @@ impl QuicClient {
         if ack.header.parent_msg_id != header.header.msg_id || ack.content.as_text().as_deref() != Some("ack") {
             return Err(refused("unexpected handshake reply".into()));
         }
-        let resumed = match early {
-            Some(accepted) => accepted.await,
-            None => false,
-        };
         if resumed {
             self.zero_rtt.fetch_add(1, Ordering::Relaxed);
         }

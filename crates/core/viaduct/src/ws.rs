@@ -8,7 +8,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use edgehive_model::Text;
@@ -30,6 +30,7 @@ use crate::config::{ClientConfig, ConnConfig, ServerConfig};
 use crate::conn::{Connection, FrameRead, FrameWrite, PeerInfo, Protocol, ReadEvent, spawn_conn};
 use crate::error::CloseReason;
 use crate::error::ConnectError;
+use crate::server::{Server, ServerStats, hand_over};
 use crate::tls::{CertIdentity, client_config, server_config};
 
 /// Reading half of a WebSocket as whole frames.
@@ -111,88 +112,35 @@ fn ws_config(conn: &ConnConfig) -> WebSocketConfig {
         .accept_unmasked_frames(false)
 }
 
-/// Counters of a server, for logs and metrics.
-#[derive(Debug, Default)]
-pub struct ServerStats {
-    /// Connections handed to `accept`.
-    pub accepted: AtomicU64,
-    /// TLS handshakes that failed (no, foreign or expired certificate, ...).
-    pub tls_failures: AtomicU64,
-    /// WebSocket upgrades refused (bad headers, not WebSocket).
-    pub upgrade_failures: AtomicU64,
-    /// Handshakes that did not finish in time.
-    pub handshake_timeouts: AtomicU64,
-    /// Connections refused because too many handshakes were in progress or
-    /// the accept queue was full.
-    pub refused_busy: AtomicU64,
-}
-
-/// A listening WebSocket server.
-#[derive(Debug)]
-pub struct Server {
-    local_addr: SocketAddr,
-    accepted: mpsc::Receiver<Connection>,
-    cancel: CancellationToken,
-    stats: Arc<ServerStats>,
-}
-
-impl Server {
-    /// Binds and starts accepting.
-    pub async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
-        let tls = TlsAcceptor::from(server_config(&cfg.tls)?);
-        let listener = TcpListener::bind(cfg.listen).await.map_err(|source| ConnectError::Io {
-            what: "listen on",
-            addr: cfg.listen.to_string(),
-            source,
-        })?;
-        let local_addr = listener.local_addr().map_err(|source| ConnectError::Io {
-            what: "read address of",
-            addr: cfg.listen.to_string(),
-            source,
-        })?;
-        let (tx, rx) = mpsc::channel(cfg.accept_queue.max(1));
-        let cancel = CancellationToken::new();
-        let stats = Arc::new(ServerStats::default());
-        let acceptor = Acceptor {
-            listener,
-            tls,
-            cfg: Arc::new(cfg),
-            out: tx,
-            cancel: cancel.clone(),
-            stats: stats.clone(),
-            handshakes: Arc::new(Semaphore::new(0)),
-        };
-        acceptor.handshakes.add_permits(acceptor.cfg.max_pending_handshakes.max(1));
-        tracing::info!(addr = %local_addr, "WebSocket server listening");
-        tokio::spawn(acceptor.run());
-        Ok(Server { local_addr, accepted: rx, cancel, stats })
-    }
-
-    /// The address the server listens on.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
-    }
-
-    /// The next connection that completed its handshake; `None` after `close`.
-    pub async fn accept(&mut self) -> Option<Connection> {
-        self.accepted.recv().await
-    }
-
-    /// Counters.
-    pub fn stats(&self) -> &ServerStats {
-        &self.stats
-    }
-
-    /// Stops listening. Established connections are not affected.
-    pub fn close(&self) {
-        self.cancel.cancel();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.cancel.cancel();
-    }
+/// Binds the WebSocket server and starts accepting.
+pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
+    let tls = TlsAcceptor::from(server_config(&cfg.tls)?);
+    let listener = TcpListener::bind(cfg.listen).await.map_err(|source| ConnectError::Io {
+        what: "listen on",
+        addr: cfg.listen.to_string(),
+        source,
+    })?;
+    let local_addr = listener.local_addr().map_err(|source| ConnectError::Io {
+        what: "read address of",
+        addr: cfg.listen.to_string(),
+        source,
+    })?;
+    let (tx, rx) = mpsc::channel(cfg.accept_queue.max(1));
+    let cancel = CancellationToken::new();
+    let stats = Arc::new(ServerStats::default());
+    let handshakes = Arc::new(Semaphore::new(cfg.max_pending_handshakes.max(1)));
+    let acceptor = Acceptor {
+        listener,
+        tls,
+        cfg: Arc::new(cfg),
+        out: tx,
+        cancel: cancel.clone(),
+        stats: stats.clone(),
+        handshakes,
+    };
+    tracing::info!(addr = %local_addr, "WebSocket server listening");
+    tokio::spawn(acceptor.run());
+    Ok(Server { protocol: Protocol::WebSocket, local_addr, accepted: rx, cancel, stats, quic: None })
 }
 
 struct Acceptor {
@@ -236,17 +184,7 @@ impl Acceptor {
                         tracing::warn!(%remote, ?deadline, "handshake did not finish in time; connection dropped");
                     }
                     Ok(None) => {}
-                    Ok(Some(conn)) => {
-                        if let Err(mpsc::error::TrySendError::Full(conn) | mpsc::error::TrySendError::Closed(conn)) =
-                            out.try_send(conn)
-                        {
-                            stats.refused_busy.fetch_add(1, Ordering::Relaxed);
-                            tracing::warn!(%remote, node = %conn.peer().node_id, "accept queue full or server closed; connection dropped");
-                            conn.tx.close();
-                        } else {
-                            stats.accepted.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
+                    Ok(Some(conn)) => hand_over(&out, conn, &stats),
                 }
             });
         }

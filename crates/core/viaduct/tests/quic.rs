@@ -10,14 +10,15 @@ use std::time::Duration;
 
 use common::*;
 use edgehive_model::{Content, Message, op};
-use edgehive_viaduct::quic::{ALPN, QuicClient, QuicServer, encode_frame};
+use edgehive_viaduct::Server;
+use edgehive_viaduct::quic::{ALPN, QuicClient, encode_frame};
 use edgehive_viaduct::{CloseReason, ConnConfig, Protocol, ServerConfig};
 
-async fn quic_server(pki: &Pki, conn: ConnConfig) -> QuicServer {
+async fn quic_server(pki: &Pki, conn: ConnConfig) -> Server {
     let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
     cfg.conn = conn;
     cfg.handshake_timeout = Duration::from_secs(10);
-    QuicServer::bind(cfg).await.unwrap()
+    Server::bind_quic(cfg).await.unwrap()
 }
 
 fn quic_client(pki: &Pki, addr: SocketAddr, node: &str) -> QuicClient {

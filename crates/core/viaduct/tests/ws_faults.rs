@@ -15,7 +15,7 @@ use tokio::io::AsyncReadExt;
 use tokio_tungstenite::tungstenite::Message as Frame;
 
 /// A healthy connection keeps working after a neighbour was closed.
-async fn assert_healthy(pki: &Pki, srv: &mut edgehive_viaduct::ws::Server) {
+async fn assert_healthy(pki: &Pki, srv: &mut edgehive_viaduct::Server) {
     let (client, accepted) = pair(pki, srv, "healthy").await;
     let (stx, _srx) = accepted.split();
     let (_ctx, mut crx) = client.split();
@@ -121,7 +121,7 @@ async fn silent_peer_is_dropped_at_the_handshake_deadline() {
     let pki = Pki::new();
     let mut cfg = edgehive_viaduct::ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
     cfg.handshake_timeout = Duration::from_millis(300);
-    let mut srv = edgehive_viaduct::ws::Server::bind(cfg).await.unwrap();
+    let mut srv = edgehive_viaduct::Server::bind_ws(cfg).await.unwrap();
     let mut silent = tokio::net::TcpStream::connect(srv.local_addr()).await.unwrap();
     let mut buf = [0u8; 1];
     let n = tokio::time::timeout(Duration::from_secs(30), silent.read(&mut buf)).await.expect("not dropped");

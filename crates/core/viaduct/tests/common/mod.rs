@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use edgehive_model::{Content, Message, group, op, source};
 use edgehive_testkit::pki::{Issued, TestCa};
-use edgehive_viaduct::ws::{Server, connect};
-use edgehive_viaduct::{ClientConfig, ClientTls, ConnConfig, Connection, Identity, ServerConfig, ServerTls};
+use edgehive_viaduct::ws::connect;
+use edgehive_viaduct::{ClientConfig, ClientTls, ConnConfig, Connection, Identity, Server, ServerConfig, ServerTls};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
@@ -45,7 +45,7 @@ pub async fn server(pki: &Pki, conn: ConnConfig) -> Server {
     let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
     cfg.conn = conn;
     cfg.handshake_timeout = Duration::from_secs(10);
-    Server::bind(cfg).await.unwrap()
+    Server::bind_ws(cfg).await.unwrap()
 }
 
 pub fn client_config(pki: &Pki, addr: SocketAddr, node: &str) -> ClientConfig {
