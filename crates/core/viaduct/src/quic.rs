@@ -66,6 +66,12 @@ fn transport(conn: &ConnConfig) -> Result<Arc<quinn::TransportConfig>, ConnectEr
     // Each peer opens one stream; allow a few for future use, no more.
     t.max_concurrent_bidi_streams(VarInt::from_u32(4));
     t.max_concurrent_uni_streams(VarInt::from_u32(0));
+    // An edge link is slow: modest windows bound what a stalled peer can make
+    // us buffer, and no datagram buffers are kept (viaduct sends none).
+    t.stream_receive_window(VarInt::from_u32(1 << 20));
+    t.receive_window(VarInt::from_u32(2 << 20));
+    t.send_window(2 << 20);
+    t.datagram_receive_buffer_size(None);
     Ok(Arc::new(t))
 }
 
