@@ -24,4 +24,5 @@ if ((${#missing[@]})); then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-exec cargo test --workspace "$@"
+# --locked: test exactly the dependency versions in Cargo.lock.
+exec cargo test --workspace --locked "$@"

@@ -283,8 +283,8 @@ impl ConnRx {
 
 /// What a transport's reader produced.
 pub(crate) enum ReadEvent {
-    /// One encoded message.
-    Data(Vec<u8>),
+    /// One encoded message (the transport's own buffer, not a copy).
+    Data(bytes::Bytes),
     /// Transport-level liveness (a WebSocket ping or pong); feeds the deadline.
     Alive,
     /// The transport ended, and why.
@@ -332,6 +332,14 @@ pub(crate) fn spawn_conn<R: FrameRead, W: FrameWrite>(
     Connection { tx, rx: ConnRx { shared, incoming: in_rx } }
 }
 
+/// A message as one frame carries it: its JSON and a trailing newline, as
+/// Go's `WriteJSON` writes it.
+pub(crate) fn wire_line(m: &Message) -> String {
+    let mut text = m.encode_string();
+    text.push('\n');
+    text
+}
+
 /// Most messages written per flush.
 const WRITE_BATCH: usize = 64;
 
@@ -358,10 +366,7 @@ async fn write_loop<W: FrameWrite>(mut writer: W, mut queue: mpsc::Receiver<Mess
         }
         let write = async {
             for m in batch.drain(..) {
-                // One message per frame with a trailing newline, as Go's WriteJSON does.
-                let mut text = m.encode_string();
-                text.push('\n');
-                writer.feed(text).await?;
+                writer.feed(wire_line(&m)).await?;
             }
             writer.flush().await
         };

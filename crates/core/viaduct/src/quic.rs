@@ -35,14 +35,13 @@ use std::time::Duration;
 use edgehive_model::{Content, Message, Text, op};
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::{RecvStream, SendStream, VarInt};
-use tokio::sync::{Semaphore, mpsc};
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ClientConfig, ConnConfig, ServerConfig};
-use crate::conn::{Connection, FrameRead, FrameWrite, PeerInfo, Protocol, ReadEvent, spawn_conn};
+use crate::conn::{Connection, FrameRead, FrameWrite, PeerInfo, Protocol, ReadEvent, spawn_conn, wire_line};
 use crate::error::{CloseReason, ConnectError};
-use crate::server::{Server, ServerStats, hand_over};
+use crate::server::{Intake, Server, ServerStats, new_server};
 use crate::tls::{CertIdentity, client_config_for, server_config_for};
 
 /// The ALPN protocol id of edgehive's QUIC mapping.
@@ -95,48 +94,24 @@ pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
         addr: cfg.listen.to_string(),
         source,
     })?;
-    let (tx, rx) = mpsc::channel(cfg.accept_queue.max(1));
-    let cancel = CancellationToken::new();
-    let stats = Arc::new(ServerStats::default());
-    let handshakes = Arc::new(Semaphore::new(cfg.max_pending_handshakes.max(1)));
-    tracing::info!(addr = %local_addr, "QUIC server listening");
-    tokio::spawn(accept_loop(endpoint.clone(), Arc::new(cfg), tx, cancel.clone(), stats.clone(), handshakes));
-    Ok(Server { protocol: Protocol::Quic, local_addr, accepted: rx, cancel, stats, quic: Some(endpoint) })
+    let (server, intake) = new_server(Protocol::Quic, local_addr, &cfg, Some(endpoint.clone()));
+    tokio::spawn(accept_loop(endpoint, Arc::new(cfg), intake, server.cancel.clone()));
+    Ok(server)
 }
 
-async fn accept_loop(
-    endpoint: quinn::Endpoint,
-    cfg: Arc<ServerConfig>,
-    out: mpsc::Sender<Connection>,
-    cancel: CancellationToken,
-    stats: Arc<ServerStats>,
-    handshakes: Arc<Semaphore>,
-) {
+async fn accept_loop(endpoint: quinn::Endpoint, cfg: Arc<ServerConfig>, intake: Intake, cancel: CancellationToken) {
     loop {
         let incoming = tokio::select! {
             _ = cancel.cancelled() => break,
             i = endpoint.accept() => match i { Some(i) => i, None => break },
         };
         let remote = incoming.remote_address();
-        let Ok(permit) = handshakes.clone().try_acquire_owned() else {
-            stats.refused_busy.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%remote, "too many handshakes in progress; connection refused");
+        let Some(permit) = intake.permit(remote) else {
             incoming.refuse();
             continue;
         };
-        let (cfg, out, stats) = (cfg.clone(), out.clone(), stats.clone());
-        tokio::spawn(async move {
-            let _permit = permit;
-            let deadline = cfg.handshake_timeout;
-            match timeout(deadline, server_handshake(incoming, &cfg, &stats)).await {
-                Err(_) => {
-                    stats.handshake_timeouts.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(%remote, ?deadline, "QUIC handshake did not finish in time; dropped");
-                }
-                Ok(None) => {}
-                Ok(Some(conn)) => hand_over(&out, conn, &stats),
-            }
-        });
+        let (cfg, stats) = (cfg.clone(), intake.stats.clone());
+        intake.spawn(permit, remote, async move { server_handshake(incoming, &cfg, &stats).await });
     }
 }
 
@@ -180,7 +155,7 @@ async fn server_handshake(incoming: quinn::Incoming, cfg: &ServerConfig, stats: 
         Err(reason) => return refuse(reason),
     };
     let mut ack = Vec::new();
-    push_frame(&mut ack, &req.response(Content::string("ack")).encode_string());
+    push_frame(&mut ack, &wire_line(&req.response(Content::string("ack"))));
     if send.write_all(&ack).await.is_err() {
         return None;
     }
@@ -222,11 +197,11 @@ fn peer_cert(conn: &quinn::Connection) -> Option<CertIdentity> {
     certs.first().and_then(|c| CertIdentity::from_der(c))
 }
 
-fn push_frame(buf: &mut Vec<u8>, json_line: &str) {
-    let len = u32::try_from(json_line.len() + 1).unwrap_or(u32::MAX);
+/// Appends one frame: the length of `line`, then `line` (a `wire_line`).
+fn push_frame(buf: &mut Vec<u8>, line: &str) {
+    let len = u32::try_from(line.len()).unwrap_or(u32::MAX);
     buf.extend_from_slice(&len.to_be_bytes());
-    buf.extend_from_slice(json_line.as_bytes());
-    buf.push(b'\n');
+    buf.extend_from_slice(line.as_bytes());
 }
 
 async fn read_frame(recv: &mut RecvStream, limit: usize) -> ReadEvent {
@@ -245,7 +220,7 @@ async fn read_frame(recv: &mut RecvStream, limit: usize) -> ReadEvent {
     }
     let mut data = vec![0u8; n];
     match recv.read_exact(&mut data).await {
-        Ok(()) => ReadEvent::Data(data),
+        Ok(()) => ReadEvent::Data(data.into()),
         Err(quinn::ReadExactError::FinishedEarly(got)) => {
             ReadEvent::End(CloseReason::Malformed(format!("truncated frame: {got} of {n} bytes")))
         }
@@ -287,10 +262,8 @@ impl FrameRead for QuicRead {
 }
 
 impl FrameWrite for QuicWrite {
-    async fn feed(&mut self, mut text: String) -> Result<(), CloseReason> {
-        // `text` already ends in the newline.
-        text.pop();
-        push_frame(&mut self.buf, &text);
+    async fn feed(&mut self, line: String) -> Result<(), CloseReason> {
+        push_frame(&mut self.buf, &line);
         Ok(())
     }
     async fn flush(&mut self) -> Result<(), CloseReason> {
@@ -410,7 +383,7 @@ impl QuicClient {
                 .map_err(|e| ConnectError::Invalid(e.to_string()))?,
         );
         let mut frame = Vec::new();
-        push_frame(&mut frame, &header.encode_string());
+        push_frame(&mut frame, &wire_line(&header));
         let open_and_send = || async {
             let (mut send, recv) = conn.open_bi().await.map_err(tls_err)?;
             send.write_all(&frame)
@@ -468,7 +441,7 @@ impl QuicClient {
 #[doc(hidden)]
 pub fn encode_frame(msg: &Message) -> Vec<u8> {
     let mut buf = Vec::new();
-    push_frame(&mut buf, &msg.encode_string());
+    push_frame(&mut buf, &wire_line(msg));
     buf
 }
 

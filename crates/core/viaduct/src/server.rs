@@ -1,10 +1,13 @@
 //! The server type shared by both transports: accepted connections, counters,
 //! and closing.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
@@ -34,7 +37,7 @@ pub struct Server {
     pub(crate) local_addr: SocketAddr,
     pub(crate) accepted: mpsc::Receiver<Connection>,
     pub(crate) cancel: CancellationToken,
-    pub(crate) stats: std::sync::Arc<ServerStats>,
+    pub(crate) stats: Arc<ServerStats>,
     pub(crate) quic: Option<quinn::Endpoint>,
 }
 
@@ -84,17 +87,81 @@ impl Drop for Server {
     }
 }
 
-/// Hands a connection that completed its handshake to `accept`, or drops it
-/// (logged and counted) when the queue is full or the server is closed.
-pub(crate) fn hand_over(out: &mpsc::Sender<Connection>, conn: Connection, stats: &ServerStats) {
-    match out.try_send(conn) {
-        Ok(()) => {
-            stats.accepted.fetch_add(1, Ordering::Relaxed);
+/// What an accept loop needs to run handshakes: the limit on handshakes in
+/// progress, their deadline, the counters and the queue `accept` reads.
+#[derive(Clone)]
+pub(crate) struct Intake {
+    out: mpsc::Sender<Connection>,
+    pub(crate) stats: Arc<ServerStats>,
+    handshakes: Arc<Semaphore>,
+    deadline: Duration,
+}
+
+/// Makes the `Server` handle and the `Intake` its accept loop uses.
+pub(crate) fn new_server(
+    protocol: Protocol,
+    local_addr: SocketAddr,
+    cfg: &ServerConfig,
+    quic: Option<quinn::Endpoint>,
+) -> (Server, Intake) {
+    let (out, accepted) = mpsc::channel(cfg.accept_queue.max(1));
+    let stats = Arc::new(ServerStats::default());
+    let intake = Intake {
+        out,
+        stats: stats.clone(),
+        handshakes: Arc::new(Semaphore::new(cfg.max_pending_handshakes.max(1))),
+        deadline: cfg.handshake_timeout,
+    };
+    tracing::info!(addr = %local_addr, ?protocol, "server listening");
+    (Server { protocol, local_addr, accepted, cancel: CancellationToken::new(), stats, quic }, intake)
+}
+
+impl Intake {
+    /// A slot for one more handshake, or `None` (counted and logged) when too
+    /// many are in progress.
+    pub(crate) fn permit(&self, remote: SocketAddr) -> Option<OwnedSemaphorePermit> {
+        let permit = self.handshakes.clone().try_acquire_owned().ok();
+        if permit.is_none() {
+            self.stats.refused_busy.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%remote, "too many handshakes in progress; connection refused");
         }
-        Err(mpsc::error::TrySendError::Full(c) | mpsc::error::TrySendError::Closed(c)) => {
-            stats.refused_busy.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(remote = %c.peer().remote_addr, node = %c.peer().node_id, "accept queue full or server closed; connection dropped");
-            c.tx.close();
+        permit
+    }
+
+    /// Runs a handshake in its own task under the deadline, and hands the
+    /// connection it yields to `accept`.
+    pub(crate) fn spawn(
+        &self,
+        permit: OwnedSemaphorePermit,
+        remote: SocketAddr,
+        handshake: impl Future<Output = Option<Connection>> + Send + 'static,
+    ) {
+        let intake = self.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            match tokio::time::timeout(intake.deadline, handshake).await {
+                Err(_) => {
+                    intake.stats.handshake_timeouts.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(%remote, deadline = ?intake.deadline, "handshake did not finish in time; connection dropped");
+                }
+                Ok(None) => {}
+                Ok(Some(conn)) => intake.hand_over(conn),
+            }
+        });
+    }
+
+    /// Hands a connection to `accept`, or drops it (logged and counted) when
+    /// the queue is full or the server is closed.
+    fn hand_over(&self, conn: Connection) {
+        match self.out.try_send(conn) {
+            Ok(()) => {
+                self.stats.accepted.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(mpsc::error::TrySendError::Full(c) | mpsc::error::TrySendError::Closed(c)) => {
+                self.stats.refused_busy.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(remote = %c.peer().remote_addr, node = %c.peer().node_id, "accept queue full or server closed; connection dropped");
+                c.tx.close();
+            }
         }
     }
 }

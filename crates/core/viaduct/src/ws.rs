@@ -16,7 +16,6 @@ use futures_util::{SinkExt, StreamExt};
 use http::{HeaderValue, StatusCode};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
 use tokio::time::timeout;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tokio_tungstenite::WebSocketStream;
@@ -30,7 +29,7 @@ use crate::config::{ClientConfig, ConnConfig, ServerConfig};
 use crate::conn::{Connection, FrameRead, FrameWrite, PeerInfo, Protocol, ReadEvent, spawn_conn};
 use crate::error::CloseReason;
 use crate::error::ConnectError;
-use crate::server::{Server, ServerStats, hand_over};
+use crate::server::{Intake, Server, ServerStats, new_server};
 use crate::tls::{CertIdentity, client_config, server_config};
 
 /// Reading half of a WebSocket as whole frames.
@@ -43,8 +42,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> FrameRead for WsRead<S>
         match self.0.next().await {
             None => ReadEvent::End(CloseReason::PeerClosed),
             Some(Err(e)) => ReadEvent::End(ws_reason(e, self.1)),
-            Some(Ok(Frame::Text(t))) => ReadEvent::Data(Vec::from(t.as_bytes())),
-            Some(Ok(Frame::Binary(b))) => ReadEvent::Data(b.to_vec()),
+            Some(Ok(Frame::Text(t))) => ReadEvent::Data(t.into()),
+            Some(Ok(Frame::Binary(b))) => ReadEvent::Data(b),
             Some(Ok(Frame::Close(_))) => ReadEvent::End(CloseReason::PeerClosed),
             // Pings are answered by the WebSocket layer; pongs only feed the deadline.
             Some(Ok(Frame::Ping(_) | Frame::Pong(_) | Frame::Frame(_))) => ReadEvent::Alive,
@@ -125,32 +124,18 @@ pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
         addr: cfg.listen.to_string(),
         source,
     })?;
-    let (tx, rx) = mpsc::channel(cfg.accept_queue.max(1));
-    let cancel = CancellationToken::new();
-    let stats = Arc::new(ServerStats::default());
-    let handshakes = Arc::new(Semaphore::new(cfg.max_pending_handshakes.max(1)));
-    let acceptor = Acceptor {
-        listener,
-        tls,
-        cfg: Arc::new(cfg),
-        out: tx,
-        cancel: cancel.clone(),
-        stats: stats.clone(),
-        handshakes,
-    };
-    tracing::info!(addr = %local_addr, "WebSocket server listening");
+    let (server, intake) = new_server(Protocol::WebSocket, local_addr, &cfg, None);
+    let acceptor = Acceptor { listener, tls, cfg: Arc::new(cfg), intake, cancel: server.cancel.clone() };
     tokio::spawn(acceptor.run());
-    Ok(Server { protocol: Protocol::WebSocket, local_addr, accepted: rx, cancel, stats, quic: None })
+    Ok(server)
 }
 
 struct Acceptor {
     listener: TcpListener,
     tls: TlsAcceptor,
     cfg: Arc<ServerConfig>,
-    out: mpsc::Sender<Connection>,
+    intake: Intake,
     cancel: CancellationToken,
-    stats: Arc<ServerStats>,
-    handshakes: Arc<Semaphore>,
 }
 
 impl Acceptor {
@@ -168,25 +153,10 @@ impl Acceptor {
                     }
                 },
             };
-            let Ok(permit) = self.handshakes.clone().try_acquire_owned() else {
-                self.stats.refused_busy.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(%remote, "too many handshakes in progress; connection refused");
-                continue;
-            };
+            let Some(permit) = self.intake.permit(remote) else { continue };
             let _ = tcp.set_nodelay(true);
-            let (tls, cfg, out, stats) = (self.tls.clone(), self.cfg.clone(), self.out.clone(), self.stats.clone());
-            tokio::spawn(async move {
-                let _permit = permit;
-                let deadline = cfg.handshake_timeout;
-                match timeout(deadline, handshake(tcp, remote, tls, &cfg, &stats)).await {
-                    Err(_) => {
-                        stats.handshake_timeouts.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(%remote, ?deadline, "handshake did not finish in time; connection dropped");
-                    }
-                    Ok(None) => {}
-                    Ok(Some(conn)) => hand_over(&out, conn, &stats),
-                }
-            });
+            let (tls, cfg, stats) = (self.tls.clone(), self.cfg.clone(), self.intake.stats.clone());
+            self.intake.spawn(permit, remote, async move { handshake(tcp, remote, tls, &cfg, &stats).await });
         }
     }
 }

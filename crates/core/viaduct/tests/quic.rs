@@ -63,21 +63,11 @@ async fn exchange_identity_and_requests() {
     assert_eq!(accepted.peer().cert.as_ref().unwrap().node_name(), Some("edge-q"));
     assert_eq!(conn.peer().cert.as_ref().unwrap().common_name.as_deref(), Some("edgehive-cloud"));
 
-    let (stx, mut srx) = accepted.split();
     let (ctx, mut crx) = conn.split();
-    let m = pod("over-quic");
-    stx.write(m.clone()).await.unwrap();
-    assert_eq!(crx.recv().await.unwrap(), m);
-    // Ordered, both ways, and requests match their responses.
-    tokio::spawn(async move {
-        while let Some(m) = srx.recv().await {
-            stx.write(m.response(Content::string("OK"))).await.unwrap();
-        }
-    });
-    for _ in 0..200 {
-        let r = ctx.request(pod("q"), Duration::from_secs(10)).await.unwrap();
-        assert_eq!(r.content.as_text().as_deref(), Some("OK"));
-    }
+    assert_delivers(&accepted.tx, &mut crx).await;
+    // Requests match their responses, and none is lost under load.
+    spawn_ok_responder(accepted);
+    assert_eq!(lost_requests(&ctx, 16, 1_000).await, 0);
 }
 
 #[tokio::test]
@@ -101,10 +91,7 @@ async fn reconnect_resumes_in_zero_rtt() {
     assert_eq!(client.zero_rtt_accepted(), 1);
     let again = srv.accept().await.unwrap();
     assert_eq!(again.peer().node_id, "edge-flappy");
-    let (stx, _srx) = again.split();
-    let (_ctx, mut crx) = second.split();
-    stx.write(pod("b")).await.unwrap();
-    assert_eq!(crx.recv().await.unwrap().route.resource, "default/pod/b");
+    assert_delivers(&again.tx, &mut { second.rx }).await;
 }
 
 #[tokio::test]
@@ -193,8 +180,5 @@ async fn bad_frames_close_only_that_connection() {
     }
     let client = quic_client(&pki, srv.local_addr(), "healthy");
     let conn = client.connect().await.unwrap();
-    let (stx, _srx) = srv.accept().await.unwrap().split();
-    let (_ctx, mut crx) = conn.split();
-    stx.write(pod("fine")).await.unwrap();
-    assert!(crx.recv().await.is_some());
+    assert_delivers(&srv.accept().await.unwrap().tx, &mut { conn.rx }).await;
 }

@@ -74,31 +74,9 @@ async fn no_response_is_lost_under_load() {
     let pki = Pki::new();
     let mut srv = server(&pki, ConnConfig::default()).await;
     let (client, accepted) = pair(&pki, &mut srv, "edge-1").await;
-    let (stx, mut srx) = accepted.split();
-    tokio::spawn(async move {
-        while let Some(m) = srx.recv().await {
-            stx.write(m.response(Content::string("OK"))).await.unwrap();
-        }
-    });
+    spawn_ok_responder(accepted);
     let (ctx, _crx) = client.split();
-    let mut tasks = Vec::new();
-    for _ in 0..TASKS {
-        let ctx = ctx.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut lost = 0;
-            for _ in 0..EACH {
-                // A generous deadline: a timeout means a lost response.
-                if ctx.request(pod("q"), Duration::from_secs(60)).await.is_err() {
-                    lost += 1;
-                }
-            }
-            lost
-        }));
-    }
-    let mut lost = 0;
-    for t in tasks {
-        lost += t.await.unwrap();
-    }
+    let lost = lost_requests(&ctx, TASKS, EACH).await;
     assert_eq!(lost, 0, "responses lost out of {}", TASKS * EACH);
 }
 

@@ -17,10 +17,7 @@ use tokio_tungstenite::tungstenite::Message as Frame;
 /// A healthy connection keeps working after a neighbour was closed.
 async fn assert_healthy(pki: &Pki, srv: &mut edgehive_viaduct::Server) {
     let (client, accepted) = pair(pki, srv, "healthy").await;
-    let (stx, _srx) = accepted.split();
-    let (_ctx, mut crx) = client.split();
-    stx.write(pod("still-fine")).await.unwrap();
-    assert_eq!(crx.recv().await.unwrap().route.resource, "default/pod/still-fine");
+    assert_delivers(&accepted.tx, &mut { client.rx }).await;
 }
 
 #[tokio::test]

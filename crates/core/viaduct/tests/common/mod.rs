@@ -9,7 +9,9 @@ use std::time::Duration;
 use edgehive_model::{Content, Message, group, op, source};
 use edgehive_testkit::pki::{Issued, TestCa};
 use edgehive_viaduct::ws::connect;
-use edgehive_viaduct::{ClientConfig, ClientTls, ConnConfig, Connection, Identity, Server, ServerConfig, ServerTls};
+use edgehive_viaduct::{
+    ClientConfig, ClientTls, ConnConfig, ConnRx, ConnTx, Connection, Identity, Server, ServerConfig, ServerTls,
+};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
@@ -105,4 +107,48 @@ pub async fn raw_ws(
 /// Waits for a condition, failing after a generous deadline.
 pub async fn eventually(what: &str, cond: impl FnMut() -> bool) {
     edgehive_testkit::eventually(what, Duration::from_secs(30), cond).await
+}
+
+/// Answers every message arriving on `accepted` with an `OK` response.
+pub fn spawn_ok_responder(accepted: Connection) {
+    let (tx, mut rx) = accepted.split();
+    tokio::spawn(async move {
+        while let Some(m) = rx.recv().await {
+            if tx.write(m.response(Content::string("OK"))).await.is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// Sends `tasks × each` requests concurrently over `client`; returns how many
+/// got no `OK` response. The deadline is generous: a timeout means a lost
+/// response, not a slow machine.
+pub async fn lost_requests(client: &ConnTx, tasks: usize, each: usize) -> usize {
+    let mut handles = Vec::new();
+    for _ in 0..tasks {
+        let client = client.clone();
+        handles.push(tokio::spawn(async move {
+            let mut lost = 0;
+            for _ in 0..each {
+                match client.request(pod("q"), Duration::from_secs(60)).await {
+                    Ok(r) if r.content.as_text().as_deref() == Some("OK") => {}
+                    _ => lost += 1,
+                }
+            }
+            lost
+        }));
+    }
+    let mut lost = 0;
+    for h in handles {
+        lost += h.await.unwrap();
+    }
+    lost
+}
+
+/// A message written on `from` arrives on `to`.
+pub async fn assert_delivers(from: &ConnTx, to: &mut ConnRx) {
+    let m = pod("still-fine");
+    from.write(m.clone()).await.unwrap();
+    assert_eq!(to.recv().await.unwrap(), m);
 }
