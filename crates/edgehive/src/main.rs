@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod cloud;
 mod demo;
 mod inspect;
 mod logging;
@@ -25,6 +26,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the cloud control plane: the object store (SQLite by default,
+    /// or etcd) and the Kubernetes-compatible API kubectl drives.
+    Cloud(cloud::Args),
     /// Run the beehive bus with KubeEdge's edge modules wired as in EdgeCore,
     /// and trace a pod insert from the hub to the metadata manager and its ACK
     /// back, printing each message in KubeEdge's wire JSON.
@@ -41,6 +45,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let result = match cli.command {
+        Command::Cloud(args) => cloud::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Inspect(args) => inspect::run(args),
     };

@@ -1,0 +1,247 @@
+//! Request bodies (JSON or YAML) and response formats (JSON, or the
+//! `meta.k8s.io/v1` Table kubectl asks for).
+
+use bytes::Bytes;
+use edgehive_store::resources::ResourceDef;
+use edgehive_store::{EventType, Object, WatchEvent};
+use http::{HeaderMap, header};
+use serde_json::{Value, json};
+
+use crate::route::Query;
+use crate::status::ApiError;
+use crate::table;
+
+/// What a table row carries besides its cells (`includeObject`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IncludeObject {
+    /// No object.
+    None,
+    /// `PartialObjectMetadata` (the default).
+    Metadata,
+    /// The whole object.
+    Object,
+}
+
+/// A request for Table output.
+#[derive(Debug, Clone)]
+pub(crate) struct TableRequest {
+    include: IncludeObject,
+    api_version: &'static str,
+}
+
+/// How to answer.
+#[derive(Debug, Clone)]
+pub(crate) enum Format {
+    /// Plain JSON objects and lists.
+    Json,
+    /// Tables.
+    Table(TableRequest),
+}
+
+/// The response format from `Accept` and `includeObject`.
+pub(crate) fn response_format(headers: &HeaderMap, query: &Query) -> Result<Format, ApiError> {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if accept.trim().is_empty() {
+        return Ok(Format::Json);
+    }
+    let mut json_ok = false;
+    for part in accept.split(',') {
+        let params: Vec<&str> = part.split(';').map(str::trim).collect();
+        let media = params.first().copied().unwrap_or("");
+        let is_table = params.contains(&"as=Table") && params.contains(&"g=meta.k8s.io");
+        if media == "application/json" && is_table {
+            let api_version = if params.contains(&"v=v1beta1") { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" };
+            let include = match query.get("includeObject") {
+                None | Some("" | "Metadata") => IncludeObject::Metadata,
+                Some("None") => IncludeObject::None,
+                Some("Object") => IncludeObject::Object,
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!("includeObject: Unsupported value: {other:?}")));
+                }
+            };
+            return Ok(Format::Table(TableRequest { include, api_version }));
+        }
+        // Other `as=` forms (PartialObjectMetadata) are not served: fall
+        // back to JSON if the client accepts it.
+        if params.iter().any(|p| p.starts_with("as=")) {
+            continue;
+        }
+        if matches!(media, "application/json" | "application/*" | "*/*" | "application/yaml") {
+            json_ok = true;
+        }
+    }
+    if json_ok {
+        Ok(Format::Json)
+    } else {
+        Err(ApiError::not_acceptable(format!(
+            "only the following media types are accepted: application/json, application/json;as=Table;v=v1;g=meta.k8s.io (asked for {accept:?})"
+        )))
+    }
+}
+
+fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+/// Decodes an object body (JSON, or YAML with `application/yaml`).
+pub(crate) fn decode(headers: &HeaderMap, bytes: &Bytes, kind: &str) -> Result<Value, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request(format!("the request body is empty; a {kind} was expected")));
+    }
+    let ct = content_type(headers);
+    let v: Value = match ct.as_str() {
+        "" | "application/json" => serde_json::from_slice(bytes)
+            .map_err(|e| ApiError::bad_request(format!("the body of the request is not valid JSON: {e}")))?,
+        "application/yaml" | "application/x-yaml" | "text/yaml" => {
+            let text = std::str::from_utf8(bytes)
+                .map_err(|_| ApiError::bad_request("the body of the request is not valid UTF-8 YAML"))?;
+            serde_saphyr::from_str(text)
+                .map_err(|e| ApiError::bad_request(format!("the body of the request is not valid YAML: {e}")))?
+        }
+        other => {
+            return Err(ApiError::unsupported_media_type(format!(
+                "the body of the request was in an unknown format ({other}) - accepted media types include: application/json, application/yaml"
+            )));
+        }
+    };
+    if !v.is_object() {
+        return Err(ApiError::bad_request(format!(
+            "the body of the request must be a {kind} object, not {}",
+            type_name(&v)
+        )));
+    }
+    Ok(v)
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Whether `dryRun=All` was asked for; other values are refused.
+pub(crate) fn dry_run(query: &Query) -> Result<bool, ApiError> {
+    match query.get("dryRun") {
+        None | Some("") => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => {
+            Err(ApiError::bad_request(format!("dryRun: Unsupported value: {other:?}: supported values: \"All\"")))
+        }
+    }
+}
+
+impl TableRequest {
+    fn columns(&self, res: &ResourceDef) -> Value {
+        Value::Array(table::columns(res.group, res.kind).iter().map(table::Column::definition).collect())
+    }
+
+    fn row(&self, res: &ResourceDef, obj: &Object, now: time::OffsetDateTime) -> Value {
+        let value = obj.value().cloned().unwrap_or_else(|_| json!({}));
+        let cells = table::cells(res.group, res.kind, &value, now);
+        let mut row = json!({"cells": cells});
+        match self.include {
+            IncludeObject::None => {}
+            IncludeObject::Metadata => {
+                row["object"] = json!({
+                    "kind": "PartialObjectMetadata",
+                    "apiVersion": self.api_version,
+                    "metadata": value.get("metadata").cloned().unwrap_or_else(|| json!({})),
+                });
+            }
+            IncludeObject::Object => row["object"] = value,
+        }
+        row
+    }
+
+    /// A Table of `items`.
+    pub(crate) fn table(&self, res: &ResourceDef, items: &[Object], rev: u64, continue_token: Option<&str>) -> Value {
+        let now = time::OffsetDateTime::now_utc();
+        let mut meta = json!({"resourceVersion": rev.to_string()});
+        if let Some(c) = continue_token {
+            meta["continue"] = json!(c);
+        }
+        json!({
+            "kind": "Table",
+            "apiVersion": self.api_version,
+            "metadata": meta,
+            "columnDefinitions": self.columns(res),
+            "rows": items.iter().map(|o| self.row(res, o, now)).collect::<Vec<_>>(),
+        })
+    }
+
+    /// One watch event whose object is a one-row Table (column definitions
+    /// in the first event only, as Kubernetes sends them).
+    pub(crate) fn watch_line(&self, res: &ResourceDef, ev: &WatchEvent, first: bool) -> Result<Bytes, String> {
+        let object = match (ev.ty, ev.object()) {
+            (EventType::Bookmark, _) | (_, None) => {
+                return ev.line(res).map_err(|e| e.to_string());
+            }
+            (_, Some(o)) => {
+                let now = time::OffsetDateTime::now_utc();
+                json!({
+                    "kind": "Table",
+                    "apiVersion": self.api_version,
+                    "metadata": {"resourceVersion": ev.rev.to_string()},
+                    "columnDefinitions": if first { self.columns(res) } else { json!([]) },
+                    "rows": [self.row(res, o, now)],
+                })
+            }
+        };
+        let mut line =
+            serde_json::to_vec(&json!({"type": ev.ty.as_str(), "object": object})).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        Ok(Bytes::from(line))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn headers(accept: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::ACCEPT, HeaderValue::from_str(accept).expect("header"));
+        h
+    }
+
+    #[test]
+    fn kubectl_table_accept_header() {
+        let h = headers(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json",
+        );
+        assert!(matches!(response_format(&h, &Query::default()), Ok(Format::Table(_))));
+        assert!(matches!(response_format(&headers("application/json"), &Query::default()), Ok(Format::Json)));
+        assert!(matches!(response_format(&headers("*/*"), &Query::default()), Ok(Format::Json)));
+        let only_proto = headers("application/vnd.kubernetes.protobuf");
+        assert_eq!(response_format(&only_proto, &Query::default()).err().map(|e| e.code.as_u16()), Some(406));
+    }
+
+    #[test]
+    fn bodies_decode_or_say_why_not() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/yaml"));
+        let v = decode(&h, &Bytes::from_static(b"metadata:\n  name: x\n"), "Pod").expect("yaml");
+        assert_eq!(v["metadata"]["name"], "x");
+        let e = decode(&HeaderMap::new(), &Bytes::from_static(b"{\"a\":"), "Pod").expect_err("truncated");
+        assert_eq!(e.code.as_u16(), 400);
+        assert!(e.message.contains("not valid JSON"), "{}", e.message);
+        let e = decode(&HeaderMap::new(), &Bytes::from_static(b"[1]"), "Pod").expect_err("array");
+        assert!(e.message.contains("an array"));
+        assert_eq!(decode(&HeaderMap::new(), &Bytes::new(), "Pod").err().map(|e| e.code.as_u16()), Some(400));
+        let e = decode(&h, &Bytes::from_static(b"a: [1\n"), "Pod").expect_err("bad yaml");
+        assert!(e.message.contains("not valid YAML"), "{}", e.message);
+        let mut xml = HeaderMap::new();
+        xml.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/xml"));
+        assert_eq!(decode(&xml, &Bytes::from_static(b"<a/>"), "Pod").err().map(|e| e.code.as_u16()), Some(415));
+    }
+}

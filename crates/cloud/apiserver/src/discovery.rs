@@ -1,0 +1,348 @@
+//! Discovery: `/version`, `/api`, `/apis`, the per-group-version resource
+//! lists, the aggregated discovery documents (apidiscovery.k8s.io/v2) that
+//! kubectl asks for first, and the OpenAPI v3 documents kubectl reads to learn
+//! that the server validates fields itself (`fieldValidation`).
+//!
+//! The OpenAPI documents describe only what kubectl looks at: one PATCH
+//! operation per kind, tagged with its group-version-kind, listing the
+//! `fieldValidation` parameter and the patch types served. Built-in kinds do
+//! not list `application/strategic-merge-patch+json` there, so kubectl builds
+//! strategic merge patches from its compiled-in types (which it knows) rather
+//! than from schemas this server does not publish; the server accepts them.
+
+use edgehive_store::resources::{ALL, ResourceDef};
+use serde_json::{Value, json};
+
+/// The Kubernetes version this API corresponds to.
+pub(crate) const KUBE_MINOR: &str = "32";
+
+/// `/version`.
+pub(crate) fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": KUBE_MINOR,
+        "gitVersion": format!("v1.{KUBE_MINOR}.0-edgehive.{}", env!("CARGO_PKG_VERSION")),
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "1970-01-01T00:00:00Z",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, go_arch()),
+    })
+}
+
+fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const NAMESPACE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+const SUB_VERBS: &[&str] = &["get", "patch", "update"];
+
+fn verbs(res: &ResourceDef) -> &'static [&'static str] {
+    if res.plural == "namespaces" { NAMESPACE_VERBS } else { VERBS }
+}
+
+fn subresources(res: &ResourceDef) -> Vec<(&'static str, &'static [&'static str])> {
+    let mut subs = Vec::new();
+    if res.status_subresource {
+        subs.push(("status", SUB_VERBS));
+    }
+    if res.plural == "namespaces" && res.group.is_empty() {
+        subs.push(("finalize", &["update"][..]));
+    }
+    subs
+}
+
+/// The groups served besides core, with their versions, in discovery order.
+fn groups() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&str, &str)> = Vec::new();
+    for r in ALL.iter().filter(|r| !r.group.is_empty()) {
+        if !out.contains(&(r.group, r.version)) {
+            out.push((r.group, r.version));
+        }
+    }
+    out
+}
+
+/// `/api` (legacy form).
+pub(crate) fn core_versions(server_address: &str) -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}],
+    })
+}
+
+fn group_entry(group: &str, version: &str) -> Value {
+    let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
+    json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
+}
+
+/// `/apis` (legacy form).
+pub(crate) fn group_list() -> Value {
+    json!({
+        "kind": "APIGroupList",
+        "apiVersion": "v1",
+        "groups": groups().into_iter().map(|(g, v)| group_entry(g, v)).collect::<Vec<_>>(),
+    })
+}
+
+/// `/apis/{group}`; `None` if not served.
+pub(crate) fn group(name: &str) -> Option<Value> {
+    let (g, v) = groups().into_iter().find(|(g, _)| *g == name)?;
+    let mut entry = group_entry(g, v);
+    entry["kind"] = json!("APIGroup");
+    entry["apiVersion"] = json!("v1");
+    Some(entry)
+}
+
+/// `/api/v1` or `/apis/{group}/{version}`.
+pub(crate) fn resource_list(group: &str, version: &str) -> Value {
+    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    let mut resources = Vec::new();
+    for r in ALL.iter().filter(|r| r.group == group && r.version == version) {
+        let mut entry = json!({
+            "name": r.plural,
+            "singularName": r.singular,
+            "namespaced": r.namespaced,
+            "kind": r.kind,
+            "verbs": verbs(r),
+        });
+        if !r.short_names.is_empty() {
+            entry["shortNames"] = json!(r.short_names);
+        }
+        if !r.categories.is_empty() {
+            entry["categories"] = json!(r.categories);
+        }
+        resources.push(entry);
+        for (sub, sub_verbs) in subresources(r) {
+            resources.push(json!({
+                "name": format!("{}/{sub}", r.plural),
+                "singularName": "",
+                "namespaced": r.namespaced,
+                "kind": if sub == "finalize" { "Namespace" } else { r.kind },
+                "verbs": sub_verbs,
+            }));
+        }
+    }
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})
+}
+
+/// The media type of aggregated discovery, if the client accepts it
+/// (`v2` preferred, then `v2beta1`).
+pub(crate) fn aggregated_media_type(accept: &str) -> Option<&'static str> {
+    let accepts = |v: &str| {
+        accept.split(',').any(|part| {
+            let p: Vec<&str> = part.split(';').map(str::trim).collect();
+            p.first() == Some(&"application/json")
+                && p.contains(&"g=apidiscovery.k8s.io")
+                && p.contains(&format!("v={v}").as_str())
+                && p.contains(&"as=APIGroupDiscoveryList")
+        })
+    };
+    if accepts("v2") {
+        Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+    } else if accepts("v2beta1") {
+        Some("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList")
+    } else {
+        None
+    }
+}
+
+fn discovery_resource(r: &ResourceDef) -> Value {
+    let kind = json!({"group": r.group, "version": r.version, "kind": r.kind});
+    let mut entry = json!({
+        "resource": r.plural,
+        "responseKind": kind,
+        "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": r.singular,
+        "verbs": verbs(r),
+    });
+    if !r.short_names.is_empty() {
+        entry["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        entry["categories"] = json!(r.categories);
+    }
+    let subs: Vec<Value> = subresources(r)
+        .into_iter()
+        .map(|(sub, v)| {
+            let kind = if sub == "finalize" { "Namespace" } else { r.kind };
+            json!({"subresource": sub, "responseKind": {"group": r.group, "version": r.version, "kind": kind}, "verbs": v})
+        })
+        .collect();
+    if !subs.is_empty() {
+        entry["subresources"] = Value::Array(subs);
+    }
+    entry
+}
+
+/// Aggregated discovery for `/api` (`core = true`) or `/apis`.
+pub(crate) fn aggregated(core: bool, media_type: &str) -> Value {
+    let api_version =
+        if media_type.contains("v=v2beta1") { "apidiscovery.k8s.io/v2beta1" } else { "apidiscovery.k8s.io/v2" };
+    let items: Vec<Value> = if core {
+        vec![json!({
+            "metadata": {"name": ""},
+            "versions": [{
+                "version": "v1",
+                "resources": ALL.iter().filter(|r| r.group.is_empty()).map(|r| discovery_resource(r)).collect::<Vec<_>>(),
+                "freshness": "Current",
+            }],
+        })]
+    } else {
+        groups()
+            .into_iter()
+            .map(|(g, v)| {
+                json!({
+                    "metadata": {"name": g},
+                    "versions": [{
+                        "version": v,
+                        "resources": ALL.iter().filter(|r| r.group == g && r.version == v).map(|r| discovery_resource(r)).collect::<Vec<_>>(),
+                        "freshness": "Current",
+                    }],
+                })
+            })
+            .collect()
+    };
+    json!({"kind": "APIGroupDiscoveryList", "apiVersion": api_version, "metadata": {}, "items": items})
+}
+
+fn gv_path(group: &str, version: &str) -> String {
+    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+}
+
+/// A stable hash of a document, for `?hash=` (FNV-1a, hex).
+fn doc_hash(doc: &Value) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in doc.to_string().bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016X}")
+}
+
+/// `/openapi/v3`: where each group-version's document is.
+pub(crate) fn openapi_index() -> Value {
+    let mut paths = serde_json::Map::new();
+    let mut gvs = vec![(String::new(), "v1".to_string())];
+    gvs.extend(groups().into_iter().map(|(g, v)| (g.to_string(), v.to_string())));
+    for (g, v) in gvs {
+        if let Some(doc) = openapi_group_version(&g, &v) {
+            let path = gv_path(&g, &v);
+            paths.insert(
+                path.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={}", doc_hash(&doc))}),
+            );
+        }
+    }
+    json!({"paths": paths})
+}
+
+fn object_path(r: &ResourceDef) -> String {
+    let base = if r.group.is_empty() { "/api/v1".to_string() } else { format!("/apis/{}/{}", r.group, r.version) };
+    if r.namespaced {
+        format!("{base}/namespaces/{{namespace}}/{}/{{name}}", r.plural)
+    } else {
+        format!("{base}/{}/{{name}}", r.plural)
+    }
+}
+
+/// The OpenAPI v3 document of one group-version; `None` if not served.
+pub(crate) fn openapi_group_version(group: &str, version: &str) -> Option<Value> {
+    let served: Vec<&ResourceDef> = ALL.iter().copied().filter(|r| r.group == group && r.version == version).collect();
+    if served.is_empty() {
+        return None;
+    }
+    let mut paths = serde_json::Map::new();
+    for r in served {
+        let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
+        let body = json!({"schema": {"type": "object"}});
+        let patch = json!({
+            "description": format!("partially update the specified {}", r.kind),
+            "operationId": format!("patch{}", r.kind),
+            "x-kubernetes-action": "patch",
+            "x-kubernetes-group-version-kind": gvk,
+            "parameters": [
+                {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+                {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+                {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+                {"name": "force", "in": "query", "schema": {"type": "boolean", "uniqueItems": true}},
+            ],
+            "requestBody": {"content": {
+                "application/json-patch+json": body,
+                "application/merge-patch+json": body,
+            }, "required": true},
+            "responses": {"200": {"description": "OK", "content": {"application/json": body}}},
+        });
+        paths.insert(object_path(r), json!({"patch": patch}));
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": format!("v1.{KUBE_MINOR}.0")},
+        "paths": paths,
+        "components": {"schemas": {}},
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_resource_list_has_subresources() {
+        let l = resource_list("", "v1");
+        let names: Vec<&str> =
+            l["resources"].as_array().into_iter().flatten().filter_map(|r| r["name"].as_str()).collect();
+        for n in [
+            "pods",
+            "pods/status",
+            "nodes",
+            "nodes/status",
+            "namespaces",
+            "namespaces/finalize",
+            "configmaps",
+            "secrets",
+            "services",
+            "endpoints",
+            "events",
+        ] {
+            assert!(names.contains(&n), "{n} missing from {names:?}");
+        }
+        assert!(!names.contains(&"leases"));
+    }
+
+    #[test]
+    fn aggregated_discovery_negotiation() {
+        let kubectl = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+        assert_eq!(
+            aggregated_media_type(kubectl),
+            Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+        );
+        assert_eq!(aggregated_media_type("application/json"), None);
+        let apis = aggregated(false, "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList");
+        let groups: Vec<&str> =
+            apis["items"].as_array().into_iter().flatten().filter_map(|i| i["metadata"]["name"].as_str()).collect();
+        assert_eq!(groups, ["coordination.k8s.io", "devices.kubeedge.io", "reliablesyncs.kubeedge.io"]);
+    }
+
+    #[test]
+    fn openapi_declares_field_validation_for_every_kind() {
+        let idx = openapi_index();
+        assert!(
+            idx["paths"]["api/v1"]["serverRelativeURL"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("/openapi/v3/api/v1?hash="))
+        );
+        let doc = openapi_group_version("devices.kubeedge.io", "v1beta1").expect("served");
+        let p = &doc["paths"]["/apis/devices.kubeedge.io/v1beta1/namespaces/{namespace}/devices/{name}"]["patch"];
+        assert_eq!(p["x-kubernetes-group-version-kind"]["kind"], "Device");
+        assert!(p["parameters"].as_array().is_some_and(|ps| ps.iter().any(|x| x["name"] == "fieldValidation")));
+        assert!(openapi_group_version("apps", "v1").is_none());
+    }
+}

@@ -1,0 +1,637 @@
+//! The verbs: get, list, watch, create, update, patch, delete and
+//! deletecollection on every served resource, plus the non-resource
+//! endpoints (discovery, OpenAPI, metrics).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use edgehive_store::resources::{NAMESPACES, ResourceDef};
+use edgehive_store::{
+    DeleteOptions, DeleteOutcome, ListOptions, Object, Store, StoreError, WatchEnd, WatchOptions, WatchStart,
+};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+
+use crate::body::{self, Format};
+use crate::discovery;
+use crate::route::{Query, Route, Target};
+use crate::server::{Body, Shared, json_response, value_response};
+use crate::status::{ApiError, Cause};
+use crate::validation;
+
+/// Namespaces that always exist and may not be deleted.
+pub(crate) const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Creates the system namespaces if they are missing.
+pub(crate) async fn bootstrap(store: &Store) -> Result<(), StoreError> {
+    for ns in SYSTEM_NAMESPACES {
+        let mut obj = json!({"metadata": {"name": ns}});
+        crate::defaults::apply_defaults("", "Namespace", &mut obj);
+        match store.create(&NAMESPACES, obj).await {
+            Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn store_err(res: &ResourceDef) -> impl Fn(StoreError) -> ApiError + '_ {
+    move |e| ApiError::from_store(e, res.plural, res.group)
+}
+
+/// Discovery, OpenAPI and metrics.
+pub(crate) fn non_resource(shared: &Shared, route: &Route, headers: &HeaderMap) -> Result<Response<Body>, ApiError> {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let ok = |v: Value| Ok(value_response(StatusCode::OK, &v));
+    match route {
+        Route::Version => ok(discovery::version()),
+        Route::CoreVersions | Route::Groups => {
+            if let Some(mt) = discovery::aggregated_media_type(accept) {
+                let v = discovery::aggregated(matches!(route, Route::CoreVersions), mt);
+                let mut r = value_response(StatusCode::OK, &v);
+                r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(mt));
+                return Ok(r);
+            }
+            if matches!(route, Route::CoreVersions) {
+                ok(discovery::core_versions(&shared.address))
+            } else {
+                ok(discovery::group_list())
+            }
+        }
+        Route::Group(g) => discovery::group(g).map_or_else(|| Err(ApiError::no_route()), ok),
+        Route::ResourceList { group, version } => ok(discovery::resource_list(group, version)),
+        Route::OpenApiIndex => ok(discovery::openapi_index()),
+        Route::OpenApiGroupVersion { group, version } => {
+            discovery::openapi_group_version(group, version).map_or_else(|| Err(ApiError::no_route()), ok)
+        }
+        Route::Metrics => {
+            let text = shared.metrics.render(&shared.store.hub().stats());
+            let mut r = json_response(StatusCode::OK, Bytes::from(text));
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
+            Ok(r)
+        }
+        Route::Health | Route::Resource(_) => Err(ApiError::no_route()),
+    }
+}
+
+/// Every resource verb but watch.
+pub(crate) async fn resource(
+    shared: &Shared,
+    verb: &str,
+    target: &Target,
+    query: &Query,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    let format = body::response_format(req.headers(), query)?;
+    match verb {
+        "get" => get(shared, target, query, &format).await,
+        "list" => list(shared, target, query, &format).await,
+        "create" => {
+            let (parts, bytes) = crate::server::read_body(req, shared.config.max_body_bytes).await?;
+            create(shared, target, query, &parts.headers, &bytes).await
+        }
+        "update" => {
+            let (parts, bytes) = crate::server::read_body(req, shared.config.max_body_bytes).await?;
+            update(shared, target, query, &parts.headers, &bytes).await
+        }
+        "patch" => {
+            let (parts, bytes) = crate::server::read_body(req, shared.config.max_body_bytes).await?;
+            crate::patching::patch(shared, target, query, &parts.headers, &bytes).await
+        }
+        "delete" => {
+            let (_, bytes) = crate::server::read_body(req, shared.config.max_body_bytes).await?;
+            delete(shared, target, query, &bytes).await
+        }
+        "deletecollection" => {
+            let (_, bytes) = crate::server::read_body(req, shared.config.max_body_bytes).await?;
+            delete_collection(shared, target, query, &bytes).await
+        }
+        _ => Err(ApiError::method_not_allowed(format!("verb {verb} is not supported"))),
+    }
+}
+
+/// Responds with one object in the requested format.
+pub(crate) fn object_response(code: StatusCode, obj: &Object, format: &Format) -> Result<Response<Body>, ApiError> {
+    match format {
+        Format::Json => Ok(json_response(code, obj.json().map_err(store_err(obj.resource()))?.clone())),
+        Format::Table(t) => {
+            Ok(value_response(code, &t.table(obj.resource(), std::slice::from_ref(obj), obj.rev(), None)))
+        }
+    }
+}
+
+fn name_of(target: &Target) -> &str {
+    target.name.as_deref().unwrap_or_default()
+}
+
+fn ns_of(target: &Target) -> &str {
+    target.namespace.as_deref().unwrap_or_default()
+}
+
+async fn get(shared: &Shared, target: &Target, _query: &Query, format: &Format) -> Result<Response<Body>, ApiError> {
+    let res = target.resource;
+    let obj = shared.store.get(res, ns_of(target), name_of(target)).await.map_err(store_err(res))?;
+    if let Err(e) = obj.json() {
+        tracing::error!(key = obj.key(), error = %e, "stored object is corrupt");
+        return Err(ApiError::internal(e.to_string()));
+    }
+    object_response(StatusCode::OK, &obj, format)
+}
+
+/// Label and field selectors from the query; syntax errors are 400s.
+pub(crate) fn selectors(
+    res: &ResourceDef,
+    query: &Query,
+) -> Result<(edgehive_store::selector::LabelSelector, edgehive_store::selector::FieldSelector), ApiError> {
+    let labels = edgehive_store::selector::LabelSelector::parse(query.get("labelSelector").unwrap_or(""))
+        .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+    let fields = edgehive_store::selector::FieldSelector::parse(query.get("fieldSelector").unwrap_or(""))
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    for f in fields.fields() {
+        if !res.supports_field(f) {
+            return Err(ApiError::bad_request(format!("field label not supported: {f}")));
+        }
+    }
+    Ok((labels, fields))
+}
+
+async fn list(shared: &Shared, target: &Target, query: &Query, format: &Format) -> Result<Response<Body>, ApiError> {
+    let res = target.resource;
+    let (labels, fields) = selectors(res, query)?;
+    let limit = query.uint("limit")?.unwrap_or(0);
+    let opts = ListOptions {
+        namespace: target.namespace.clone(),
+        labels,
+        fields,
+        limit: usize::try_from(limit).unwrap_or(usize::MAX),
+        continue_token: query.get("continue").map(str::to_string),
+        resource_version: query.resource_version()?,
+        exact: query.get("resourceVersionMatch") == Some("Exact"),
+    };
+    let list = shared.store.list(res, &opts).await.map_err(store_err(res))?;
+    match format {
+        Format::Table(t) => {
+            Ok(value_response(StatusCode::OK, &t.table(res, &list.items, list.rev, list.continue_token.as_deref())))
+        }
+        Format::Json => {
+            let mut out = Vec::with_capacity(128 + list.items.iter().map(|o| o.raw().len() + 32).sum::<usize>());
+            out.extend_from_slice(b"{\"kind\":\"");
+            out.extend_from_slice(res.kind.as_bytes());
+            out.extend_from_slice(b"List\",\"apiVersion\":\"");
+            out.extend_from_slice(res.api_version().as_bytes());
+            out.extend_from_slice(b"\",\"metadata\":{\"resourceVersion\":\"");
+            out.extend_from_slice(list.rev.to_string().as_bytes());
+            out.push(b'"');
+            if let Some(c) = &list.continue_token {
+                out.extend_from_slice(b",\"continue\":");
+                out.extend_from_slice(&serde_json::to_vec(c).unwrap_or_default());
+            }
+            out.extend_from_slice(b"},\"items\":[");
+            let mut first = true;
+            for obj in &list.items {
+                // The list already skipped objects that do not encode.
+                let Ok(j) = obj.json() else { continue };
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                out.extend_from_slice(j);
+            }
+            out.extend_from_slice(b"]}");
+            Ok(json_response(StatusCode::OK, Bytes::from(out)))
+        }
+    }
+}
+
+/// Checks the decoded body's apiVersion/kind and namespace against the
+/// request, filling them in where absent.
+pub(crate) fn check_identity(res: &ResourceDef, target: &Target, obj: &mut Value) -> Result<(), ApiError> {
+    let Some(map) = obj.as_object_mut() else {
+        return Err(ApiError::bad_request(format!("the body must be a {} object", res.kind)));
+    };
+    let want = res.api_version();
+    match map.get("apiVersion").and_then(Value::as_str) {
+        Some(v) if !v.is_empty() && v != want => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({want})"
+            )));
+        }
+        _ => {}
+    }
+    match map.get("kind").and_then(Value::as_str) {
+        Some(k) if !k.is_empty() && k != res.kind => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                res.kind
+            )));
+        }
+        _ => {}
+    }
+    map.insert("apiVersion".into(), Value::String(want));
+    map.insert("kind".into(), Value::String(res.kind.into()));
+    let meta = map.entry("metadata").or_insert_with(|| json!({}));
+    let Some(meta) = meta.as_object_mut() else {
+        return Err(ApiError::bad_request("metadata must be an object"));
+    };
+    if res.namespaced {
+        let url_ns = target.namespace.as_deref().unwrap_or("");
+        match meta.get("namespace").and_then(Value::as_str) {
+            Some(ns) if !ns.is_empty() && ns != url_ns => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => {
+                meta.insert("namespace".into(), Value::String(url_ns.into()));
+            }
+        }
+    } else {
+        meta.remove("namespace");
+    }
+    if let Some(url_name) = &target.name {
+        match meta.get("name").and_then(Value::as_str) {
+            Some(n) if n != url_name => {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({url_name})"
+                )));
+            }
+            _ => {
+                meta.insert("name".into(), Value::String(url_name.clone()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// 422 (or 400 for wrong JSON types and KubeEdge webhook denials) from
+/// validation errors, worded as Kubernetes words them.
+pub(crate) fn invalid(res: &ResourceDef, obj: &Value, errors: Vec<validation::FieldError>) -> ApiError {
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    if let Some(e) = errors.iter().find(|e| e.is_decode_error()) {
+        let version = res.api_version();
+        return ApiError::bad_request(format!(
+            "{} in version {version:?} cannot be handled as a {}: {}",
+            res.kind,
+            res.kind,
+            e.message()
+        ));
+    }
+    if let Some(e) = errors.iter().find(|e| matches!(e.origin, validation::Origin::Webhook(_))) {
+        let hook = match &e.origin {
+            validation::Origin::Webhook(h) => *h,
+            _ => "",
+        };
+        return ApiError::bad_request(format!("admission webhook {hook:?} denied the request: {}", e.body()));
+    }
+    let causes = errors
+        .iter()
+        .map(|e| Cause { reason: e.kind.reason().to_string(), message: e.body(), field: e.field.clone() })
+        .collect();
+    let summary: Vec<String> = errors.iter().map(validation::FieldError::message).collect();
+    ApiError::invalid_with_summary(res.kind, res.group, name, causes, &summary)
+}
+
+/// Fails unless namespace `ns` exists and is not terminating.
+pub(crate) async fn check_namespace(store: &Store, ns: &str) -> Result<(), ApiError> {
+    let obj = store.get(&NAMESPACES, "", ns).await.map_err(store_err(&NAMESPACES))?;
+    let phase = obj.value().ok().and_then(|v| v.pointer("/status/phase")).and_then(Value::as_str);
+    if phase == Some("Terminating") {
+        return Err(ApiError::forbidden(format!(
+            "unable to create new content in namespace {ns} because it is being terminated"
+        )));
+    }
+    Ok(())
+}
+
+async fn create(
+    shared: &Shared,
+    target: &Target,
+    query: &Query,
+    headers: &HeaderMap,
+    bytes: &Bytes,
+) -> Result<Response<Body>, ApiError> {
+    let res = target.resource;
+    let format = body::response_format(headers, query)?;
+    let mut obj = body::decode(headers, bytes, res.kind)?;
+    check_identity(res, target, &mut obj)?;
+    crate::defaults::apply_defaults(res.group, res.kind, &mut obj);
+    // Kubernetes ignores status on create for types with a status subresource,
+    // except the defaults it sets itself.
+    let errors = validation::validate_create(res.group, res.kind, &obj);
+    if !errors.is_empty() {
+        return Err(invalid(res, &obj, errors));
+    }
+    if res.namespaced {
+        check_namespace(&shared.store, ns_of(target)).await?;
+    }
+    if body::dry_run(query)? {
+        return Ok(value_response(StatusCode::CREATED, &obj));
+    }
+    let created = shared.store.create(res, obj).await.map_err(store_err(res))?;
+    object_response(StatusCode::CREATED, &created, &format)
+}
+
+/// Applies the request's changes to `cur`, as PUT does: the main resource
+/// keeps the stored status (when there is a status subresource); `/status`
+/// changes only the status.
+pub(crate) fn merge_for_subresource(res: &ResourceDef, target: &Target, cur: &Value, mut new: Value) -> Value {
+    if !res.status_subresource {
+        return new;
+    }
+    if target.subresource.as_deref() == Some("status") {
+        let mut out = cur.clone();
+        match new.get_mut("status").map(Value::take) {
+            Some(s) => out["status"] = s,
+            None => {
+                if let Some(o) = out.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        }
+        out
+    } else {
+        match cur.get("status") {
+            Some(s) => new["status"] = s.clone(),
+            None => {
+                if let Some(o) = new.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+        }
+        new
+    }
+}
+
+async fn update(
+    shared: &Shared,
+    target: &Target,
+    query: &Query,
+    headers: &HeaderMap,
+    bytes: &Bytes,
+) -> Result<Response<Body>, ApiError> {
+    let res = target.resource;
+    let format = body::response_format(headers, query)?;
+    let mut obj = body::decode(headers, bytes, res.kind)?;
+    check_identity(res, target, &mut obj)?;
+    if target.subresource.as_deref() == Some("finalize") {
+        return crate::namespaces::finalize(shared, target, obj).await;
+    }
+    let expected = match obj.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
+        Some(rv) if !rv.is_empty() => {
+            Some(rv.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?)
+        }
+        _ => None,
+    };
+    let dry_run = body::dry_run(query)?;
+    let failure = std::sync::Mutex::new(None);
+    let mut preview = None;
+    let result = shared
+        .store
+        .update_with(res, ns_of(target), name_of(target), |cur| {
+            if expected.is_some_and(|e| e != cur.rev()) {
+                return Err(StoreError::Conflict {
+                    resource: res.qualified(),
+                    name: name_of(target).to_string(),
+                    reason:
+                        "the object has been modified; please apply your changes to the latest version and try again"
+                            .into(),
+                });
+            }
+            let old = cur.value()?;
+            let mut new = merge_for_subresource(res, target, old, obj.clone());
+            crate::defaults::apply_defaults(res.group, res.kind, &mut new);
+            let errors = validation::validate_update(res.group, res.kind, &new, old);
+            if !errors.is_empty() {
+                *failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(invalid(res, &new, errors));
+                return Err(StoreError::BadRequest("invalid".into()));
+            }
+            if dry_run {
+                preview = Some(new);
+                return Ok(None);
+            }
+            Ok(Some(new))
+        })
+        .await;
+    if let Some(e) = failure.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) {
+        return Err(e);
+    }
+    let updated = result.map_err(store_err(res))?;
+    if let Some(p) = preview {
+        return Ok(value_response(StatusCode::OK, &p));
+    }
+    object_response(StatusCode::OK, &updated, &format)
+}
+
+/// DeleteOptions from the body and the query.
+fn delete_options(query: &Query, bytes: &Bytes) -> Result<(DeleteOptions, bool), ApiError> {
+    let mut opts = DeleteOptions::default();
+    let mut dry_run = body::dry_run(query)?;
+    if !bytes.is_empty() {
+        let v: Value =
+            serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("decode DeleteOptions: {e}")))?;
+        if !v.is_object() {
+            return Err(ApiError::bad_request("DeleteOptions must be an object"));
+        }
+        if let Some(g) = v.get("gracePeriodSeconds").filter(|g| !g.is_null()) {
+            opts.grace_period_seconds =
+                Some(g.as_i64().ok_or_else(|| ApiError::bad_request("gracePeriodSeconds must be an integer"))?);
+        }
+        if let Some(uid) = v.pointer("/preconditions/uid").and_then(Value::as_str) {
+            opts.uid = Some(uid.to_string());
+        }
+        if let Some(rv) = v.pointer("/preconditions/resourceVersion").and_then(Value::as_str) {
+            opts.resource_version =
+                Some(rv.parse().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?);
+        }
+        if let Some(d) = v.get("dryRun").and_then(Value::as_array) {
+            dry_run |= d.iter().any(|x| x == "All");
+        }
+    }
+    if let Some(g) = query.int("gracePeriodSeconds")? {
+        opts.grace_period_seconds = Some(g);
+    }
+    if opts.grace_period_seconds.is_some_and(|g| g < 0) {
+        return Err(ApiError::invalid(
+            "DeleteOptions",
+            "",
+            "",
+            vec![Cause {
+                reason: "FieldValueInvalid".into(),
+                message: "gracePeriodSeconds: Invalid value: must be >= 0".into(),
+                field: "gracePeriodSeconds".into(),
+            }],
+        ));
+    }
+    Ok((opts, dry_run))
+}
+
+fn success_status(obj: &Object) -> Value {
+    let res = obj.resource();
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+        "details": {"name": obj.name(), "group": res.group, "kind": res.plural, "uid": obj.uid().unwrap_or_default()},
+    })
+}
+
+async fn delete(shared: &Shared, target: &Target, query: &Query, bytes: &Bytes) -> Result<Response<Body>, ApiError> {
+    let res = target.resource;
+    let (opts, dry_run) = delete_options(query, bytes)?;
+    if std::ptr::eq(res, &NAMESPACES) {
+        return crate::namespaces::delete(shared, name_of(target), dry_run).await;
+    }
+    if dry_run {
+        let cur = shared.store.get(res, ns_of(target), name_of(target)).await.map_err(store_err(res))?;
+        return object_response(StatusCode::OK, &cur, &Format::Json);
+    }
+    match shared.store.delete(res, ns_of(target), name_of(target), &opts).await.map_err(store_err(res))? {
+        DeleteOutcome::Pending(o) => object_response(StatusCode::OK, &o, &Format::Json),
+        DeleteOutcome::Deleted(o) if res.graceful => object_response(StatusCode::OK, &o, &Format::Json),
+        DeleteOutcome::Deleted(o) => Ok(value_response(StatusCode::OK, &success_status(&o))),
+    }
+}
+
+async fn delete_collection(
+    shared: &Shared,
+    target: &Target,
+    query: &Query,
+    bytes: &Bytes,
+) -> Result<Response<Body>, ApiError> {
+    let res = target.resource;
+    if std::ptr::eq(res, &NAMESPACES) {
+        return Err(ApiError::method_not_allowed("namespaces cannot be deleted as a collection"));
+    }
+    let (opts, dry_run) = delete_options(query, bytes)?;
+    let (labels, fields) = selectors(res, query)?;
+    let list = shared
+        .store
+        .list(res, &ListOptions { namespace: target.namespace.clone(), labels, fields, ..ListOptions::default() })
+        .await
+        .map_err(store_err(res))?;
+    let mut items = Vec::new();
+    for obj in &list.items {
+        if dry_run {
+            items.push(obj.clone());
+            continue;
+        }
+        match shared.store.delete(res, obj.namespace(), obj.name(), &opts).await {
+            Ok(out) => items.push(out.object().clone()),
+            Err(StoreError::NotFound { .. }) => {}
+            Err(e) => return Err(ApiError::from_store(e, res.plural, res.group)),
+        }
+    }
+    let values: Vec<Value> = items.iter().filter_map(|o| o.value().ok().cloned()).collect();
+    Ok(value_response(
+        StatusCode::OK,
+        &json!({"kind": format!("{}List", res.kind), "apiVersion": res.api_version(), "metadata": {}, "items": values}),
+    ))
+}
+
+/// A watch, streamed as JSON lines (or Table events) until its timeout.
+pub(crate) async fn watch(
+    shared: &Arc<Shared>,
+    target: &Target,
+    query: &Query,
+    headers: &HeaderMap,
+) -> Result<Response<Body>, ApiError> {
+    let res = target.resource;
+    let format = body::response_format(headers, query)?;
+    let (labels, mut fields) = selectors(res, query)?;
+    let mut name = fields.exact_value("metadata.name").map(str::to_string);
+    if let Some(n) = &target.name {
+        // The legacy `/watch/.../{name}` form.
+        name = Some(n.clone());
+        fields = edgehive_store::selector::FieldSelector::default();
+    }
+    let filter =
+        edgehive_store::WatchFilter { resource: res, namespace: target.namespace.clone(), name, labels, fields };
+    let bookmarks = query.flag("allowWatchBookmarks");
+    let start = if query.flag("sendInitialEvents") {
+        if !bookmarks {
+            return Err(ApiError::bad_request("sendInitialEvents requires allowWatchBookmarks=true"));
+        }
+        WatchStart::InitialState { end_bookmark: true }
+    } else {
+        match query.resource_version()? {
+            Some(rv) => WatchStart::After(rv),
+            None => WatchStart::InitialState { end_bookmark: false },
+        }
+    };
+    let timeout = match query.uint("timeoutSeconds")? {
+        Some(s) => std::time::Duration::from_secs(s),
+        None => {
+            let min = shared.config.min_watch_timeout;
+            min + min.mul_f64(fastrand::f64())
+        }
+    };
+    let mut watch = match shared.store.watch(WatchOptions { filter, start, bookmarks }).await {
+        Ok(w) => w,
+        Err(StoreError::Expired(m)) => {
+            // As Kubernetes: a 200 whose stream carries one ERROR event with
+            // the 410 Status.
+            let status = ApiError::new(StatusCode::GONE, "Expired", m).to_status();
+            let line = json!({"type": "ERROR", "object": status}).to_string() + "\n";
+            return Ok(streaming_response(stream_once(Bytes::from(line))));
+        }
+        Err(e) => return Err(ApiError::from_store(e, res.plural, res.group)),
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    let stop = shared.stop.clone();
+    let table = match &format {
+        crate::body::Format::Table(t) => Some(t.clone()),
+        crate::body::Format::Json => None,
+    };
+    tokio::spawn(async move {
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut first = true;
+        loop {
+            let ev = tokio::select! {
+                _ = &mut deadline => break,
+                _ = stop.cancelled() => break,
+                _ = tx.closed() => break,
+                ev = watch.next() => ev,
+            };
+            let line = match ev {
+                Ok(ev) => {
+                    if ev.ty == edgehive_store::EventType::Bookmark && !bookmarks {
+                        continue;
+                    }
+                    match &table {
+                        Some(t) => t.watch_line(res, &ev, first),
+                        None => ev.line(res).map_err(|e| e.to_string()),
+                    }
+                }
+                Err(WatchEnd::Expired(m)) => {
+                    let status = ApiError::new(StatusCode::GONE, "Expired", m).to_status();
+                    let _ = tx.send(Bytes::from(json!({"type": "ERROR", "object": status}).to_string() + "\n")).await;
+                    break;
+                }
+                Err(WatchEnd::Lagged | WatchEnd::Closed) => break,
+            };
+            match line {
+                Ok(l) => {
+                    first = false;
+                    if tx.send(l).await.is_err() {
+                        break;
+                    }
+                }
+                Err(e) => tracing::error!(error = %e, "skipping a watch event that does not encode"),
+            }
+        }
+    });
+    Ok(streaming_response(rx))
+}
+
+fn stream_once(line: Bytes) -> tokio::sync::mpsc::Receiver<Bytes> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let _ = tx.try_send(line);
+    rx
+}
+
+fn streaming_response(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<Body> {
+    let mut r = Response::new(Body::Stream(rx));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    r
+}

@@ -1,0 +1,135 @@
+//! PATCH: JSON patch, JSON merge patch and strategic merge patch applied to
+//! the stored object in a read-modify-write that retries on conflicts, then
+//! defaulted and validated like an update.
+
+use bytes::Bytes;
+use edgehive_store::StoreError;
+use http::{HeaderMap, Response, StatusCode, header};
+use serde_json::Value;
+
+use crate::body;
+use crate::handlers::{invalid, merge_for_subresource, object_response};
+use crate::patch::{self, PatchError};
+use crate::route::{Query, Target};
+use crate::server::{Body, Shared, value_response};
+use crate::status::ApiError;
+use crate::validation;
+
+/// The patch types served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PatchType {
+    Json,
+    Merge,
+    Strategic,
+}
+
+fn patch_type(headers: &HeaderMap) -> Result<PatchType, ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    match ct.as_str() {
+        "application/json-patch+json" => Ok(PatchType::Json),
+        "application/merge-patch+json" => Ok(PatchType::Merge),
+        "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
+        other => Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format ({other}) - accepted media types include: \
+             application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
+        ))),
+    }
+}
+
+fn patch_error(e: PatchError) -> ApiError {
+    match e {
+        PatchError::Malformed(m) => ApiError::bad_request(format!("the patch is malformed: {m}")),
+        PatchError::Unapplicable(m) => {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", format!("the patch cannot be applied: {m}"))
+        }
+    }
+}
+
+/// Handles a PATCH of `target`.
+pub(crate) async fn patch(
+    shared: &Shared,
+    target: &Target,
+    query: &Query,
+    headers: &HeaderMap,
+    bytes: &Bytes,
+) -> Result<Response<Body>, ApiError> {
+    let res = target.resource;
+    let format = body::response_format(headers, query)?;
+    let ty = patch_type(headers)?;
+    if ty == PatchType::Strategic && !patch::supports_strategic(res.group, res.kind) {
+        return Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: \
+             application/json-patch+json, application/merge-patch+json (strategic merge patch is not supported for {})",
+            res.qualified()
+        )));
+    }
+    let doc: Value = serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))?;
+    if ty != PatchType::Json && !doc.is_object() {
+        return Err(ApiError::bad_request("the patch must be a JSON object"));
+    }
+    if ty == PatchType::Json && !doc.is_array() {
+        return Err(ApiError::bad_request("a JSON patch must be an array of operations"));
+    }
+    let dry_run = body::dry_run(query)?;
+    let name = target.name.as_deref().unwrap_or_default();
+    let ns = target.namespace.as_deref().unwrap_or_default();
+    let failure = std::sync::Mutex::new(None::<ApiError>);
+    let fail = |e: ApiError| {
+        *failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
+        StoreError::BadRequest("patch".into())
+    };
+    let mut preview = None;
+    let result = shared
+        .store
+        .update_with(res, ns, name, |cur| {
+            let old = cur.value()?;
+            let mut patched = old.clone();
+            let applied = match ty {
+                PatchType::Json => patch::json_patch(&mut patched, &doc),
+                PatchType::Merge => {
+                    patch::merge_patch(&mut patched, &doc);
+                    Ok(())
+                }
+                PatchType::Strategic => patch::strategic_merge_patch(&mut patched, &doc, res.group, res.kind),
+            };
+            applied.map_err(|e| fail(patch_error(e)))?;
+            // A resourceVersion in the patch is a precondition.
+            if let Some(rv) = patched.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
+                if rv != cur.rev().to_string() {
+                    return Err(StoreError::Conflict {
+                        resource: res.qualified(),
+                        name: name.to_string(),
+                        reason: "the object has been modified; please apply your changes to the latest version and try again".into(),
+                    });
+                }
+            }
+            if patched.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
+                return Err(fail(ApiError::bad_request("metadata.name may not be changed by a patch")));
+            }
+            let mut new = merge_for_subresource(res, target, old, patched);
+            crate::defaults::apply_defaults(res.group, res.kind, &mut new);
+            let errors = validation::validate_update(res.group, res.kind, &new, old);
+            if !errors.is_empty() {
+                return Err(fail(invalid(res, &new, errors)));
+            }
+            if dry_run {
+                preview = Some(new);
+                return Ok(None);
+            }
+            Ok(Some(new))
+        })
+        .await;
+    if let Some(e) = failure.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) {
+        return Err(e);
+    }
+    let updated = result.map_err(|e| ApiError::from_store(e, res.plural, res.group))?;
+    if let Some(p) = preview {
+        return Ok(value_response(StatusCode::OK, &p));
+    }
+    object_response(StatusCode::OK, &updated, &format)
+}

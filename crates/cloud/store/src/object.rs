@@ -1,0 +1,299 @@
+//! A stored object: its canonical JSON (without `resourceVersion`), its
+//! revision, and what is derived from them once and shared (the JSON a
+//! client sees, labels and selectable fields for filtering).
+//!
+//! Objects are stored as `{"apiVersion":..,"kind":..,"metadata":{..},..}`
+//! with `metadata.resourceVersion` left out: the revision is the backend's
+//! (SQLite's log position, etcd's mod_revision), as in Kubernetes. The JSON a
+//! client sees is made by splicing `"resourceVersion":"N"` in right after
+//! `"metadata":{`, which needs no parse; a stored value not in this layout
+//! (written by someone else, or damaged) is parsed and re-encoded instead.
+
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+use crate::error::{Result, StoreError};
+use crate::resources::ResourceDef;
+
+/// One object as stored, at one revision. Cheap to clone.
+#[derive(Clone)]
+pub struct Object {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    resource: &'static ResourceDef,
+    key: Box<str>,
+    rev: u64,
+    raw: Bytes,
+    json: OnceLock<Bytes>,
+    value: OnceLock<Result<Value>>,
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Object").field("key", &self.inner.key).field("rev", &self.inner.rev).finish_non_exhaustive()
+    }
+}
+
+impl Object {
+    /// An object of `resource` stored under `key` at revision `rev` with the
+    /// stored bytes `raw`.
+    pub fn from_stored(resource: &'static ResourceDef, key: impl Into<Box<str>>, rev: u64, raw: Bytes) -> Object {
+        Object {
+            inner: Arc::new(Inner {
+                resource,
+                key: key.into(),
+                rev,
+                raw,
+                json: OnceLock::new(),
+                value: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// The same stored bytes at another revision (a deleted object reported
+    /// at the revision of its deletion).
+    pub fn at_rev(&self, rev: u64) -> Object {
+        Object::from_stored(self.inner.resource, self.inner.key.clone(), rev, self.inner.raw.clone())
+    }
+
+    /// Its type.
+    pub fn resource(&self) -> &'static ResourceDef {
+        self.inner.resource
+    }
+
+    /// Storage key.
+    pub fn key(&self) -> &str {
+        &self.inner.key
+    }
+
+    /// Revision (`metadata.resourceVersion`).
+    pub fn rev(&self) -> u64 {
+        self.inner.rev
+    }
+
+    /// Namespace, from the key (`""` for cluster-scoped objects).
+    pub fn namespace(&self) -> &str {
+        self.inner.resource.parse_key(&self.inner.key).map_or("", |(ns, _)| ns)
+    }
+
+    /// Name, from the key.
+    pub fn name(&self) -> &str {
+        self.inner.resource.parse_key(&self.inner.key).map_or("", |(_, n)| n)
+    }
+
+    /// The stored bytes (no `resourceVersion`).
+    pub fn raw(&self) -> &Bytes {
+        &self.inner.raw
+    }
+
+    /// The JSON a client sees, with `metadata.resourceVersion`; made once.
+    pub fn json(&self) -> Result<&Bytes> {
+        if let Some(j) = self.inner.json.get() {
+            return Ok(j);
+        }
+        // A syntax check (no allocation) so that a damaged row is reported,
+        // never spliced into something that is not JSON.
+        serde_json::from_slice::<serde::de::IgnoredAny>(&self.inner.raw).map_err(|e| self.corrupt(e))?;
+        let made = match splice_rv(&self.inner.raw, self.inner.rev) {
+            Some(b) => b,
+            None => {
+                let mut v = self.value()?.clone();
+                set_resource_version(&mut v, self.inner.rev);
+                Bytes::from(serde_json::to_vec(&v).map_err(|e| self.corrupt(e))?)
+            }
+        };
+        Ok(self.inner.json.get_or_init(|| made))
+    }
+
+    /// The parsed object, with `metadata.resourceVersion` set; parsed once.
+    pub fn value(&self) -> Result<&Value> {
+        let v = self.inner.value.get_or_init(|| {
+            let mut v: Value = serde_json::from_slice(&self.inner.raw).map_err(|e| self.corrupt(e))?;
+            if !v.get("metadata").is_some_and(Value::is_object) {
+                return Err(self.corrupt("no metadata object"));
+            }
+            set_resource_version(&mut v, self.inner.rev);
+            Ok(v)
+        });
+        v.as_ref().map_err(Clone::clone)
+    }
+
+    /// An owned copy of the parsed object, to modify.
+    pub fn to_value(&self) -> Result<Value> {
+        self.value().cloned()
+    }
+
+    /// `metadata.uid`.
+    pub fn uid(&self) -> Option<&str> {
+        self.value().ok()?.pointer("/metadata/uid")?.as_str()
+    }
+
+    /// `metadata.labels`, if any.
+    pub fn labels(&self) -> Option<&Map<String, Value>> {
+        self.value().ok()?.pointer("/metadata/labels")?.as_object()
+    }
+
+    /// Whether `metadata.deletionTimestamp` is set.
+    pub fn is_terminating(&self) -> bool {
+        self.value().ok().and_then(|v| v.pointer("/metadata/deletionTimestamp")).is_some_and(|t| !t.is_null())
+    }
+
+    /// The value of a selectable field.
+    pub fn field(&self, name: &str) -> Option<String> {
+        self.inner.resource.field_value(self.value().ok()?, name)
+    }
+
+    fn corrupt(&self, reason: impl std::fmt::Display) -> StoreError {
+        StoreError::Corrupt { key: self.inner.key.to_string(), reason: reason.to_string() }
+    }
+}
+
+/// Sets `metadata.resourceVersion` to `rev` (a string, as Kubernetes sends it).
+pub fn set_resource_version(v: &mut Value, rev: u64) {
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), Value::String(rev.to_string()));
+    }
+}
+
+/// Encodes an object for storage: `apiVersion`, `kind`, `metadata` (without
+/// `resourceVersion`) first, then the other fields.
+pub fn encode_for_storage(v: &Value) -> Result<Bytes> {
+    let obj = v.as_object().ok_or_else(|| StoreError::BadRequest("object must be a JSON object".into()))?;
+    let mut out = Vec::with_capacity(512);
+    out.push(b'{');
+    let mut first = true;
+    let mut put = |out: &mut Vec<u8>, k: &str, val: &Value| -> Result<()> {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        serde_json::to_writer(&mut *out, k).map_err(|e| StoreError::backend("encode object", e))?;
+        out.push(b':');
+        serde_json::to_writer(&mut *out, val).map_err(|e| StoreError::backend("encode object", e))
+    };
+    for k in ["apiVersion", "kind"] {
+        if let Some(val) = obj.get(k) {
+            put(&mut out, k, val)?;
+        }
+    }
+    if let Some(meta) = obj.get("metadata") {
+        match meta.as_object() {
+            Some(m) if m.contains_key("resourceVersion") => {
+                let mut m = m.clone();
+                m.remove("resourceVersion");
+                put(&mut out, "metadata", &Value::Object(m))?;
+            }
+            _ => put(&mut out, "metadata", meta)?,
+        }
+    }
+    for (k, val) in obj {
+        if !matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+            put(&mut out, k, val)?;
+        }
+    }
+    out.push(b'}');
+    Ok(Bytes::from(out))
+}
+
+/// Inserts `"resourceVersion":"rev"` after `"metadata":{` when `raw` has the
+/// storage layout (`{"apiVersion":"…","kind":"…","metadata":{…`, the two
+/// strings without escapes); `None` otherwise.
+fn splice_rv(raw: &[u8], rev: u64) -> Option<Bytes> {
+    let mut rest = raw.strip_prefix(b"{\"apiVersion\":\"")?;
+    rest = skip_plain_string(rest)?;
+    rest = rest.strip_prefix(b",\"kind\":\"")?;
+    rest = skip_plain_string(rest)?;
+    rest = rest.strip_prefix(b",\"metadata\":{")?;
+    let at = raw.len() - rest.len();
+    let rv = rev.to_string();
+    let mut out = Vec::with_capacity(raw.len() + rv.len() + 22);
+    out.extend_from_slice(&raw[..at]);
+    out.extend_from_slice(b"\"resourceVersion\":\"");
+    out.extend_from_slice(rv.as_bytes());
+    out.push(b'"');
+    if rest.first() != Some(&b'}') {
+        out.push(b',');
+    }
+    out.extend_from_slice(rest);
+    Some(Bytes::from(out))
+}
+
+/// Skips a JSON string body up to and including its closing quote; `None` if
+/// it has an escape (the caller then takes the slow path).
+fn skip_plain_string(s: &[u8]) -> Option<&[u8]> {
+    let end = s.iter().position(|&b| b == b'"' || b == b'\\')?;
+    (s[end] == b'"').then(|| &s[end + 1..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::PODS;
+    use serde_json::json;
+
+    fn obj(v: &Value, rev: u64) -> Object {
+        Object::from_stored(&PODS, "/registry/pods/default/p", rev, encode_for_storage(v).expect("encode"))
+    }
+
+    #[test]
+    fn storage_layout_puts_metadata_first_without_rv() {
+        let v = json!({"spec": {"a": 1}, "kind": "Pod", "metadata": {"name": "p", "resourceVersion": "9"}, "apiVersion": "v1"});
+        let raw = encode_for_storage(&v).expect("encode");
+        assert_eq!(&raw[..], br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"a":1}}"#);
+    }
+
+    #[test]
+    fn splice_gives_the_same_json_as_a_parse() {
+        let v = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}}, "spec": {}});
+        let o = obj(&v, 42);
+        let spliced: Value = serde_json::from_slice(o.json().expect("json")).expect("valid json");
+        let mut expect = v.clone();
+        set_resource_version(&mut expect, 42);
+        assert_eq!(spliced, expect);
+        assert_eq!(o.value().expect("value"), &expect);
+        assert_eq!(o.name(), "p");
+        assert_eq!(o.namespace(), "default");
+    }
+
+    #[test]
+    fn empty_metadata_splices_without_a_trailing_comma() {
+        let o = obj(&json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}}), 7);
+        assert_eq!(
+            &o.json().expect("json")[..],
+            br#"{"apiVersion":"v1","kind":"Pod","metadata":{"resourceVersion":"7"}}"#
+        );
+    }
+
+    #[test]
+    fn foreign_layout_takes_the_slow_path() {
+        let raw = Bytes::from_static(br#"{"metadata":{"name":"p"},"kind":"Pod","apiVersion":"v\u0031"}"#);
+        let o = Object::from_stored(&PODS, "/registry/pods/default/p", 3, raw);
+        let v: Value = serde_json::from_slice(o.json().expect("json")).expect("valid");
+        assert_eq!(v["metadata"]["resourceVersion"], "3");
+        assert_eq!(v["apiVersion"], "v1");
+    }
+
+    #[test]
+    fn corrupt_rows_are_errors_naming_the_key() {
+        for raw in [&b"{not json"[..], b"[1,2]", b"{\"apiVersion\":\"v1\",\"kind\":\"Pod\"}"] {
+            let o = Object::from_stored(&PODS, "/registry/pods/default/bad", 3, Bytes::copy_from_slice(raw));
+            match o.value() {
+                Err(StoreError::Corrupt { key, .. }) => assert_eq!(key, "/registry/pods/default/bad"),
+                other => panic!("expected Corrupt, got {other:?}"),
+            }
+        }
+        // A damaged row whose prefix still looks right is reported, not spliced.
+        let o = Object::from_stored(
+            &PODS,
+            "/registry/pods/default/bad",
+            3,
+            Bytes::from_static(b"{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":"),
+        );
+        assert!(matches!(o.json(), Err(StoreError::Corrupt { .. })));
+        assert!(splice_rv(b"{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":[", 1).is_none());
+    }
+}

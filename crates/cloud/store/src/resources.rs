@@ -1,0 +1,296 @@
+//! The resources edgehive serves: names, scope, storage keys and the fields
+//! a field selector may use, in one table that the store, the API server
+//! (discovery, routing) and the cloud modules share.
+
+use serde_json::Value;
+
+/// A selectable field: its name in a field selector, where it lives in the
+/// object, and the value an unset field compares as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SelectableField {
+    /// The name a selector uses (`spec.nodeName`).
+    pub name: &'static str,
+    /// Dot-separated path in the object (`source` selects `source.component`).
+    pub path: &'static str,
+    /// Value of an unset field (`""`, or `"false"` for booleans).
+    pub unset: &'static str,
+}
+
+const fn field(name: &'static str) -> SelectableField {
+    SelectableField { name, path: name, unset: "" }
+}
+
+/// One served resource type.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ResourceDef {
+    /// API group, `""` for core.
+    pub group: &'static str,
+    /// API version (`v1`, `v1beta1`).
+    pub version: &'static str,
+    /// Kind (`Pod`).
+    pub kind: &'static str,
+    /// Plural resource name (`pods`).
+    pub plural: &'static str,
+    /// Singular name (`pod`).
+    pub singular: &'static str,
+    /// kubectl short names (`po`).
+    pub short_names: &'static [&'static str],
+    /// Categories (`all`).
+    pub categories: &'static [&'static str],
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+    /// Has a `/status` subresource (the main resource ignores status changes).
+    pub status_subresource: bool,
+    /// Deletion is graceful (pods): a delete sets `deletionTimestamp` first.
+    pub graceful: bool,
+    /// Fields a field selector may use besides `metadata.name` / `metadata.namespace`.
+    pub fields: &'static [SelectableField],
+    /// Storage key segment(s) after `/registry/`.
+    pub storage: &'static str,
+}
+
+const POD_FIELDS: &[SelectableField] = &[
+    field("spec.nodeName"),
+    field("spec.restartPolicy"),
+    field("spec.schedulerName"),
+    field("spec.serviceAccountName"),
+    SelectableField { name: "spec.hostNetwork", path: "spec.hostNetwork", unset: "false" },
+    field("status.phase"),
+    field("status.podIP"),
+    field("status.nominatedNodeName"),
+];
+const NODE_FIELDS: &[SelectableField] =
+    &[SelectableField { name: "spec.unschedulable", path: "spec.unschedulable", unset: "false" }];
+const NAMESPACE_FIELDS: &[SelectableField] = &[field("status.phase")];
+const SECRET_FIELDS: &[SelectableField] = &[field("type")];
+const EVENT_FIELDS: &[SelectableField] = &[
+    field("involvedObject.kind"),
+    field("involvedObject.namespace"),
+    field("involvedObject.name"),
+    field("involvedObject.uid"),
+    field("involvedObject.apiVersion"),
+    field("involvedObject.resourceVersion"),
+    field("involvedObject.fieldPath"),
+    field("reason"),
+    field("reportingComponent"),
+    SelectableField { name: "source", path: "source.component", unset: "" },
+    field("type"),
+];
+const DEVICE_FIELDS: &[SelectableField] = &[field("spec.nodeName")];
+
+macro_rules! def {
+    ($group:expr, $version:expr, $kind:expr, $plural:expr, $singular:expr, $short:expr, $cat:expr,
+     namespaced: $ns:expr, status: $st:expr, graceful: $gr:expr, fields: $fields:expr, storage: $storage:expr) => {
+        ResourceDef {
+            group: $group,
+            version: $version,
+            kind: $kind,
+            plural: $plural,
+            singular: $singular,
+            short_names: $short,
+            categories: $cat,
+            namespaced: $ns,
+            status_subresource: $st,
+            graceful: $gr,
+            fields: $fields,
+            storage: $storage,
+        }
+    };
+}
+
+/// Core group `v1`.
+pub static NAMESPACES: ResourceDef = def!("", "v1", "Namespace", "namespaces", "namespace", &["ns"], &[],
+    namespaced: false, status: true, graceful: false, fields: NAMESPACE_FIELDS, storage: "namespaces");
+/// Nodes.
+pub static NODES: ResourceDef = def!("", "v1", "Node", "nodes", "node", &["no"], &[],
+    namespaced: false, status: true, graceful: false, fields: NODE_FIELDS, storage: "nodes");
+/// Pods.
+pub static PODS: ResourceDef = def!("", "v1", "Pod", "pods", "pod", &["po"], &["all"],
+    namespaced: true, status: true, graceful: true, fields: POD_FIELDS, storage: "pods");
+/// ConfigMaps.
+pub static CONFIGMAPS: ResourceDef = def!("", "v1", "ConfigMap", "configmaps", "configmap", &["cm"], &[],
+    namespaced: true, status: false, graceful: false, fields: &[], storage: "configmaps");
+/// Secrets.
+pub static SECRETS: ResourceDef = def!("", "v1", "Secret", "secrets", "secret", &[], &[],
+    namespaced: true, status: false, graceful: false, fields: SECRET_FIELDS, storage: "secrets");
+/// Services.
+pub static SERVICES: ResourceDef = def!("", "v1", "Service", "services", "service", &["svc"], &["all"],
+    namespaced: true, status: true, graceful: false, fields: &[], storage: "services");
+/// Endpoints.
+pub static ENDPOINTS: ResourceDef = def!("", "v1", "Endpoints", "endpoints", "endpoints", &["ep"], &[],
+    namespaced: true, status: false, graceful: false, fields: &[], storage: "endpoints");
+/// Events (core/v1).
+pub static EVENTS: ResourceDef = def!("", "v1", "Event", "events", "event", &["ev"], &[],
+    namespaced: true, status: false, graceful: false, fields: EVENT_FIELDS, storage: "events");
+/// Leases (coordination.k8s.io/v1).
+pub static LEASES: ResourceDef = def!("coordination.k8s.io", "v1", "Lease", "leases", "lease", &[], &[],
+    namespaced: true, status: false, graceful: false, fields: &[], storage: "leases");
+/// KubeEdge devices (devices.kubeedge.io/v1beta1).
+pub static DEVICES: ResourceDef = def!("devices.kubeedge.io", "v1beta1", "Device", "devices", "device", &[], &[],
+    namespaced: true, status: true, graceful: false, fields: DEVICE_FIELDS, storage: "devices.kubeedge.io/devices");
+/// KubeEdge device models.
+pub static DEVICE_MODELS: ResourceDef = def!("devices.kubeedge.io", "v1beta1", "DeviceModel", "devicemodels", "devicemodel", &[], &[],
+    namespaced: true, status: false, graceful: false, fields: &[], storage: "devices.kubeedge.io/devicemodels");
+/// Per-node delivery success points (reliablesyncs.kubeedge.io/v1alpha1).
+pub static OBJECT_SYNCS: ResourceDef = def!("reliablesyncs.kubeedge.io", "v1alpha1", "ObjectSync", "objectsyncs", "objectsync", &[], &[],
+    namespaced: true, status: true, graceful: false, fields: &[], storage: "reliablesyncs.kubeedge.io/objectsyncs");
+/// Cluster-scoped success points.
+pub static CLUSTER_OBJECT_SYNCS: ResourceDef = def!("reliablesyncs.kubeedge.io", "v1alpha1", "ClusterObjectSync", "clusterobjectsyncs", "clusterobjectsync", &[], &[],
+    namespaced: false, status: true, graceful: false, fields: &[], storage: "reliablesyncs.kubeedge.io/clusterobjectsyncs");
+
+/// Every served resource, in discovery order.
+pub static ALL: &[&ResourceDef] = &[
+    &NAMESPACES,
+    &NODES,
+    &PODS,
+    &CONFIGMAPS,
+    &SECRETS,
+    &SERVICES,
+    &ENDPOINTS,
+    &EVENTS,
+    &LEASES,
+    &DEVICES,
+    &DEVICE_MODELS,
+    &OBJECT_SYNCS,
+    &CLUSTER_OBJECT_SYNCS,
+];
+
+/// The prefix of every storage key.
+pub const KEY_ROOT: &str = "/registry/";
+
+impl ResourceDef {
+    /// `apiVersion` of objects of this type (`v1`, `coordination.k8s.io/v1`).
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.to_string() } else { format!("{}/{}", self.group, self.version) }
+    }
+
+    /// The resource as Kubernetes names it in messages (`pods`, `leases.coordination.k8s.io`).
+    pub fn qualified(&self) -> String {
+        if self.group.is_empty() { self.plural.to_string() } else { format!("{}.{}", self.plural, self.group) }
+    }
+
+    /// `/registry/{storage}/` — every object of this type is under it.
+    pub fn prefix(&self) -> String {
+        format!("{KEY_ROOT}{}/", self.storage)
+    }
+
+    /// `/registry/{storage}/{namespace}/` (or the type's prefix when cluster-scoped or `ns` is empty).
+    pub fn namespace_prefix(&self, namespace: &str) -> String {
+        if self.namespaced && !namespace.is_empty() {
+            format!("{KEY_ROOT}{}/{namespace}/", self.storage)
+        } else {
+            self.prefix()
+        }
+    }
+
+    /// The storage key of one object.
+    pub fn key(&self, namespace: &str, name: &str) -> String {
+        if self.namespaced {
+            format!("{KEY_ROOT}{}/{namespace}/{name}", self.storage)
+        } else {
+            format!("{KEY_ROOT}{}/{name}", self.storage)
+        }
+    }
+
+    /// Splits a key of this type into (namespace, name); `None` when it is not one.
+    pub fn parse_key<'k>(&self, key: &'k str) -> Option<(&'k str, &'k str)> {
+        let rest = key.strip_prefix(KEY_ROOT)?.strip_prefix(self.storage)?.strip_prefix('/')?;
+        if self.namespaced {
+            let (ns, name) = rest.split_once('/')?;
+            (!ns.is_empty() && !name.is_empty() && !name.contains('/')).then_some((ns, name))
+        } else {
+            (!rest.is_empty() && !rest.contains('/')).then_some(("", rest))
+        }
+    }
+
+    /// Whether a field selector may use `name`.
+    pub fn supports_field(&self, name: &str) -> bool {
+        name == "metadata.name"
+            || (self.namespaced && name == "metadata.namespace")
+            || self.fields.iter().any(|f| f.name == name)
+    }
+
+    /// The value of a selectable field of `obj`, as a field selector compares it.
+    pub fn field_value(&self, obj: &Value, name: &str) -> Option<String> {
+        let (path, unset) = match name {
+            "metadata.name" => ("metadata.name", ""),
+            "metadata.namespace" => ("metadata.namespace", ""),
+            _ => {
+                let f = self.fields.iter().find(|f| f.name == name)?;
+                (f.path, f.unset)
+            }
+        };
+        let mut cur = obj;
+        for part in path.split('.') {
+            match cur.get(part) {
+                Some(v) => cur = v,
+                None => return Some(unset.to_string()),
+            }
+        }
+        Some(match cur {
+            Value::String(s) => s.clone(),
+            Value::Bool(b) => b.to_string(),
+            Value::Number(n) => n.to_string(),
+            Value::Null => unset.to_string(),
+            other => other.to_string(),
+        })
+    }
+}
+
+/// Finds a resource by group and plural (or singular / short name when `loose`).
+pub fn find(group: &str, name: &str) -> Option<&'static ResourceDef> {
+    ALL.iter().copied().find(|r| r.group == group && r.plural == name)
+}
+
+/// Finds the resource of `apiVersion` + `kind`.
+pub fn by_kind(api_version: &str, kind: &str) -> Option<&'static ResourceDef> {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    ALL.iter().copied().find(|r| r.group == group && r.version == version && r.kind == kind)
+}
+
+/// The resource a storage key belongs to.
+pub fn for_key(key: &str) -> Option<&'static ResourceDef> {
+    ALL.iter().copied().find(|r| r.parse_key(key).is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn keys_follow_the_kubernetes_layout() {
+        assert_eq!(PODS.key("default", "web"), "/registry/pods/default/web");
+        assert_eq!(NODES.key("", "edge-1"), "/registry/nodes/edge-1");
+        assert_eq!(DEVICES.key("ns", "d"), "/registry/devices.kubeedge.io/devices/ns/d");
+        assert_eq!(PODS.parse_key("/registry/pods/default/web"), Some(("default", "web")));
+        assert_eq!(PODS.parse_key("/registry/pods/default"), None);
+        assert_eq!(PODS.parse_key("/registry/podsx/default/web"), None);
+        assert_eq!(NODES.parse_key("/registry/nodes/a/b"), None);
+        assert_eq!(for_key("/registry/leases/kube-node-lease/n1"), Some(&LEASES));
+        assert_eq!(for_key("/registry/reliablesyncs.kubeedge.io/clusterobjectsyncs/x"), Some(&CLUSTER_OBJECT_SYNCS));
+        assert_eq!(for_key("/elsewhere/pods/a/b"), None);
+    }
+
+    #[test]
+    fn field_values_use_kubernetes_unset_values() {
+        let pod = json!({"metadata": {"name": "p", "namespace": "d"}, "spec": {}, "status": {"phase": "Running"}});
+        assert_eq!(PODS.field_value(&pod, "spec.nodeName").as_deref(), Some(""));
+        assert_eq!(PODS.field_value(&pod, "spec.hostNetwork").as_deref(), Some("false"));
+        assert_eq!(PODS.field_value(&pod, "status.phase").as_deref(), Some("Running"));
+        assert_eq!(PODS.field_value(&pod, "metadata.name").as_deref(), Some("p"));
+        assert_eq!(PODS.field_value(&pod, "spec.nope"), None);
+        assert!(!NODES.supports_field("metadata.namespace"));
+        let ev = json!({"source": {"component": "kubelet"}});
+        assert_eq!(EVENTS.field_value(&ev, "source").as_deref(), Some("kubelet"));
+    }
+
+    #[test]
+    fn lookups() {
+        assert_eq!(by_kind("coordination.k8s.io/v1", "Lease"), Some(&LEASES));
+        assert_eq!(by_kind("v1", "Pod"), Some(&PODS));
+        assert_eq!(by_kind("apps/v1", "Pod"), None);
+        assert_eq!(find("devices.kubeedge.io", "devicemodels"), Some(&DEVICE_MODELS));
+        assert_eq!(LEASES.qualified(), "leases.coordination.k8s.io");
+    }
+}

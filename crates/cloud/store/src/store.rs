@@ -1,0 +1,813 @@
+//! Kubernetes object semantics over a backend: uid, creationTimestamp and
+//! resourceVersion on create; optimistic concurrency on update; preconditions,
+//! finalizers and graceful deletion on delete; label and field selectors and
+//! consistent paging on list; watches from a revision.
+//!
+//! The store does not validate objects against their schema (the API server
+//! does); it owns only what every writer must agree on.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::{Backend, BackendConfig, WriteError, prefix_end};
+use crate::error::{Result, StoreError};
+use crate::object::{Object, encode_for_storage};
+use crate::resources::ResourceDef;
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::watch::{Hub, Watch, WatchEvent, WatchFilter};
+
+/// How to run a store.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// The backend.
+    pub backend: BackendConfig,
+    /// Events kept for watches starting in the past.
+    pub watch_history: usize,
+    /// Events of room per watcher before it is ended as lagging.
+    pub watch_queue: usize,
+    /// How often watches that asked for bookmarks get one.
+    pub bookmark_interval: Duration,
+    /// How often history older than one interval is compacted (`None`: never).
+    pub compaction_interval: Option<Duration>,
+    /// Largest encoded object accepted.
+    pub max_object_bytes: usize,
+    /// Remove pods whose grace period has run out (see [`crate::reaper`]).
+    pub reap_graceful: bool,
+}
+
+impl StoreConfig {
+    /// Defaults for `backend`: 8,192 events of watch history, 1,024 per
+    /// watcher, bookmarks every 60 s, compaction every 5 min, 1.5 MiB objects
+    /// (etcd's default request limit).
+    pub fn new(backend: BackendConfig) -> StoreConfig {
+        StoreConfig {
+            backend,
+            watch_history: 8192,
+            watch_queue: 1024,
+            bookmark_interval: Duration::from_secs(60),
+            compaction_interval: Some(Duration::from_secs(300)),
+            max_object_bytes: 3 << 19,
+            reap_graceful: true,
+        }
+    }
+}
+
+/// Options of a list.
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    /// Only this namespace (`None` or empty: all).
+    pub namespace: Option<String>,
+    /// Label selector.
+    pub labels: LabelSelector,
+    /// Field selector.
+    pub fields: FieldSelector,
+    /// At most this many items (0: all).
+    pub limit: usize,
+    /// A continue token from a previous page.
+    pub continue_token: Option<String>,
+    /// `resourceVersion`: with `exact`, read at exactly this revision;
+    /// otherwise at least this one.
+    pub resource_version: Option<u64>,
+    /// `resourceVersionMatch=Exact`.
+    pub exact: bool,
+}
+
+/// A page of a list.
+#[derive(Debug, Clone)]
+pub struct ListResult {
+    /// The objects, in key order.
+    pub items: Vec<Object>,
+    /// The revision the list was read at.
+    pub rev: u64,
+    /// Token for the next page, if there is one.
+    pub continue_token: Option<String>,
+}
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchStart {
+    /// After this revision.
+    After(u64),
+    /// Synthetic ADDED events for every current object, then changes.
+    InitialState {
+        /// End the initial events with a bookmark annotated
+        /// `k8s.io/initial-events-end` (`sendInitialEvents`).
+        end_bookmark: bool,
+    },
+}
+
+/// Options of a watch.
+#[derive(Debug, Clone)]
+pub struct WatchOptions {
+    /// Namespace, name and selectors.
+    pub filter: WatchFilter,
+    /// Where to start.
+    pub start: WatchStart,
+    /// Send bookmarks.
+    pub bookmarks: bool,
+}
+
+/// Options of a delete.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    /// Delete only if the uid is this.
+    pub uid: Option<String>,
+    /// Delete only if the resourceVersion is this.
+    pub resource_version: Option<u64>,
+    /// Grace period for graceful resources (pods); `Some(0)` deletes now.
+    pub grace_period_seconds: Option<i64>,
+}
+
+/// What a delete did.
+#[derive(Debug, Clone)]
+pub enum DeleteOutcome {
+    /// The object is gone; its last state.
+    Deleted(Object),
+    /// The object is terminating (grace period or finalizers); its new state.
+    Pending(Object),
+}
+
+impl DeleteOutcome {
+    /// The object either way.
+    pub fn object(&self) -> &Object {
+        match self {
+            DeleteOutcome::Deleted(o) | DeleteOutcome::Pending(o) => o,
+        }
+    }
+}
+
+/// How long a read-modify-write keeps retrying on conflicts.
+const RETRY_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Paces conflict retries: immediate at first, then a small random pause so
+/// that contenders spread out; `false` once the deadline has passed.
+struct Retry {
+    attempts: u32,
+    deadline: tokio::time::Instant,
+}
+
+impl Retry {
+    fn new() -> Retry {
+        Retry { attempts: 0, deadline: tokio::time::Instant::now() + RETRY_DEADLINE }
+    }
+
+    async fn again(&mut self) -> bool {
+        self.attempts += 1;
+        if tokio::time::Instant::now() >= self.deadline {
+            return false;
+        }
+        if self.attempts > 3 {
+            let cap = u64::from(self.attempts.min(50));
+            tokio::time::sleep(Duration::from_micros(fastrand::u64(0..=cap * 200))).await;
+        }
+        true
+    }
+}
+
+/// The object store. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    backend: Backend,
+    hub: Arc<Hub>,
+    config: StoreConfig,
+    stop: CancellationToken,
+}
+
+/// Now, as Kubernetes writes timestamps (RFC 3339, seconds, UTC).
+pub fn now_rfc3339() -> String {
+    rfc3339(time::OffsetDateTime::now_utc())
+}
+
+/// `t` as Kubernetes writes timestamps.
+pub fn rfc3339(t: time::OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
+/// Parses a Kubernetes timestamp.
+pub fn parse_rfc3339(s: &str) -> Option<time::OffsetDateTime> {
+    time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
+}
+
+fn meta_mut(obj: &mut Value) -> Result<&mut Map<String, Value>> {
+    obj.get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .ok_or_else(|| StoreError::BadRequest("object has no metadata".into()))
+}
+
+fn meta_str<'v>(obj: &'v Value, field: &str) -> Option<&'v str> {
+    obj.get("metadata")?.get(field)?.as_str()
+}
+
+/// Whether something must happen before the object may go: metadata
+/// finalizers, or for a namespace its `spec.finalizers` (the namespace
+/// controller empties the namespace, then removes `kubernetes`).
+fn has_finalizers(res: &ResourceDef, obj: &Value) -> bool {
+    let non_empty = |p: &str| obj.pointer(p).and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+    non_empty("/metadata/finalizers")
+        || (std::ptr::eq(res, &crate::resources::NAMESPACES) && non_empty("/spec/finalizers"))
+}
+
+/// A `generateName` suffix: five characters from Kubernetes' alphabet.
+fn name_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..5).map(|_| char::from(ALPHABET[fastrand::usize(..ALPHABET.len())])).collect()
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    v: String,
+    rv: u64,
+    start: String,
+}
+
+fn conflict(res: &ResourceDef, name: &str, reason: impl Into<String>) -> StoreError {
+    StoreError::Conflict { resource: res.qualified(), name: name.to_string(), reason: reason.into() }
+}
+
+const MODIFIED: &str = "the object has been modified; please apply your changes to the latest version and try again";
+
+impl Store {
+    /// Opens the backend and starts the store's background work (bookmarks,
+    /// compaction).
+    pub async fn open(config: StoreConfig) -> Result<Store> {
+        let hub = Hub::new(config.watch_history, config.watch_queue);
+        let backend = Backend::open(&config.backend, Arc::clone(&hub)).await?;
+        let stop = CancellationToken::new();
+        let store = Store { inner: Arc::new(Inner { backend, hub, config, stop }) };
+        store.spawn_housekeeping();
+        if store.inner.config.reap_graceful {
+            tokio::spawn(crate::reaper::run(store.clone(), store.inner.stop.clone()));
+        }
+        Ok(store)
+    }
+
+    fn spawn_housekeeping(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        let stop = self.inner.stop.clone();
+        let bookmark_every = self.inner.config.bookmark_interval;
+        let compact_every = self.inner.config.compaction_interval;
+        tokio::spawn(async move {
+            let mut bookmarks = tokio::time::interval(bookmark_every);
+            bookmarks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut compaction = tokio::time::interval(compact_every.unwrap_or(Duration::from_secs(3600)));
+            compaction.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // History up to the revision seen one interval ago is compacted.
+            let mut previous: Option<u64> = None;
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = bookmarks.tick() => {
+                        let Some(inner) = weak.upgrade() else { return };
+                        inner.hub.bookmark_all();
+                    }
+                    _ = compaction.tick(), if compact_every.is_some() => {
+                        let Some(inner) = weak.upgrade() else { return };
+                        if let Some(rev) = previous.take().filter(|r| *r > 0) {
+                            if let Err(e) = inner.backend.compact(rev).await {
+                                tracing::warn!(error = %e, rev, "compact store history");
+                            } else {
+                                tracing::debug!(rev, "compacted store history");
+                            }
+                        }
+                        previous = inner.backend.current_rev().await.ok();
+                    }
+                }
+            }
+        });
+    }
+
+    /// Stops background work, ends every watch, and closes the backend (the
+    /// SQLite writer finishes what is queued).
+    pub async fn close(&self) {
+        self.inner.stop.cancel();
+        self.inner.hub.close();
+        self.inner.backend.close().await;
+    }
+
+    /// The watch hub (counters, current revision).
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.inner.hub
+    }
+
+    /// The backend's current revision.
+    pub async fn current_rev(&self) -> Result<u64> {
+        self.inner.backend.current_rev().await
+    }
+
+    /// Forgets history at and below `rev`: lists at older revisions and
+    /// continue tokens from before it get `Expired`.
+    pub async fn compact(&self, rev: u64) -> Result<()> {
+        self.inner.backend.compact(rev).await
+    }
+
+    fn encode(&self, key: &str, obj: &Value) -> Result<bytes::Bytes> {
+        let raw = encode_for_storage(obj)?;
+        if raw.len() > self.inner.config.max_object_bytes {
+            return Err(StoreError::TooLarge {
+                key: key.to_string(),
+                size: raw.len(),
+                limit: self.inner.config.max_object_bytes,
+            });
+        }
+        Ok(raw)
+    }
+
+    /// Creates `obj` (already validated): sets apiVersion, kind, uid,
+    /// creationTimestamp, generation; a `generateName` gets its suffix.
+    pub async fn create(&self, res: &'static ResourceDef, mut obj: Value) -> Result<Object> {
+        if !obj.is_object() {
+            return Err(StoreError::BadRequest("object must be a JSON object".into()));
+        }
+        obj["apiVersion"] = Value::String(res.api_version());
+        obj["kind"] = Value::String(res.kind.to_string());
+        if !obj.get("metadata").is_some_and(Value::is_object) {
+            obj["metadata"] = json!({});
+        }
+        let generated = meta_str(&obj, "name").is_none_or(str::is_empty);
+        let generate_name = meta_str(&obj, "generateName").unwrap_or_default().to_string();
+        if generated && generate_name.is_empty() {
+            return Err(StoreError::BadRequest("name or generateName is required".into()));
+        }
+        let namespace = if res.namespaced {
+            meta_str(&obj, "namespace")
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .ok_or_else(|| StoreError::BadRequest(format!("the namespace of the {} must be set", res.singular)))?
+        } else {
+            String::new()
+        };
+        {
+            let meta = meta_mut(&mut obj)?;
+            for k in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+                meta.remove(k);
+            }
+            if !res.namespaced {
+                meta.remove("namespace");
+            }
+            meta.insert("uid".into(), Value::String(edgehive_model::new_msg_id().to_string()));
+            meta.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
+            if !meta.contains_key("generation") {
+                meta.insert("generation".into(), json!(1));
+            }
+        }
+        for _ in 0..if generated { 8 } else { 1 } {
+            if generated {
+                let name = format!("{generate_name}{}", name_suffix());
+                meta_mut(&mut obj)?.insert("name".into(), Value::String(name));
+            }
+            let name = meta_str(&obj, "name").unwrap_or_default().to_string();
+            let key = res.key(&namespace, &name);
+            let raw = self.encode(&key, &obj)?;
+            match self.inner.backend.create(&key, raw.clone()).await {
+                Ok(rev) => return Ok(Object::from_stored(res, key, rev, raw)),
+                Err(WriteError::Exists) if generated => continue,
+                Err(WriteError::Exists) => {
+                    return Err(StoreError::AlreadyExists { resource: res.qualified(), name });
+                }
+                Err(WriteError::Failed(e)) => return Err(e),
+                Err(other) => return Err(StoreError::Backend(format!("create {key}: {other:?}"))),
+            }
+        }
+        Err(StoreError::AlreadyExists { resource: res.qualified(), name: format!("{generate_name}*") })
+    }
+
+    /// The object `namespace`/`name`.
+    pub async fn get(&self, res: &'static ResourceDef, namespace: &str, name: &str) -> Result<Object> {
+        let key = res.key(namespace, name);
+        match self.inner.backend.get(&key).await? {
+            Some(kv) => Ok(Object::from_stored(res, kv.key, kv.mod_rev, kv.value)),
+            None => Err(StoreError::NotFound { resource: res.qualified(), name: name.to_string() }),
+        }
+    }
+
+    /// Lists objects; corrupt rows are logged with their key and skipped.
+    pub async fn list(&self, res: &'static ResourceDef, opts: &ListOptions) -> Result<ListResult> {
+        for f in opts.fields.fields() {
+            if !res.supports_field(f) {
+                return Err(StoreError::BadRequest(format!("field label not supported: {f}")));
+            }
+        }
+        let ns = opts.namespace.as_deref().unwrap_or("");
+        let prefix = res.namespace_prefix(ns);
+        let end = prefix_end(&prefix);
+        let mut start = prefix.clone();
+        let mut at = None;
+        if let Some(token) = opts.continue_token.as_deref().filter(|t| !t.is_empty()) {
+            let t = decode_continue(token)?;
+            start = format!("{prefix}{}", t.start);
+            at = Some(t.rv);
+        } else if let Some(rv) = opts.resource_version.filter(|rv| *rv > 0) {
+            if opts.exact {
+                at = Some(rv);
+            } else {
+                let now = self.inner.backend.current_rev().await?;
+                if rv > now {
+                    return Err(StoreError::Timeout(format!("Too large resource version: {rv}, current: {now}")));
+                }
+            }
+        }
+        let filter = WatchFilter {
+            resource: res,
+            namespace: opts.namespace.clone(),
+            name: opts.fields.exact_value("metadata.name").map(str::to_string),
+            labels: opts.labels.clone(),
+            fields: opts.fields.clone(),
+        };
+        let batch = if opts.limit == 0 { 0 } else { opts.limit.max(64) };
+        let mut items = Vec::new();
+        loop {
+            let page = match self.inner.backend.range(&start, &end, batch, at).await {
+                Err(StoreError::Expired(_)) if opts.continue_token.is_some() => {
+                    return Err(StoreError::Expired(
+                        "The provided continue parameter is too old to display a consistent list result. \
+                         You can start a new list without the continue parameter."
+                            .into(),
+                    ));
+                }
+                other => other?,
+            };
+            at = Some(page.rev);
+            let n = page.items.len();
+            let mut last_key = String::new();
+            for (i, kv) in page.items.into_iter().enumerate() {
+                last_key.clone_from(&kv.key);
+                let obj = Object::from_stored(res, kv.key, kv.mod_rev, kv.value);
+                if let Err(e) = obj.json() {
+                    tracing::error!(key = obj.key(), error = %e, "skipping corrupt stored object");
+                    continue;
+                }
+                if !filter.matches(&obj) {
+                    continue;
+                }
+                items.push(obj);
+                if opts.limit > 0 && items.len() == opts.limit {
+                    let more = i + 1 < n || page.more;
+                    let rest = last_key.get(prefix.len()..).unwrap_or_default();
+                    let continue_token = more.then(|| encode_continue(page.rev, &format!("{rest}\0")));
+                    return Ok(ListResult { items, rev: page.rev, continue_token });
+                }
+            }
+            if !page.more || last_key.is_empty() {
+                return Ok(ListResult { items, rev: page.rev, continue_token: None });
+            }
+            start = format!("{last_key}\0");
+        }
+    }
+
+    /// Read-modify-write with conflict retries: `f` gets the current object
+    /// and returns the new one (or `None` to leave it). Immutable metadata
+    /// (uid, creationTimestamp, deletion fields) is kept from the current
+    /// object, `generation` moves when anything but metadata and status
+    /// changes, and a no-op update writes nothing.
+    pub async fn update_with<F>(
+        &self,
+        res: &'static ResourceDef,
+        namespace: &str,
+        name: &str,
+        mut f: F,
+    ) -> Result<Object>
+    where
+        F: FnMut(&Object) -> Result<Option<Value>>,
+    {
+        let mut retry = Retry::new();
+        while retry.again().await {
+            let cur = self.get(res, namespace, name).await?;
+            let Some(mut new) = f(&cur)? else { return Ok(cur) };
+            let old = cur.value()?;
+            carry_over(res, old, &mut new)?;
+            if &new == old {
+                return Ok(cur);
+            }
+            // Removing the last finalizer of an object being deleted with no
+            // grace left completes the deletion.
+            let terminating = new.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+            let grace = new.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0);
+            if terminating && grace == 0 && !has_finalizers(res, &new) {
+                match self.inner.backend.delete(cur.key(), Some(cur.rev())).await {
+                    Ok((rev, _)) => {
+                        let raw = self.encode(cur.key(), &new)?;
+                        return Ok(Object::from_stored(res, cur.key().to_string(), rev, raw));
+                    }
+                    Err(WriteError::Stale(_)) => continue,
+                    Err(WriteError::Missing) => {
+                        return Err(StoreError::NotFound { resource: res.qualified(), name: name.into() });
+                    }
+                    Err(WriteError::Failed(e)) => return Err(e),
+                    Err(WriteError::Exists) => return Err(StoreError::Backend("delete reported exists".into())),
+                }
+            }
+            let raw = self.encode(cur.key(), &new)?;
+            match self.inner.backend.update(cur.key(), raw.clone(), cur.rev()).await {
+                Ok(rev) => return Ok(Object::from_stored(res, cur.key().to_string(), rev, raw)),
+                Err(WriteError::Stale(_)) => continue,
+                Err(WriteError::Missing) => {
+                    return Err(StoreError::NotFound { resource: res.qualified(), name: name.into() });
+                }
+                Err(WriteError::Failed(e)) => return Err(e),
+                Err(WriteError::Exists) => return Err(StoreError::Backend("update reported exists".into())),
+            }
+        }
+        Err(conflict(res, name, MODIFIED))
+    }
+
+    /// Replaces the object with `obj`. If `obj` carries a resourceVersion it
+    /// must be the current one (else Conflict); without one the update is
+    /// unconditional.
+    pub async fn update(&self, res: &'static ResourceDef, obj: Value) -> Result<Object> {
+        let name = meta_str(&obj, "name").unwrap_or_default().to_string();
+        let namespace =
+            if res.namespaced { meta_str(&obj, "namespace").unwrap_or_default().to_string() } else { String::new() };
+        let expected = match meta_str(&obj, "resourceVersion") {
+            Some(rv) if !rv.is_empty() => {
+                Some(rv.parse::<u64>().map_err(|_| StoreError::BadRequest(format!("invalid resourceVersion {rv:?}")))?)
+            }
+            _ => None,
+        };
+        let mut obj = Some(obj);
+        self.update_with(res, &namespace, &name, |cur| {
+            if expected.is_some_and(|e| e != cur.rev()) {
+                return Err(conflict(res, &name, MODIFIED));
+            }
+            Ok(obj.take().or_else(|| cur.to_value().ok()))
+        })
+        .await
+    }
+
+    /// Deletes an object, honouring preconditions, finalizers and (for
+    /// graceful resources such as pods) the grace period: a pod bound to a
+    /// node is first marked with `deletionTimestamp` and removed when the
+    /// node confirms (a delete with grace 0) or the grace runs out.
+    pub async fn delete(
+        &self,
+        res: &'static ResourceDef,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<DeleteOutcome> {
+        let mut retry = Retry::new();
+        while retry.again().await {
+            let cur = self.get(res, namespace, name).await?;
+            let value = match cur.value() {
+                Ok(v) => v,
+                Err(e) if opts.uid.is_none() && opts.resource_version.is_none() => {
+                    // A corrupt object can still be deleted, so that it can be fixed.
+                    tracing::warn!(key = cur.key(), error = %e, "deleting a corrupt stored object");
+                    return self.remove(res, &cur).await.map(DeleteOutcome::Deleted);
+                }
+                Err(e) => return Err(e),
+            };
+            if let Some(uid) = &opts.uid {
+                let have = cur.uid().unwrap_or_default();
+                if uid != have {
+                    return Err(conflict(
+                        res,
+                        name,
+                        format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"),
+                    ));
+                }
+            }
+            if let Some(rv) = opts.resource_version {
+                if rv != cur.rev() {
+                    return Err(conflict(
+                        res,
+                        name,
+                        format!(
+                            "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                            cur.rev()
+                        ),
+                    ));
+                }
+            }
+            let grace = if res.graceful { pod_grace(value, opts.grace_period_seconds) } else { 0 };
+            if grace == 0 && !has_finalizers(res, value) {
+                match self.inner.backend.delete(cur.key(), Some(cur.rev())).await {
+                    Ok((rev, _)) => return Ok(DeleteOutcome::Deleted(cur.at_rev(rev))),
+                    Err(WriteError::Stale(_)) => continue,
+                    Err(WriteError::Missing) => {
+                        return Err(StoreError::NotFound { resource: res.qualified(), name: name.into() });
+                    }
+                    Err(WriteError::Failed(e)) => return Err(e),
+                    Err(WriteError::Exists) => return Err(StoreError::Backend("delete reported exists".into())),
+                }
+            }
+            // Mark (or shorten) the deletion.
+            let deadline = time::OffsetDateTime::now_utc() + time::Duration::seconds(grace);
+            let existing = value.pointer("/metadata/deletionTimestamp").and_then(Value::as_str).and_then(parse_rfc3339);
+            let marked_grace = value.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
+            // Already terminating at least this soon: nothing to change
+            // (but a grace of 0 is written, so that removing the last
+            // finalizer then completes the deletion).
+            if existing.is_some_and(|t| t <= deadline) && (grace > 0 || marked_grace == Some(0)) {
+                return Ok(DeleteOutcome::Pending(cur));
+            }
+            let mut new = value.clone();
+            let meta = meta_mut(&mut new)?;
+            meta.insert("deletionTimestamp".into(), Value::String(rfc3339(deadline)));
+            meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
+            let raw = self.encode(cur.key(), &new)?;
+            match self.inner.backend.update(cur.key(), raw.clone(), cur.rev()).await {
+                Ok(rev) => {
+                    return Ok(DeleteOutcome::Pending(Object::from_stored(res, cur.key().to_string(), rev, raw)));
+                }
+                Err(WriteError::Stale(_)) => continue,
+                Err(WriteError::Missing) => {
+                    return Err(StoreError::NotFound { resource: res.qualified(), name: name.into() });
+                }
+                Err(WriteError::Failed(e)) => return Err(e),
+                Err(WriteError::Exists) => return Err(StoreError::Backend("update reported exists".into())),
+            }
+        }
+        Err(conflict(res, name, MODIFIED))
+    }
+
+    async fn remove(&self, res: &'static ResourceDef, cur: &Object) -> Result<Object> {
+        match self.inner.backend.delete(cur.key(), None).await {
+            Ok((rev, _)) => Ok(cur.at_rev(rev)),
+            Err(WriteError::Missing) => {
+                Err(StoreError::NotFound { resource: res.qualified(), name: cur.name().into() })
+            }
+            Err(WriteError::Failed(e)) => Err(e),
+            Err(other) => Err(StoreError::Backend(format!("delete {}: {other:?}", cur.key()))),
+        }
+    }
+
+    /// Watches objects of a resource.
+    pub async fn watch(&self, opts: WatchOptions) -> Result<Watch> {
+        for f in opts.filter.fields.fields() {
+            if !opts.filter.resource.supports_field(f) {
+                return Err(StoreError::BadRequest(format!("field label not supported: {f}")));
+            }
+        }
+        match opts.start {
+            WatchStart::After(rev) => self.inner.hub.subscribe(opts.filter, rev, opts.bookmarks),
+            WatchStart::InitialState { end_bookmark } => {
+                let list_opts = ListOptions {
+                    namespace: opts.filter.namespace.clone(),
+                    labels: opts.filter.labels.clone(),
+                    fields: opts.filter.fields.clone(),
+                    ..ListOptions::default()
+                };
+                let mut attempts = 0;
+                loop {
+                    let list = self.list(opts.filter.resource, &list_opts).await?;
+                    let list = ListResult {
+                        items: list
+                            .items
+                            .into_iter()
+                            .filter(|o| opts.filter.name.as_deref().is_none_or(|n| n == o.name()))
+                            .collect(),
+                        ..list
+                    };
+                    match self.inner.hub.subscribe(opts.filter.clone(), list.rev, opts.bookmarks) {
+                        Ok(mut w) => {
+                            let rev = list.rev;
+                            w.push_initial(list.items.into_iter().map(WatchEvent::initial));
+                            if end_bookmark {
+                                w.push_initial([WatchEvent::bookmark(rev, true)]);
+                            }
+                            return Ok(w);
+                        }
+                        // Writes raced past the hub's history between the
+                        // list and the subscription: list again.
+                        Err(StoreError::Expired(_)) if attempts < 3 => attempts += 1,
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A pod's grace period for this delete: the request's, else the pod's
+/// `terminationGracePeriodSeconds` (default 30); 0 for a pod not bound to a
+/// node or already finished, as Kubernetes does.
+fn pod_grace(pod: &Value, requested: Option<i64>) -> i64 {
+    let unbound = pod.pointer("/spec/nodeName").and_then(Value::as_str).is_none_or(str::is_empty);
+    let finished = matches!(pod.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
+    if unbound || finished {
+        return 0;
+    }
+    requested
+        .or_else(|| pod.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
+        .unwrap_or(30)
+        .max(0)
+}
+
+/// Keeps what a writer may not change and moves `generation`.
+fn carry_over(res: &ResourceDef, old: &Value, new: &mut Value) -> Result<()> {
+    if !new.is_object() {
+        return Err(StoreError::BadRequest("object must be a JSON object".into()));
+    }
+    new["apiVersion"] = Value::String(res.api_version());
+    new["kind"] = Value::String(res.kind.to_string());
+    if !new.get("metadata").is_some_and(Value::is_object) {
+        new["metadata"] = json!({});
+    }
+    let old_meta = old.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
+    let meta = meta_mut(new)?;
+    for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "name", "namespace"] {
+        match old_meta.get(k) {
+            Some(v) => {
+                meta.insert(k.into(), v.clone());
+            }
+            None => {
+                meta.remove(k);
+            }
+        }
+    }
+    meta.insert("resourceVersion".into(), old_meta.get("resourceVersion").cloned().unwrap_or(Value::Null));
+    let changed_beyond_meta = {
+        let strip = |v: &Value| -> Value {
+            let mut v = v.clone();
+            if let Some(o) = v.as_object_mut() {
+                for k in ["metadata", "status", "apiVersion", "kind"] {
+                    o.remove(k);
+                }
+            }
+            v
+        };
+        strip(old) != strip(new)
+    };
+    let generation = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(1);
+    let meta = meta_mut(new)?;
+    meta.insert("generation".into(), json!(if changed_beyond_meta { generation + 1 } else { generation }));
+    Ok(())
+}
+
+fn encode_continue(rev: u64, start: &str) -> String {
+    let t = ContinueToken { v: "meta.k8s.io/v1".into(), rv: rev, start: start.to_string() };
+    B64URL.encode(serde_json::to_vec(&t).unwrap_or_default())
+}
+
+fn decode_continue(token: &str) -> Result<ContinueToken> {
+    let bad = || StoreError::BadRequest("continue key is not valid: incorrect encoded start resourceVersion".into());
+    let bytes = B64URL.decode(token.trim_end_matches('=')).map_err(|_| bad())?;
+    let t: ContinueToken = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    if t.v != "meta.k8s.io/v1" || t.rv == 0 || t.start.starts_with('/') {
+        return Err(bad());
+    }
+    Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip_and_reject_garbage() {
+        let t = encode_continue(42, "web-1\0");
+        let d = decode_continue(&t).expect("decode");
+        assert_eq!((d.rv, d.start.as_str()), (42, "web-1\0"));
+        for bad in ["", "!!!", "eyJ2IjoieCJ9", &B64URL.encode(br#"{"v":"meta.k8s.io/v1","rv":0,"start":""}"#)] {
+            assert!(matches!(decode_continue(bad), Err(StoreError::BadRequest(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn timestamps_are_kubernetes_style() {
+        let t = parse_rfc3339("2026-11-22T10:11:12Z").expect("parse");
+        assert_eq!(rfc3339(t), "2026-11-22T10:11:12Z");
+        assert_eq!(now_rfc3339().len(), 20);
+    }
+
+    #[test]
+    fn grace_follows_kubernetes_rules() {
+        let bound = json!({"spec": {"nodeName": "n1", "terminationGracePeriodSeconds": 10}});
+        assert_eq!(pod_grace(&bound, None), 10);
+        assert_eq!(pod_grace(&bound, Some(3)), 3);
+        assert_eq!(pod_grace(&json!({"spec": {"nodeName": "n1"}}), None), 30);
+        assert_eq!(pod_grace(&json!({"spec": {}}), Some(30)), 0);
+        assert_eq!(pod_grace(&json!({"spec": {"nodeName": "n"}, "status": {"phase": "Failed"}}), None), 0);
+    }
+
+    #[test]
+    fn generation_moves_only_with_the_spec() {
+        let old = json!({"metadata": {"name": "a", "uid": "u", "generation": 2}, "spec": {"x": 1}, "status": {}});
+        let mut same = json!({"metadata": {"name": "a", "labels": {"l": "v"}}, "spec": {"x": 1}, "status": {"y": 1}});
+        carry_over(&crate::resources::PODS, &old, &mut same).expect("carry");
+        assert_eq!(same["metadata"]["generation"], 2);
+        assert_eq!(same["metadata"]["uid"], "u");
+        let mut changed = json!({"metadata": {"name": "a"}, "spec": {"x": 2}});
+        carry_over(&crate::resources::PODS, &old, &mut changed).expect("carry");
+        assert_eq!(changed["metadata"]["generation"], 3);
+    }
+}
