@@ -15,7 +15,7 @@ use bytes::Bytes;
 use edgehive_pki::Issued;
 use edgehive_store::Store;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls::server::WebPkiClientVerifier;
@@ -467,23 +467,49 @@ fn authorize(user: &User, verb: &str, target: &route::Target) -> Result<(), ApiE
     .details(target.name.as_deref().unwrap_or(""), res.group, res.plural))
 }
 
+/// Bytes of an oversize body read and thrown away before answering 413, so
+/// that a client still sending sees the answer rather than a reset stream.
+const DRAIN_LIMIT: usize = 16 << 20;
+
 /// Reads a request body up to `limit` bytes: over it is a 413.
 pub(crate) async fn read_body(req: Request<Incoming>, limit: usize) -> Result<(http::request::Parts, Bytes), ApiError> {
-    let (parts, body) = req.into_parts();
-    if let Some(len) =
-        parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok())
-    {
-        if len > limit {
-            return Err(ApiError::too_large(format!(
-                "the request body is {len} bytes, over the limit of {limit} bytes"
-            )));
-        }
+    let (parts, mut body) = req.into_parts();
+    let declared =
+        parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    let mut buf = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    let too_large = |n: usize| {
+        ApiError::too_large(format!("the request body is {n} bytes or more, over the limit of {limit} bytes"))
+    };
+    if declared.is_some_and(|n| n > limit) {
+        drain(body, DRAIN_LIMIT).await;
+        return Err(too_large(declared.unwrap_or(limit + 1)));
     }
-    match Limited::new(body, limit).collect().await {
-        Ok(b) => Ok((parts, b.to_bytes())),
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-            Err(ApiError::too_large(format!("the request body is over the limit of {limit} bytes")))
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ApiError::bad_request(format!("read request body: {e}")))?;
+        let Ok(data) = frame.into_data() else { continue };
+        seen += data.len();
+        if seen > limit {
+            drain(body, DRAIN_LIMIT.saturating_sub(seen)).await;
+            return Err(too_large(seen));
         }
-        Err(e) => Err(ApiError::bad_request(format!("read request body: {e}"))),
+        buf.extend_from_slice(&data);
     }
+    Ok((parts, buf.freeze()))
+}
+
+/// Reads and discards up to `max` more bytes of `body`, for at most 5 s.
+async fn drain(mut body: Incoming, max: usize) {
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut n = 0usize;
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Ok(d) = frame.into_data() {
+                n += d.len();
+                if n > max {
+                    break;
+                }
+            }
+        }
+    })
+    .await;
 }

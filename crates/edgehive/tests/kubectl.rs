@@ -1,0 +1,348 @@
+//! End to end with the real `kubectl` against a running `edgehive cloud`
+//! process, on the embedded SQLite store and on a real etcd: every command
+//! succeeds and writes nothing to stderr (no warnings).
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use edgehive_testkit::fixtures::{EtcdServer, TempDir, free_port};
+use serde_json::Value;
+
+/// `edgehive cloud` as a child process.
+struct Cloud {
+    child: Child,
+    kubeconfig: PathBuf,
+    home: PathBuf,
+    dir: TempDir,
+}
+
+impl Cloud {
+    fn start(store_args: &[&str]) -> Cloud {
+        let dir = TempDir::new("kubectl-e2e");
+        let port = free_port();
+        let log = std::fs::File::create(dir.path().join("cloud.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_edgehive"))
+            .args(["cloud", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .args(["--bind", &format!("127.0.0.1:{port}"), "--no-fsync"])
+            .args(store_args)
+            .env("EDGEHIVE_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let cloud = Cloud { child, kubeconfig: dir.path().join("data/kubeconfig.yaml"), home, dir };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if cloud.kubeconfig.exists() && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "edgehive cloud did not start: {}", cloud.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        cloud
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("cloud.log")).unwrap_or_default()
+    }
+
+    fn kubectl(&self) -> Command {
+        let mut c = Command::new("kubectl");
+        c.env("KUBECONFIG", &self.kubeconfig).env("HOME", &self.home).env_remove("KUBECTL_EXTERNAL_DIFF");
+        c
+    }
+
+    /// Runs kubectl; it must succeed with an empty stderr. Returns stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        self.ok_with(args, None)
+    }
+
+    fn ok_with(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let mut cmd = self.kubectl();
+        cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::piped());
+        let mut child = cmd.spawn().expect("run kubectl (it is on the machines)");
+        {
+            use std::io::Write as _;
+            let mut pipe = child.stdin.take().unwrap();
+            if let Some(input) = stdin {
+                pipe.write_all(input.as_bytes()).unwrap();
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            out.status.success() && stderr.is_empty(),
+            "kubectl {args:?} failed ({}):\nstdout: {stdout}\nstderr: {stderr}\nserver log tail: {}",
+            out.status,
+            self.log().lines().rev().take(20).collect::<Vec<_>>().join("\n")
+        );
+        stdout
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut a = args.to_vec();
+        a.extend(["-o", "json"]);
+        serde_json::from_str(&self.ok(&a)).unwrap()
+    }
+
+    fn apply(&self, manifest: &str) -> String {
+        self.ok_with(&["apply", "-f", "-"], Some(manifest))
+    }
+}
+
+impl Drop for Cloud {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+const MANIFEST: &str = r#"
+apiVersion: v1
+kind: Node
+metadata:
+  name: edge-1
+  labels:
+    node-role.kubernetes.io/edge: ""
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels:
+    app: web
+spec:
+  nodeName: edge-1
+  terminationGracePeriodSeconds: 30
+  containers:
+  - name: app
+    image: nginx:1.25
+    ports:
+    - containerPort: 80
+    env:
+    - name: MODE
+      value: "edge"
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+data:
+  level: "1"
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: creds
+type: Opaque
+data:
+  token: c2VjcmV0
+---
+apiVersion: devices.kubeedge.io/v1beta1
+kind: Device
+metadata:
+  name: thermometer
+spec:
+  deviceModelRef:
+    name: thermo-model
+  nodeName: edge-1
+"#;
+
+fn session(cloud: &Cloud) {
+    // Discovery.
+    let resources = cloud.ok(&["api-resources"]);
+    for r in ["pods", "nodes", "configmaps", "secrets", "leases", "devices", "objectsyncs", "clusterobjectsyncs"] {
+        assert!(resources.lines().any(|l| l.starts_with(&format!("{r} "))), "{r} missing:\n{resources}");
+    }
+
+    // apply, and apply again after an edit: an update, not an error.
+    let out = cloud.apply(MANIFEST);
+    for line in [
+        "pod/web created",
+        "configmap/settings created",
+        "secret/creds created",
+        "device.devices.kubeedge.io/thermometer created",
+    ] {
+        assert!(out.contains(line), "{out}");
+    }
+    let out = cloud.apply(MANIFEST);
+    assert!(out.contains("pod/web unchanged") && out.contains("configmap/settings unchanged"), "{out}");
+    let edited = MANIFEST
+        .replace("nginx:1.25", "nginx:1.26")
+        .replace("level: \"1\"", "level: \"2\"")
+        .replace("thermo-model", "thermo-v2");
+    let out = cloud.apply(&edited);
+    assert!(out.contains("pod/web configured") && out.contains("configmap/settings configured"), "{out}");
+    assert!(out.contains("device.devices.kubeedge.io/thermometer configured"), "{out}");
+    assert_eq!(cloud.json(&["get", "pod", "web"])["spec"]["containers"][0]["image"], "nginx:1.26");
+    assert_eq!(cloud.json(&["get", "device", "thermometer"])["spec"]["deviceModelRef"]["name"], "thermo-v2");
+
+    // get, -o wide, -o yaml.
+    let table = cloud.ok(&["get", "pods"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+    assert!(table.lines().nth(1).unwrap().starts_with("web "), "{table}");
+    let wide = cloud.ok(&["get", "pods", "-o", "wide"]);
+    assert!(wide.lines().next().unwrap().contains("NODE"), "{wide}");
+    assert!(wide.lines().nth(1).unwrap().contains("edge-1"), "{wide}");
+    let yaml = cloud.ok(&["get", "configmap", "settings", "-o", "yaml"]);
+    assert!(yaml.contains("level: \"2\"") && yaml.contains("resourceVersion:"), "{yaml}");
+    let nodes = cloud.ok(&["get", "nodes"]);
+    let header: Vec<&str> = nodes.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]);
+    assert!(nodes.lines().nth(1).unwrap().split_whitespace().nth(2) == Some("edge"), "{nodes}");
+
+    // describe.
+    let d = cloud.ok(&["describe", "pod", "web"]);
+    assert!(d.contains("Name:") && d.contains("web") && d.contains("nginx:1.26"), "{d}");
+    cloud.ok(&["describe", "device", "thermometer"]);
+
+    // label, annotate, patch (strategic by default; merge and json).
+    cloud.ok(&["label", "pod", "web", "tier=front"]);
+    cloud.ok(&["annotate", "configmap", "settings", "owner=ops"]);
+    cloud.ok(&["patch", "pod", "web", "-p", r#"{"spec":{"containers":[{"name":"app","image":"nginx:1.27"}]}}"#]);
+    cloud.ok(&["patch", "device", "thermometer", "--type", "merge", "-p", r#"{"metadata":{"labels":{"room":"a"}}}"#]);
+    cloud.ok(&[
+        "patch",
+        "configmap",
+        "settings",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"add","path":"/data/extra","value":"x"}]"#,
+    ]);
+    let pod = cloud.json(&["get", "pod", "web"]);
+    assert_eq!(pod["metadata"]["labels"]["tier"], "front");
+    assert_eq!(pod["spec"]["containers"][0]["image"], "nginx:1.27");
+    assert_eq!(pod["spec"]["containers"][0]["env"][0]["name"], "MODE", "strategic merge kept the rest");
+    let cm = cloud.json(&["get", "configmap", "settings"]);
+    assert_eq!(
+        (cm["metadata"]["annotations"]["owner"].as_str(), cm["data"]["extra"].as_str()),
+        (Some("ops"), Some("x"))
+    );
+    let out = cloud.ok(&["get", "pods", "-l", "tier=front", "-o", "name"]);
+    assert_eq!(out.trim(), "pod/web");
+
+    // edit through KUBE_EDITOR.
+    let editor = cloud.dir.path().join("editor.sh");
+    std::fs::write(&editor, "#!/bin/sh\nsed -i 's/level: \"2\"/level: \"3\"/' \"$1\"\n").unwrap();
+    set_executable(&editor);
+    let mut edit = cloud.kubectl();
+    let out = edit.args(["edit", "configmap", "settings"]).env("KUBE_EDITOR", &editor).output().unwrap();
+    assert!(out.status.success() && out.stderr.is_empty(), "edit: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(cloud.json(&["get", "configmap", "settings"])["data"]["level"], "3");
+
+    // create configmap/secret from literals (kubectl sends protobuf here).
+    cloud.ok(&["create", "configmap", "literal", "--from-literal=k=v"]);
+    assert_eq!(cloud.json(&["get", "configmap", "literal"])["data"]["k"], "v");
+    cloud.ok(&["create", "secret", "generic", "pw", "--from-literal=password=hunter2"]);
+    assert_eq!(cloud.json(&["get", "secret", "pw"])["data"]["password"], "aHVudGVyMg==");
+
+    // get -w sees a change made by another command.
+    let mut watch = cloud
+        .kubectl()
+        .args(["get", "configmaps", "-w"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    wait_for("the watch's initial list", || {
+        lines.extend(rx.try_iter());
+        lines.iter().any(|l| l.starts_with("settings "))
+    });
+    cloud.ok(&["create", "configmap", "from-watch", "--from-literal=a=b"]);
+    wait_for("the watch to show a configmap created by another command", || {
+        lines.extend(rx.try_iter());
+        lines.iter().any(|l| l.starts_with("from-watch "))
+    });
+    let _ = watch.kill();
+    let out = watch.wait_with_output().unwrap();
+    assert!(out.stderr.is_empty(), "get -w stderr: {}", String::from_utf8_lossy(&out.stderr));
+
+    // delete: pods gracefully.
+    let out = cloud.ok(&["delete", "pod", "web", "--wait=false"]);
+    assert!(out.contains("pod \"web\" deleted"), "{out}");
+    let pod = cloud.json(&["get", "pod", "web"]);
+    assert!(pod["metadata"]["deletionTimestamp"].is_string(), "graceful: still there, terminating");
+    assert!(cloud.ok(&["get", "pod", "web"]).contains("Terminating"));
+    // The node's confirmation (grace 0) removes it.
+    let out = cloud.ok_with(&["delete", "pod", "web", "--grace-period=0", "--force"], None);
+    assert!(out.contains("deleted"), "{out}");
+    let gone = cloud.ok(&["get", "pods", "--ignore-not-found"]);
+    assert!(!gone.contains("web"), "{gone}");
+    cloud.ok(&["delete", "configmap", "settings", "literal"]);
+    cloud.ok(&["delete", "device", "thermometer"]);
+    cloud.ok(&["run", "once", "--image=busybox", "--restart=Never"]);
+    cloud.ok(&["delete", "pod", "once"]); // unbound: gone at once, kubectl's wait returns
+}
+
+#[cfg(unix)]
+fn set_executable(p: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn kubectl_session_on_sqlite() {
+    let cloud = Cloud::start(&[]);
+    session(&cloud);
+}
+
+#[test]
+fn kubectl_session_on_etcd() {
+    let etcd = EtcdServer::start();
+    let cloud = Cloud::start(&["--store", "etcd", "--etcd-endpoints", &etcd.url]);
+    session(&cloud);
+}
+
+#[test]
+fn kubectl_reports_errors_clearly() {
+    let cloud = Cloud::start(&[]);
+    let bad = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"Not_Valid"}}"#;
+    let out = cloud
+        .kubectl()
+        .args(["apply", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write as _;
+            c.stdin.take().unwrap().write_all(bad.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is invalid") && err.contains("metadata.name"), "{err}");
+    let out = cloud.kubectl().args(["get", "pod", "missing"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pods \"missing\" not found"));
+    let out = cloud.kubectl().args(["delete", "namespace", "default"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("forbidden"), "{}", String::from_utf8_lossy(&out.stderr));
+}
