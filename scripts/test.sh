@@ -8,9 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the tests use: Go and gorilla/websocket build a peer that
-# talks like KubeEdge's EdgeHub (viaduct's go_peer test). etcd-server,
-# mosquitto, containerd and runc join this list with the parts that use them.
-packages=(golang-go golang-github-gorilla-websocket-dev)
+# talks like KubeEdge's EdgeHub (viaduct's go_peer test). etcd-server is
+# the store's HA backend (its conformance suite and the
+# kubectl end-to-end test run against a real etcd). mosquitto, containerd and
+# runc join this list with the parts that use them.
+packages=(golang-go golang-github-gorilla-websocket-dev etcd-server)
 
 missing=()
 for p in "${packages[@]}"; do

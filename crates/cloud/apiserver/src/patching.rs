@@ -99,14 +99,16 @@ pub(crate) async fn patch(
             };
             applied.map_err(|e| fail(patch_error(e)))?;
             // A resourceVersion in the patch is a precondition.
-            if let Some(rv) = patched.pointer("/metadata/resourceVersion").and_then(Value::as_str) {
-                if rv != cur.rev().to_string() {
-                    return Err(StoreError::Conflict {
-                        resource: res.qualified(),
-                        name: name.to_string(),
-                        reason: "the object has been modified; please apply your changes to the latest version and try again".into(),
-                    });
-                }
+            if let Some(rv) = patched.pointer("/metadata/resourceVersion").and_then(Value::as_str)
+                && rv != cur.rev().to_string()
+            {
+                return Err(StoreError::Conflict {
+                    resource: res.qualified(),
+                    name: name.to_string(),
+                    reason:
+                        "the object has been modified; please apply your changes to the latest version and try again"
+                            .into(),
+                });
             }
             if patched.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
                 return Err(fail(ApiError::bad_request("metadata.name may not be changed by a patch")));

@@ -104,12 +104,12 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Result<Route, Ap
             if namespace.is_some() && !resource.namespaced {
                 return Err(ApiError::no_route());
             }
-            if let Some(s) = sub {
-                if !(s == "status" && resource.status_subresource)
-                    && !(s == "finalize" && std::ptr::eq(resource, &NAMESPACES))
-                {
-                    return Err(ApiError::no_route());
-                }
+            let sub_ok = |s: &str| {
+                (s == "status" && resource.status_subresource)
+                    || (s == "finalize" && std::ptr::eq(resource, &NAMESPACES))
+            };
+            if sub.is_some_and(|s| !sub_ok(s)) {
+                return Err(ApiError::no_route());
             }
             if watch_path && sub.is_some() {
                 return Err(ApiError::no_route());

@@ -405,7 +405,7 @@ async fn handle(
         let user = user.ok_or_else(ApiError::unauthorized)?;
         if let Route::Resource(target) = route {
             let verb = verb_of(&method, &target, &query).ok_or_else(|| {
-                ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource"))
+                ApiError::method_not_allowed("the server does not allow this method on the requested resource")
             })?;
             authorize(&user, verb, &target)?;
             let span =
@@ -423,7 +423,7 @@ async fn handle(
                         "Timeout",
                         format!("the request did not complete within {}s", timeout.as_secs()),
                     );
-                    e.retry_after = Some(1);
+                    e.details.retry_after = Some(1);
                     Err(e)
                 }
             };

@@ -26,6 +26,13 @@ pub struct ApiError {
     pub reason: &'static str,
     /// What a person reads.
     pub message: String,
+    /// `details` (boxed: errors travel through many `Result`s).
+    pub details: Box<Details>,
+}
+
+/// The `details` of a `Status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Details {
     /// `details.name`.
     pub name: Option<String>,
     /// `details.group`.
@@ -49,16 +56,7 @@ impl std::error::Error for ApiError {}
 impl ApiError {
     /// An error with code, reason and message.
     pub fn new(code: StatusCode, reason: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError {
-            code,
-            reason,
-            message: message.into(),
-            name: None,
-            group: None,
-            kind: None,
-            causes: Vec::new(),
-            retry_after: None,
-        }
+        ApiError { code, reason, message: message.into(), details: Box::default() }
     }
 
     /// 400 BadRequest.
@@ -124,7 +122,7 @@ impl ApiError {
             format!("{qualified} \"{name}\" is invalid: {summary}"),
         )
         .details(name, group, kind);
-        e.causes = causes;
+        e.details.causes = causes;
         e
     }
 
@@ -135,36 +133,37 @@ impl ApiError {
 
     /// Sets `details`.
     pub fn details(mut self, name: &str, group: &str, kind: &str) -> ApiError {
-        self.name = Some(name.to_string()).filter(|s| !s.is_empty());
-        self.group = Some(group.to_string()).filter(|s| !s.is_empty());
-        self.kind = Some(kind.to_string()).filter(|s| !s.is_empty());
+        self.details.name = Some(name.to_string()).filter(|s| !s.is_empty());
+        self.details.group = Some(group.to_string()).filter(|s| !s.is_empty());
+        self.details.kind = Some(kind.to_string()).filter(|s| !s.is_empty());
         self
     }
 
     /// The `Status` object.
     pub fn to_status(&self) -> Value {
         let mut details = serde_json::Map::new();
-        if let Some(n) = &self.name {
+        let d = &self.details;
+        if let Some(n) = &d.name {
             details.insert("name".into(), json!(n));
         }
-        if let Some(g) = &self.group {
+        if let Some(g) = &d.group {
             details.insert("group".into(), json!(g));
         }
-        if let Some(k) = &self.kind {
+        if let Some(k) = &d.kind {
             details.insert("kind".into(), json!(k));
         }
-        if !self.causes.is_empty() {
+        if !d.causes.is_empty() {
             details.insert(
                 "causes".into(),
                 Value::Array(
-                    self.causes
+                    d.causes
                         .iter()
                         .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
                         .collect(),
                 ),
             );
         }
-        if let Some(s) = self.retry_after {
+        if let Some(s) = d.retry_after {
             details.insert("retryAfterSeconds".into(), json!(s));
         }
         let mut status = json!({
@@ -201,7 +200,7 @@ impl ApiError {
             e @ StoreError::TooLarge { .. } => ApiError::too_large(e.to_string()),
             StoreError::Timeout(m) => {
                 let mut e = ApiError::new(StatusCode::GATEWAY_TIMEOUT, "Timeout", m);
-                e.retry_after = Some(1);
+                e.details.retry_after = Some(1);
                 e
             }
             e @ (StoreError::Unavailable(_) | StoreError::Backend(_) | StoreError::Corrupt { .. }) => {

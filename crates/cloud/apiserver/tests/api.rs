@@ -143,9 +143,9 @@ async fn refused(
     path: &str,
     ct: &str,
     body: &[u8],
-    code: u16,
-    reason: &str,
+    want: (u16, &str),
 ) -> Value {
+    let (code, reason) = want;
     let before = c.store.current_rev().await.unwrap();
     let a = raw(client, method, path, ct, body.to_vec()).await;
     assert_eq!(a.code, code, "{method} {path}: {}", a.body);
@@ -166,19 +166,27 @@ async fn bad_input_gets_a_status_and_stores_nothing() {
     let ok = raw(&client, "POST", cms, json, r#"{"metadata":{"name":"keep"},"data":{"a":"1"}}"#).await;
     assert_eq!(ok.code, 201);
 
-    let b = refused(&c, &client, "POST", cms, json, b"{\"metadata\":", 400, "BadRequest").await;
+    let b = refused(&c, &client, "POST", cms, json, b"{\"metadata\":", (400, "BadRequest")).await;
     assert!(b["message"].as_str().unwrap().contains("not valid JSON"));
-    refused(&c, &client, "POST", cms, "application/yaml", b"metadata: [unclosed\n", 400, "BadRequest").await;
-    refused(&c, &client, "POST", cms, json, b"[1,2,3]", 400, "BadRequest").await;
-    refused(&c, &client, "POST", cms, json, b"", 400, "BadRequest").await;
-    refused(&c, &client, "POST", cms, json, br#"{"apiVersion":"apps/v1","metadata":{"name":"x"}}"#, 400, "BadRequest")
+    refused(&c, &client, "POST", cms, "application/yaml", b"metadata: [unclosed\n", (400, "BadRequest")).await;
+    refused(&c, &client, "POST", cms, json, b"[1,2,3]", (400, "BadRequest")).await;
+    refused(&c, &client, "POST", cms, json, b"", (400, "BadRequest")).await;
+    refused(
+        &c,
+        &client,
+        "POST",
+        cms,
+        json,
+        br#"{"apiVersion":"apps/v1","metadata":{"name":"x"}}"#,
+        (400, "BadRequest"),
+    )
+    .await;
+    refused(&c, &client, "POST", cms, json, br#"{"metadata":{"name":"x","namespace":"other"}}"#, (400, "BadRequest"))
         .await;
-    refused(&c, &client, "POST", cms, json, br#"{"metadata":{"name":"x","namespace":"other"}}"#, 400, "BadRequest")
+    refused(&c, &client, "POST", cms, json, br#"{"metadata":{"name":"x"},"data":"not-a-map"}"#, (400, "BadRequest"))
         .await;
-    refused(&c, &client, "POST", cms, json, br#"{"metadata":{"name":"x"},"data":"not-a-map"}"#, 400, "BadRequest")
-        .await;
-    refused(&c, &client, "POST", cms, "application/xml", b"<x/>", 415, "UnsupportedMediaType").await;
-    let inv = refused(&c, &client, "POST", cms, json, br#"{"metadata":{"name":"Bad_Name"}}"#, 422, "Invalid").await;
+    refused(&c, &client, "POST", cms, "application/xml", b"<x/>", (415, "UnsupportedMediaType")).await;
+    let inv = refused(&c, &client, "POST", cms, json, br#"{"metadata":{"name":"Bad_Name"}}"#, (422, "Invalid")).await;
     assert_eq!(inv["details"]["causes"][0]["field"], "metadata.name");
     assert!(
         inv["message"].as_str().unwrap().starts_with("ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value")
@@ -190,19 +198,18 @@ async fn bad_input_gets_a_status_and_stores_nothing() {
         "/api/v1/namespaces/default/pods",
         json,
         br#"{"metadata":{"name":"p"},"spec":{}}"#,
-        422,
-        "Invalid",
+        (422, "Invalid"),
     )
     .await;
     assert_eq!(inv["details"]["causes"][0]["field"], "spec.containers");
     let big = format!(r#"{{"metadata":{{"name":"big"}},"data":{{"a":"{}"}}}}"#, "x".repeat(4 << 20));
-    refused(&c, &client, "POST", cms, json, big.as_bytes(), 413, "RequestEntityTooLarge").await;
-    refused(&c, &client, "POST", cms, json, br#"{"metadata":{"name":"keep"}}"#, 409, "AlreadyExists").await;
+    refused(&c, &client, "POST", cms, json, big.as_bytes(), (413, "RequestEntityTooLarge")).await;
+    refused(&c, &client, "POST", cms, json, br#"{"metadata":{"name":"keep"}}"#, (409, "AlreadyExists")).await;
     let stale = br#"{"metadata":{"name":"keep","resourceVersion":"1"},"data":{"a":"2"}}"#;
-    refused(&c, &client, "PUT", &format!("{cms}/keep"), json, stale, 409, "Conflict").await;
-    refused(&c, &client, "PUT", &format!("{cms}/keep"), json, br#"{"metadata":{"name":"other"}}"#, 400, "BadRequest")
+    refused(&c, &client, "PUT", &format!("{cms}/keep"), json, stale, (409, "Conflict")).await;
+    refused(&c, &client, "PUT", &format!("{cms}/keep"), json, br#"{"metadata":{"name":"other"}}"#, (400, "BadRequest"))
         .await;
-    refused(&c, &client, "GET", &format!("{cms}/missing"), "", b"", 404, "NotFound").await;
+    refused(&c, &client, "GET", &format!("{cms}/missing"), "", b"", (404, "NotFound")).await;
     let nf = refused(
         &c,
         &client,
@@ -210,18 +217,18 @@ async fn bad_input_gets_a_status_and_stores_nothing() {
         "/api/v1/namespaces/nowhere/configmaps",
         json,
         br#"{"metadata":{"name":"x"}}"#,
-        404,
-        "NotFound",
+        (404, "NotFound"),
     )
     .await;
     assert_eq!(nf["message"], "namespaces \"nowhere\" not found");
-    refused(&c, &client, "GET", "/api/v1/widgets", "", b"", 404, "NotFound").await;
-    refused(&c, &client, "GET", &format!("{cms}?labelSelector=a%20in%20(",), "", b"", 400, "BadRequest").await;
-    let f = refused(&c, &client, "GET", &format!("{cms}?fieldSelector=spec.nodeName%3Dx"), "", b"", 400, "BadRequest")
-        .await;
+    refused(&c, &client, "GET", "/api/v1/widgets", "", b"", (404, "NotFound")).await;
+    refused(&c, &client, "GET", &format!("{cms}?labelSelector=a%20in%20(",), "", b"", (400, "BadRequest")).await;
+    let f =
+        refused(&c, &client, "GET", &format!("{cms}?fieldSelector=spec.nodeName%3Dx"), "", b"", (400, "BadRequest"))
+            .await;
     assert_eq!(f["message"], "field label not supported: spec.nodeName");
-    refused(&c, &client, "GET", &format!("{cms}?limit=1&continue=garbage"), "", b"", 400, "BadRequest").await;
-    refused(&c, &client, "GET", &format!("{cms}?limit=abc"), "", b"", 400, "BadRequest").await;
+    refused(&c, &client, "GET", &format!("{cms}?limit=1&continue=garbage"), "", b"", (400, "BadRequest")).await;
+    refused(&c, &client, "GET", &format!("{cms}?limit=abc"), "", b"", (400, "BadRequest")).await;
     // Patches.
     let patch = format!("{cms}/keep");
     refused(
@@ -231,11 +238,10 @@ async fn bad_input_gets_a_status_and_stores_nothing() {
         &patch,
         "application/json-patch+json",
         br#"[{"op":"test","path":"/data/a","value":"9"}]"#,
-        422,
-        "Invalid",
+        (422, "Invalid"),
     )
     .await;
-    refused(&c, &client, "PATCH", &patch, "application/json-patch+json", br#"{"op":"add"}"#, 400, "BadRequest").await;
+    refused(&c, &client, "PATCH", &patch, "application/json-patch+json", br#"{"op":"add"}"#, (400, "BadRequest")).await;
     refused(
         &c,
         &client,
@@ -243,8 +249,7 @@ async fn bad_input_gets_a_status_and_stores_nothing() {
         &patch,
         "application/merge-patch+json",
         br#"{"metadata":{"name":"Bad_Name"}}"#,
-        400,
-        "BadRequest",
+        (400, "BadRequest"),
     )
     .await;
     refused(
@@ -254,11 +259,10 @@ async fn bad_input_gets_a_status_and_stores_nothing() {
         &patch,
         "application/strategic-merge-patch+json",
         br#"{"metadata":{"$patch":"bogus"}}"#,
-        400,
-        "BadRequest",
+        (400, "BadRequest"),
     )
     .await;
-    refused(&c, &client, "PATCH", &patch, "text/plain", b"x", 415, "UnsupportedMediaType").await;
+    refused(&c, &client, "PATCH", &patch, "text/plain", b"x", (415, "UnsupportedMediaType")).await;
     let dev = raw(
         &client,
         "POST",
@@ -275,14 +279,13 @@ async fn bad_input_gets_a_status_and_stores_nothing() {
         "/apis/devices.kubeedge.io/v1beta1/namespaces/default/devices/d",
         "application/strategic-merge-patch+json",
         b"{}",
-        415,
-        "UnsupportedMediaType",
+        (415, "UnsupportedMediaType"),
     )
     .await;
     // Deletes.
-    refused(&c, &client, "DELETE", &patch, json, br#"{"preconditions":{"uid":"nope"}}"#, 409, "Conflict").await;
-    refused(&c, &client, "DELETE", "/api/v1/namespaces/default", "", b"", 403, "Forbidden").await;
-    refused(&c, &client, "DELETE", &patch, json, b"{not json", 400, "BadRequest").await;
+    refused(&c, &client, "DELETE", &patch, json, br#"{"preconditions":{"uid":"nope"}}"#, (409, "Conflict")).await;
+    refused(&c, &client, "DELETE", "/api/v1/namespaces/default", "", b"", (403, "Forbidden")).await;
+    refused(&c, &client, "DELETE", &patch, json, b"{not json", (400, "BadRequest")).await;
     // The object that was there all along is untouched.
     let keep = c.store.get(&edgehive_store::resources::CONFIGMAPS, "default", "keep").await.unwrap();
     assert_eq!(keep.value().unwrap()["data"]["a"], "1");
@@ -377,12 +380,12 @@ async fn tables_graceful_delete_and_namespaces() {
     // Release the finalizer: the controller finishes the namespace.
     let mut waited = Duration::ZERO;
     loop {
-        if let Some(cm) = cms.get_opt("held").await.unwrap() {
-            if cm.metadata.deletion_timestamp.is_some() {
-                cms.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
-                    .await
-                    .unwrap();
-            }
+        if let Some(cm) = cms.get_opt("held").await.unwrap()
+            && cm.metadata.deletion_timestamp.is_some()
+        {
+            cms.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
+                .await
+                .unwrap();
         }
         if nss.get_opt("team").await.unwrap().is_none() {
             break;

@@ -585,17 +585,17 @@ impl Store {
                     ));
                 }
             }
-            if let Some(rv) = opts.resource_version {
-                if rv != cur.rev() {
-                    return Err(conflict(
-                        res,
-                        name,
-                        format!(
-                            "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                            cur.rev()
-                        ),
-                    ));
-                }
+            if let Some(rv) = opts.resource_version
+                && rv != cur.rev()
+            {
+                return Err(conflict(
+                    res,
+                    name,
+                    format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                        cur.rev()
+                    ),
+                ));
             }
             let grace = if res.graceful { pod_grace(value, opts.grace_period_seconds) } else { 0 };
             if grace == 0 && !has_finalizers(res, value) {

@@ -359,10 +359,10 @@ impl Hub {
         st.base = base;
         st.rev = rev;
         for c in changes {
-            if let Some(res) = resources::for_key(&c.key) {
-                if let Some(ev) = Event::from_change(res, c) {
-                    st.ring.push_back(Arc::new(ev));
-                }
+            if let Some(res) = resources::for_key(&c.key)
+                && let Some(ev) = Event::from_change(res, c)
+            {
+                st.ring.push_back(Arc::new(ev));
             }
         }
         while st.ring.len() > self.capacity {
@@ -401,10 +401,10 @@ impl Hub {
                 });
             }
             st.ring.push_back(ev);
-            if st.ring.len() > self.capacity {
-                if let Some(old) = st.ring.pop_front() {
-                    st.base = old.rev;
-                }
+            if st.ring.len() > self.capacity
+                && let Some(old) = st.ring.pop_front()
+            {
+                st.base = old.rev;
             }
         }
     }
