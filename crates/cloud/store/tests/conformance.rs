@@ -62,6 +62,7 @@ conformance!(
     oversize_objects_are_refused,
     data_survives_a_restart,
     second_replica_sees_writes,
+    corrupt_rows_are_reported_and_skipped,
 );
 
 fn name_set(items: &[edgehive_store::Object]) -> Vec<String> {
@@ -694,4 +695,64 @@ async fn second_replica_sees_writes(kind: Kind) {
     assert!(matches!(h.store.update(&PODS, stale).await, Err(StoreError::Conflict { .. })));
     other.close().await;
     h.store.close().await;
+}
+
+/// Overwrites the stored bytes of `key` behind the store's back.
+fn corrupt(h: &Harness, key: &str, bytes: &[u8]) {
+    match h.kind {
+        Kind::Sqlite => {
+            let db = rusqlite::Connection::open(h.dir.path().join("state.db")).unwrap();
+            let n = db.execute("UPDATE kv SET value = ?1 WHERE key = ?2", rusqlite::params![bytes, key]).unwrap();
+            assert_eq!(n, 1);
+        }
+        Kind::Etcd => {
+            use base64::Engine as _;
+            use std::io::{Read as _, Write as _};
+            let b64 = base64::engine::general_purpose::STANDARD;
+            let body = json!({"key": b64.encode(key), "value": b64.encode(bytes)}).to_string();
+            let url = h.etcd.as_ref().unwrap().url.trim_start_matches("http://").to_string();
+            let mut s = std::net::TcpStream::connect(&url).unwrap();
+            write!(s, "POST /v3/kv/put HTTP/1.0\r\nHost: {url}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).unwrap();
+            assert!(out.starts_with("HTTP/1.0 200") || out.starts_with("HTTP/1.1 200"), "{out}");
+        }
+    }
+}
+
+async fn corrupt_rows_are_reported_and_skipped(kind: Kind) {
+    let h = Harness::new(kind).await;
+    let s = &h.store;
+    for n in ["a", "bad", "c"] {
+        s.create(&CONFIGMAPS, configmap("default", n, json!({"k": n}))).await.unwrap();
+    }
+    corrupt(
+        &h,
+        "/registry/configmaps/default/bad",
+        b"{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"na",
+    );
+    // The list serves the rest.
+    let list = s.list(&CONFIGMAPS, &ListOptions::default()).await.unwrap();
+    assert_eq!(name_set(&list.items), ["a", "c"]);
+    // The object itself says what is wrong and where.
+    let bad = s.get(&CONFIGMAPS, "default", "bad").await.unwrap();
+    match bad.json() {
+        Err(StoreError::Corrupt { key, .. }) => assert_eq!(key, "/registry/configmaps/default/bad"),
+        other => panic!("{other:?}"),
+    }
+    // Other objects are unharmed and writable; the bad one can be deleted.
+    s.update_with(&CONFIGMAPS, "default", "a", |cur| {
+        let mut v = cur.to_value()?;
+        v["data"]["k"] = json!("a2");
+        Ok(Some(v))
+    })
+    .await
+    .unwrap();
+    assert!(matches!(
+        s.delete(&CONFIGMAPS, "default", "bad", &DeleteOptions::default()).await.unwrap(),
+        DeleteOutcome::Deleted(_)
+    ));
+    s.create(&CONFIGMAPS, configmap("default", "bad", json!({"k": "fixed"}))).await.unwrap();
+    assert_eq!(s.list(&CONFIGMAPS, &ListOptions::default()).await.unwrap().items.len(), 3);
+    s.close().await;
 }
