@@ -126,7 +126,13 @@ fn ms(d: Duration) -> String {
 }
 
 /// Flat out: `workers` tasks writing for `secs`.
-async fn flat_out(c: &kube::Client, what: &str, workers: usize, secs: u64, next: Arc<std::sync::atomic::AtomicUsize>) -> String {
+async fn flat_out(
+    c: &kube::Client,
+    what: &str,
+    workers: usize,
+    secs: u64,
+    next: Arc<std::sync::atomic::AtomicUsize>,
+) -> String {
     let lat = Arc::new(Mutex::new(Vec::new()));
     let end = Instant::now() + Duration::from_secs(secs);
     let mut tasks = Vec::new();
@@ -160,7 +166,9 @@ async fn flat_out(c: &kube::Client, what: &str, workers: usize, secs: u64, next:
 
 async fn write_one(c: &kube::Client, what: &str, i: usize) -> u16 {
     match what {
-        "create" => send(c, "POST", "/api/v1/namespaces/default/pods", "application/json", pod(&format!("p-{i}"), i)).await.0,
+        "create" => {
+            send(c, "POST", "/api/v1/namespaces/default/pods", "application/json", pod(&format!("p-{i}"), i)).await.0
+        }
         _ => {
             let name = format!("p-{}", i % 5000);
             let patch = json!({"metadata": {"labels": {"rev": i.to_string()}}});
@@ -172,7 +180,13 @@ async fn write_one(c: &kube::Client, what: &str, i: usize) -> u16 {
 
 /// Paced: `rate` writes per second for `secs`, each started on schedule
 /// (open loop), latency measured from its start.
-async fn paced(c: &kube::Client, what: &str, rate: u64, secs: u64, next: Arc<std::sync::atomic::AtomicUsize>) -> String {
+async fn paced(
+    c: &kube::Client,
+    what: &str,
+    rate: u64,
+    secs: u64,
+    next: Arc<std::sync::atomic::AtomicUsize>,
+) -> String {
     let total = rate * secs;
     let start = Instant::now();
     let gap = Duration::from_secs(1) / u32::try_from(rate).unwrap();
@@ -215,7 +229,10 @@ async fn fan_out(kubeconfig: &std::path::Path, n: usize) -> String {
     let writer = client(kubeconfig).await;
     let (code, body) = send(&writer, "GET", "/api/v1/namespaces/fan/configmaps", "", Vec::new()).await;
     let rv = if code == 200 {
-        serde_json::from_slice::<Value>(&body).unwrap()["metadata"]["resourceVersion"].as_str().unwrap_or("0").to_string()
+        serde_json::from_slice::<Value>(&body).unwrap()["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or("0")
+            .to_string()
     } else {
         "0".into()
     };
@@ -289,7 +306,9 @@ async fn fill(c: &kube::Client, from: usize, to: usize) {
                 if i >= to {
                     return;
                 }
-                let (code, _) = send(&c, "POST", "/api/v1/namespaces/default/pods", "application/json", pod(&format!("p-{i}"), i)).await;
+                let (code, _) =
+                    send(&c, "POST", "/api/v1/namespaces/default/pods", "application/json", pod(&format!("p-{i}"), i))
+                        .await;
                 assert!(code == 201 || code == 409, "fill {i}: {code}");
             }
         }));
@@ -303,13 +322,17 @@ async fn run_backend(name: &str, extra: Vec<String>, pods: usize) {
     println!("\n### {name}\n");
     let cloud = Cloud::start(&extra);
     let c = client(&cloud.kubeconfig).await;
-    let (code, _) = send(&c, "POST", "/api/v1/namespaces", "application/json", br#"{"metadata":{"name":"fan"}}"#.to_vec()).await;
+    let (code, _) =
+        send(&c, "POST", "/api/v1/namespaces", "application/json", br#"{"metadata":{"name":"fan"}}"#.to_vec()).await;
     assert_eq!(code, 201);
     println!("| what | throughput | p50 | p99 |\n|---|---|---|---|");
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     println!("{}", flat_out(&c, "create", 32, 10, Arc::clone(&next)).await);
     println!("{}", paced(&c, "create", 1000, 10, Arc::clone(&next)).await);
-    println!("{}", flat_out(&c, "update (merge patch)", 32, 10, Arc::new(std::sync::atomic::AtomicUsize::new(0))).await);
+    println!(
+        "{}",
+        flat_out(&c, "update (merge patch)", 32, 10, Arc::new(std::sync::atomic::AtomicUsize::new(0))).await
+    );
     println!("{}", paced(&c, "update (merge patch)", 1000, 10, Arc::new(std::sync::atomic::AtomicUsize::new(0))).await);
     println!("{}", fan_out(&cloud.kubeconfig, 100).await);
     println!("{}", fan_out(&cloud.kubeconfig, 1000).await);
@@ -357,7 +380,12 @@ fn main() {
         }
         if backend == "all" || backend == "etcd" {
             let etcd = EtcdServer::start();
-            run_backend("etcd 3.4 (one member, same machine)", vec!["--store".into(), "etcd".into(), "--etcd-endpoints".into(), etcd.url.clone()], pods).await;
+            run_backend(
+                "etcd 3.4 (one member, same machine)",
+                vec!["--store".into(), "etcd".into(), "--etcd-endpoints".into(), etcd.url.clone()],
+                pods,
+            )
+            .await;
         }
     });
 }

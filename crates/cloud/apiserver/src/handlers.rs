@@ -315,9 +315,15 @@ async fn create(
     let format = body::response_format(headers, query)?;
     let mut obj = body::decode(headers, bytes, res.kind)?;
     check_identity(res, target, &mut obj)?;
+    // As Kubernetes' create strategies: the status of a new pod, service or
+    // custom resource is the server's to set (nodes and namespaces keep theirs).
+    if res.status_subresource
+        && !matches!(res.kind, "Node" | "Namespace")
+        && let Some(o) = obj.as_object_mut()
+    {
+        o.remove("status");
+    }
     crate::defaults::apply_defaults(res.group, res.kind, &mut obj);
-    // Kubernetes ignores status on create for types with a status subresource,
-    // except the defaults it sets itself.
     let errors = validation::validate_create(res.group, res.kind, &obj);
     if !errors.is_empty() {
         return Err(invalid(res, &obj, errors));

@@ -408,12 +408,20 @@ impl Store {
         }
         let ns = opts.namespace.as_deref().unwrap_or("");
         let prefix = res.namespace_prefix(ns);
-        let end = prefix_end(&prefix);
+        let mut end = prefix_end(&prefix);
         let mut start = prefix.clone();
+        // One name in one namespace (`kubectl delete`'s wait, `get -w NAME`):
+        // read that key only.
+        if let Some(name) = opts.fields.exact_value("metadata.name")
+            && (!res.namespaced || !ns.is_empty())
+        {
+            start = res.key(ns, name);
+            end = format!("{start}\0");
+        }
         let mut at = None;
         if let Some(token) = opts.continue_token.as_deref().filter(|t| !t.is_empty()) {
             let t = decode_continue(token)?;
-            start = format!("{prefix}{}", t.start);
+            start = format!("{prefix}{}", t.start).max(start);
             at = Some(t.rv);
         } else if let Some(rv) = opts.resource_version.filter(|rv| *rv > 0) {
             if opts.exact {
