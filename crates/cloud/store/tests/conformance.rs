@@ -310,6 +310,10 @@ async fn list_filters_by_namespace_labels_and_fields(kind: Kind) {
         (None, "", "status.phase=Running", &["db-1"]),
         (None, "", "status.phase!=Running,metadata.namespace=b", &["free"]),
         (None, "", "metadata.name=web-2", &["web-2"]),
+        (Some("a"), "", "metadata.name=web-2", &["web-2"]),
+        (Some("a"), "app=db", "metadata.name=web-2", &[]),
+        (Some("b"), "", "metadata.name=web-2", &[]),
+        (Some("a"), "", "metadata.name=web", &[]),
         (Some("b"), "app=web", "", &[]),
     ];
     for (ns, labels, fields, want) in cases {
