@@ -390,27 +390,57 @@ async fn update(
         _ => None,
     };
     let dry_run = body::dry_run(query)?;
-    let failure = std::sync::Mutex::new(None);
+    rewrite(shared, target, &format, dry_run, |cur, _old| {
+        if expected.is_some_and(|e| e != cur.rev()) {
+            return Err(modified(res, name_of(target)));
+        }
+        Ok(obj.clone())
+    })
+    .await
+}
+
+/// 409: the object changed since the client read it.
+pub(crate) fn modified(res: &ResourceDef, name: &str) -> ApiError {
+    ApiError::from_store(
+        StoreError::Conflict {
+            resource: res.qualified(),
+            name: name.to_string(),
+            reason: "the object has been modified; please apply your changes to the latest version and try again"
+                .into(),
+        },
+        res.plural,
+        res.group,
+    )
+}
+
+/// What PUT and PATCH share: a read-modify-write of `target` in which
+/// `change(current, current value)` gives the object the request asks for;
+/// then the status subresource rule, defaults and validation, and dry-run.
+/// Conflicting writes are retried with a fresh read.
+pub(crate) async fn rewrite(
+    shared: &Shared,
+    target: &Target,
+    format: &Format,
+    dry_run: bool,
+    mut change: impl FnMut(&Object, &Value) -> Result<Value, ApiError>,
+) -> Result<Response<Body>, ApiError> {
+    let res = target.resource;
+    let failure = std::sync::Mutex::new(None::<ApiError>);
+    let fail = |e: ApiError| {
+        *failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
+        StoreError::BadRequest("refused".into())
+    };
     let mut preview = None;
     let result = shared
         .store
         .update_with(res, ns_of(target), name_of(target), |cur| {
-            if expected.is_some_and(|e| e != cur.rev()) {
-                return Err(StoreError::Conflict {
-                    resource: res.qualified(),
-                    name: name_of(target).to_string(),
-                    reason:
-                        "the object has been modified; please apply your changes to the latest version and try again"
-                            .into(),
-                });
-            }
             let old = cur.value()?;
-            let mut new = merge_for_subresource(res, target, old, obj.clone());
+            let requested = change(cur, old).map_err(fail)?;
+            let mut new = merge_for_subresource(res, target, old, requested);
             crate::defaults::apply_defaults(res.group, res.kind, &mut new);
             let errors = validation::validate_update(res.group, res.kind, &new, old);
             if !errors.is_empty() {
-                *failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(invalid(res, &new, errors));
-                return Err(StoreError::BadRequest("invalid".into()));
+                return Err(fail(invalid(res, &new, errors)));
             }
             if dry_run {
                 preview = Some(new);
@@ -426,7 +456,7 @@ async fn update(
     if let Some(p) = preview {
         return Ok(value_response(StatusCode::OK, &p));
     }
-    object_response(StatusCode::OK, &updated, &format)
+    object_response(StatusCode::OK, &updated, format)
 }
 
 /// DeleteOptions from the body and the query.

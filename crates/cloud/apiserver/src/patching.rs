@@ -3,17 +3,15 @@
 //! defaulted and validated like an update.
 
 use bytes::Bytes;
-use edgehive_store::StoreError;
 use http::{HeaderMap, Response, StatusCode, header};
 use serde_json::Value;
 
 use crate::body;
-use crate::handlers::{invalid, merge_for_subresource, object_response};
+use crate::handlers::{modified, rewrite};
 use crate::patch::{self, PatchError};
 use crate::route::{Query, Target};
-use crate::server::{Body, Shared, value_response};
+use crate::server::{Body, Shared};
 use crate::status::ApiError;
-use crate::validation;
 
 /// The patch types served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,61 +75,29 @@ pub(crate) async fn patch(
     }
     let dry_run = body::dry_run(query)?;
     let name = target.name.as_deref().unwrap_or_default();
-    let ns = target.namespace.as_deref().unwrap_or_default();
-    let failure = std::sync::Mutex::new(None::<ApiError>);
-    let fail = |e: ApiError| {
-        *failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
-        StoreError::BadRequest("patch".into())
-    };
-    let mut preview = None;
-    let result = shared
-        .store
-        .update_with(res, ns, name, |cur| {
-            let old = cur.value()?;
-            let mut patched = old.clone();
-            let applied = match ty {
-                PatchType::Json => patch::json_patch(&mut patched, &doc),
-                PatchType::Merge => {
-                    patch::merge_patch(&mut patched, &doc);
-                    Ok(())
-                }
-                PatchType::Strategic => patch::strategic_merge_patch(&mut patched, &doc, res.group, res.kind),
-            };
-            applied.map_err(|e| fail(patch_error(e)))?;
-            // A resourceVersion in the patch is a precondition.
-            if let Some(rv) = patched.pointer("/metadata/resourceVersion").and_then(Value::as_str)
-                && rv != cur.rev().to_string()
-            {
-                return Err(StoreError::Conflict {
-                    resource: res.qualified(),
-                    name: name.to_string(),
-                    reason:
-                        "the object has been modified; please apply your changes to the latest version and try again"
-                            .into(),
-                });
+    rewrite(shared, target, &format, dry_run, |cur, old| {
+        let mut patched = old.clone();
+        let applied = match ty {
+            PatchType::Json => patch::json_patch(&mut patched, &doc),
+            PatchType::Merge => {
+                patch::merge_patch(&mut patched, &doc);
+                Ok(())
             }
-            if patched.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
-                return Err(fail(ApiError::bad_request("metadata.name may not be changed by a patch")));
-            }
-            let mut new = merge_for_subresource(res, target, old, patched);
-            crate::defaults::apply_defaults(res.group, res.kind, &mut new);
-            let errors = validation::validate_update(res.group, res.kind, &new, old);
-            if !errors.is_empty() {
-                return Err(fail(invalid(res, &new, errors)));
-            }
-            if dry_run {
-                preview = Some(new);
-                return Ok(None);
-            }
-            Ok(Some(new))
-        })
-        .await;
-    if let Some(e) = failure.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) {
-        return Err(e);
-    }
-    let updated = result.map_err(|e| ApiError::from_store(e, res.plural, res.group))?;
-    if let Some(p) = preview {
-        return Ok(value_response(StatusCode::OK, &p));
-    }
-    object_response(StatusCode::OK, &updated, &format)
+            PatchType::Strategic => patch::strategic_merge_patch(&mut patched, &doc, res.group, res.kind),
+        };
+        applied.map_err(patch_error)?;
+        // A resourceVersion in the patch is a precondition.
+        if patched
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|rv| rv != cur.rev().to_string())
+        {
+            return Err(modified(res, name));
+        }
+        if patched.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
+            return Err(ApiError::bad_request("metadata.name may not be changed by a patch"));
+        }
+        Ok(patched)
+    })
+    .await
 }

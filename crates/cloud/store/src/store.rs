@@ -239,6 +239,16 @@ struct ContinueToken {
     start: String,
 }
 
+/// A refused write other than a stale revision, as the caller sees it.
+fn write_failed(res: &ResourceDef, name: &str, e: WriteError) -> StoreError {
+    match e {
+        WriteError::Missing => StoreError::NotFound { resource: res.qualified(), name: name.to_string() },
+        WriteError::Failed(e) => e,
+        WriteError::Stale(_) => conflict(res, name, MODIFIED),
+        WriteError::Exists => StoreError::AlreadyExists { resource: res.qualified(), name: name.to_string() },
+    }
+}
+
 fn conflict(res: &ResourceDef, name: &str, reason: impl Into<String>) -> StoreError {
     StoreError::Conflict { resource: res.qualified(), name: name.to_string(), reason: reason.into() }
 }
@@ -380,11 +390,7 @@ impl Store {
             match self.inner.backend.create(&key, raw.clone()).await {
                 Ok(rev) => return Ok(Object::from_stored(res, key, rev, raw)),
                 Err(WriteError::Exists) if generated => continue,
-                Err(WriteError::Exists) => {
-                    return Err(StoreError::AlreadyExists { resource: res.qualified(), name });
-                }
-                Err(WriteError::Failed(e)) => return Err(e),
-                Err(other) => return Err(StoreError::Backend(format!("create {key}: {other:?}"))),
+                Err(e) => return Err(write_failed(res, &name, e)),
             }
         }
         Err(StoreError::AlreadyExists { resource: res.qualified(), name: format!("{generate_name}*") })
@@ -516,22 +522,14 @@ impl Store {
                         return Ok(Object::from_stored(res, cur.key().to_string(), rev, raw));
                     }
                     Err(WriteError::Stale(_)) => continue,
-                    Err(WriteError::Missing) => {
-                        return Err(StoreError::NotFound { resource: res.qualified(), name: name.into() });
-                    }
-                    Err(WriteError::Failed(e)) => return Err(e),
-                    Err(WriteError::Exists) => return Err(StoreError::Backend("delete reported exists".into())),
+                    Err(e) => return Err(write_failed(res, name, e)),
                 }
             }
             let raw = self.encode(cur.key(), &new)?;
             match self.inner.backend.update(cur.key(), raw.clone(), cur.rev()).await {
                 Ok(rev) => return Ok(Object::from_stored(res, cur.key().to_string(), rev, raw)),
                 Err(WriteError::Stale(_)) => continue,
-                Err(WriteError::Missing) => {
-                    return Err(StoreError::NotFound { resource: res.qualified(), name: name.into() });
-                }
-                Err(WriteError::Failed(e)) => return Err(e),
-                Err(WriteError::Exists) => return Err(StoreError::Backend("update reported exists".into())),
+                Err(e) => return Err(write_failed(res, name, e)),
             }
         }
         Err(conflict(res, name, MODIFIED))
@@ -610,11 +608,7 @@ impl Store {
                 match self.inner.backend.delete(cur.key(), Some(cur.rev())).await {
                     Ok((rev, _)) => return Ok(DeleteOutcome::Deleted(cur.at_rev(rev))),
                     Err(WriteError::Stale(_)) => continue,
-                    Err(WriteError::Missing) => {
-                        return Err(StoreError::NotFound { resource: res.qualified(), name: name.into() });
-                    }
-                    Err(WriteError::Failed(e)) => return Err(e),
-                    Err(WriteError::Exists) => return Err(StoreError::Backend("delete reported exists".into())),
+                    Err(e) => return Err(write_failed(res, name, e)),
                 }
             }
             // Mark (or shorten) the deletion.
@@ -637,11 +631,7 @@ impl Store {
                     return Ok(DeleteOutcome::Pending(Object::from_stored(res, cur.key().to_string(), rev, raw)));
                 }
                 Err(WriteError::Stale(_)) => continue,
-                Err(WriteError::Missing) => {
-                    return Err(StoreError::NotFound { resource: res.qualified(), name: name.into() });
-                }
-                Err(WriteError::Failed(e)) => return Err(e),
-                Err(WriteError::Exists) => return Err(StoreError::Backend("update reported exists".into())),
+                Err(e) => return Err(write_failed(res, name, e)),
             }
         }
         Err(conflict(res, name, MODIFIED))
@@ -650,11 +640,7 @@ impl Store {
     async fn remove(&self, res: &'static ResourceDef, cur: &Object) -> Result<Object> {
         match self.inner.backend.delete(cur.key(), None).await {
             Ok((rev, _)) => Ok(cur.at_rev(rev)),
-            Err(WriteError::Missing) => {
-                Err(StoreError::NotFound { resource: res.qualified(), name: cur.name().into() })
-            }
-            Err(WriteError::Failed(e)) => Err(e),
-            Err(other) => Err(StoreError::Backend(format!("delete {}: {other:?}", cur.key()))),
+            Err(e) => Err(write_failed(res, cur.name(), e)),
         }
     }
 
