@@ -399,3 +399,37 @@ async fn tables_graceful_delete_and_namespaces() {
     assert!(text.contains("apiserver_request_total{verb=\"create\",resource=\"pods\",code=\"201\"} 1"), "{text}");
     c.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_collection_and_event_selectors() {
+    let c = Cluster::start().await;
+    let client = c.admin().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for (name, app) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": app}}})).unwrap();
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    cms.delete_collection(&DeleteParams::default(), &ListParams::default().labels("app=x")).await.unwrap();
+    let left: Vec<_> =
+        cms.list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|c| c.metadata.name).collect();
+    assert_eq!(left, ["c"]);
+
+    // Events are selected the way `kubectl describe` asks for them.
+    let events = "/api/v1/namespaces/default/events";
+    for (name, obj) in [("e1", "web"), ("e2", "db")] {
+        let ev = json!({"metadata": {"name": name}, "involvedObject": {"kind": "Pod", "name": obj, "namespace": "default"},
+                        "reason": "Scheduled", "message": "assigned", "type": "Normal", "source": {"component": "edgehive"}});
+        let a = raw(&client, "POST", events, "application/json", serde_json::to_vec(&ev).unwrap()).await;
+        assert_eq!(a.code, 201, "{}", a.body);
+    }
+    let q = format!(
+        "{events}?fieldSelector=involvedObject.name%3Dweb%2CinvolvedObject.namespace%3Ddefault%2CinvolvedObject.kind%3DPod%2Csource%3Dedgehive"
+    );
+    let a = raw(&client, "GET", &q, "", "").await;
+    assert_eq!(a.code, 200, "{}", a.body);
+    let names: Vec<&str> =
+        a.body["items"].as_array().unwrap().iter().filter_map(|e| e["metadata"]["name"].as_str()).collect();
+    assert_eq!(names, ["e1"]);
+    c.stop().await;
+}
