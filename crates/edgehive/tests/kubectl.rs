@@ -254,6 +254,17 @@ fn session(cloud: &Cloud) {
     cloud.ok(&["create", "secret", "generic", "pw", "--from-literal=password=hunter2"]);
     assert_eq!(cloud.json(&["get", "secret", "pw"])["data"]["password"], "aHVudGVyMg==");
 
+    cloud.ok(&["create", "namespace", "team"]);
+    cloud.ok(&["create", "service", "clusterip", "api", "--tcp=80:8080", "-n", "team"]);
+    let svc = cloud.json(&["get", "service", "api", "-n", "team"]);
+    assert_eq!(
+        (svc["spec"]["ports"][0]["port"].as_i64(), svc["spec"]["ports"][0]["targetPort"].as_i64()),
+        (Some(80), Some(8080))
+    );
+    let svcs = cloud.ok(&["get", "services", "-n", "team"]);
+    assert!(svcs.lines().next().unwrap().contains("CLUSTER-IP"), "{svcs}");
+    cloud.ok(&["delete", "namespace", "team"]);
+
     // get -w sees a change made by another command.
     let mut watch = cloud
         .kubectl()
@@ -291,8 +302,9 @@ fn session(cloud: &Cloud) {
     let pod = cloud.json(&["get", "pod", "web"]);
     assert!(pod["metadata"]["deletionTimestamp"].is_string(), "graceful: still there, terminating");
     assert!(cloud.ok(&["get", "pod", "web"]).contains("Terminating"));
-    // The node's confirmation (grace 0) removes it.
-    let out = cloud.ok_with(&["delete", "pod", "web", "--grace-period=0", "--force"], None);
+    // A shorter grace period replaces the pending one; when it runs out the
+    // pod goes, and kubectl's wait for the deletion returns.
+    let out = cloud.ok(&["delete", "pod", "web", "--grace-period=1"]);
     assert!(out.contains("deleted"), "{out}");
     let gone = cloud.ok(&["get", "pods", "--ignore-not-found"]);
     assert!(!gone.contains("web"), "{gone}");

@@ -79,7 +79,7 @@ pub(crate) fn response_format(headers: &HeaderMap, query: &Query) -> Result<Form
     }
 }
 
-fn content_type(headers: &HeaderMap) -> String {
+pub(crate) fn content_type(headers: &HeaderMap) -> String {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -102,9 +102,22 @@ pub(crate) fn decode(headers: &HeaderMap, bytes: &Bytes, kind: &str) -> Result<V
             serde_saphyr::from_str(text)
                 .map_err(|e| ApiError::bad_request(format!("the body of the request is not valid YAML: {e}")))?
         }
+        "application/vnd.kubernetes.protobuf" => {
+            // kubectl's typed clients send built-in objects this way.
+            let (_, _, v) = crate::protobuf::decode(bytes).map_err(|e| match e {
+                crate::protobuf::ProtoError::Unsupported { api_version, kind } => ApiError::unsupported_media_type(
+                    format!("protobuf bodies of {kind} ({api_version}) are not supported; send application/json"),
+                ),
+                other => {
+                    ApiError::bad_request(format!("the body of the request is not a valid protobuf {kind}: {other}"))
+                }
+            })?;
+            v
+        }
         other => {
             return Err(ApiError::unsupported_media_type(format!(
-                "the body of the request was in an unknown format ({other}) - accepted media types include: application/json, application/yaml"
+                "the body of the request was in an unknown format ({other}) - accepted media types include: \
+                 application/json, application/yaml, application/vnd.kubernetes.protobuf"
             )));
         }
     };

@@ -100,12 +100,12 @@ pub(crate) async fn resource(
             crate::patching::patch(shared, target, query, &parts.headers, &bytes).await
         }
         "delete" => {
-            let (_, bytes) = crate::server::read_body(req, shared.config.max_body_bytes).await?;
-            delete(shared, target, query, &bytes).await
+            let (parts, bytes) = crate::server::read_body(req, shared.config.max_body_bytes).await?;
+            delete(shared, target, query, &parts.headers, &bytes).await
         }
         "deletecollection" => {
-            let (_, bytes) = crate::server::read_body(req, shared.config.max_body_bytes).await?;
-            delete_collection(shared, target, query, &bytes).await
+            let (parts, bytes) = crate::server::read_body(req, shared.config.max_body_bytes).await?;
+            delete_collection(shared, target, query, &parts.headers, &bytes).await
         }
         _ => Err(ApiError::method_not_allowed(format!("verb {verb} is not supported"))),
     }
@@ -460,12 +460,17 @@ pub(crate) async fn rewrite(
 }
 
 /// DeleteOptions from the body and the query.
-fn delete_options(query: &Query, bytes: &Bytes) -> Result<(DeleteOptions, bool), ApiError> {
+fn delete_options(query: &Query, headers: &HeaderMap, bytes: &Bytes) -> Result<(DeleteOptions, bool), ApiError> {
     let mut opts = DeleteOptions::default();
     let mut dry_run = body::dry_run(query)?;
     if !bytes.is_empty() {
-        let v: Value =
-            serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("decode DeleteOptions: {e}")))?;
+        let v: Value = if body::content_type(headers) == "application/vnd.kubernetes.protobuf" {
+            crate::protobuf::decode(bytes)
+                .map(|(_, _, v)| v)
+                .map_err(|e| ApiError::bad_request(format!("decode DeleteOptions: {e}")))?
+        } else {
+            serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("decode DeleteOptions: {e}")))?
+        };
         if !v.is_object() {
             return Err(ApiError::bad_request("DeleteOptions must be an object"));
         }
@@ -510,9 +515,15 @@ fn success_status(obj: &Object) -> Value {
     })
 }
 
-async fn delete(shared: &Shared, target: &Target, query: &Query, bytes: &Bytes) -> Result<Response<Body>, ApiError> {
+async fn delete(
+    shared: &Shared,
+    target: &Target,
+    query: &Query,
+    headers: &HeaderMap,
+    bytes: &Bytes,
+) -> Result<Response<Body>, ApiError> {
     let res = target.resource;
-    let (opts, dry_run) = delete_options(query, bytes)?;
+    let (opts, dry_run) = delete_options(query, headers, bytes)?;
     if std::ptr::eq(res, &NAMESPACES) {
         return crate::namespaces::delete(shared, name_of(target), dry_run).await;
     }
@@ -531,13 +542,14 @@ async fn delete_collection(
     shared: &Shared,
     target: &Target,
     query: &Query,
+    headers: &HeaderMap,
     bytes: &Bytes,
 ) -> Result<Response<Body>, ApiError> {
     let res = target.resource;
     if std::ptr::eq(res, &NAMESPACES) {
         return Err(ApiError::method_not_allowed("namespaces cannot be deleted as a collection"));
     }
-    let (opts, dry_run) = delete_options(query, bytes)?;
+    let (opts, dry_run) = delete_options(query, headers, bytes)?;
     let (labels, fields) = selectors(res, query)?;
     let list = shared
         .store

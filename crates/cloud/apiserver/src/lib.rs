@@ -20,6 +20,7 @@ mod metrics;
 mod namespaces;
 pub mod patch;
 mod patching;
+mod protobuf;
 mod route;
 mod server;
 pub mod status;
