@@ -103,7 +103,24 @@ impl Shared {
 #[derive(Clone)]
 pub struct ConnTx {
     shared: Arc<Shared>,
-    queue: mpsc::Sender<Message>,
+    queue: mpsc::Sender<Outgoing>,
+}
+
+/// What the writer task takes from the send queue.
+enum Outgoing {
+    /// A message to write.
+    Message(Message),
+    /// A last message: written after everything queued before it, then the
+    /// connection is closed.
+    Last(Message),
+}
+
+impl Outgoing {
+    fn into_message(self) -> Message {
+        match self {
+            Outgoing::Message(m) | Outgoing::Last(m) => m,
+        }
+    }
 }
 
 /// The reading half.
@@ -163,38 +180,47 @@ impl ConnTx {
         if self.shared.cancel.is_cancelled() {
             return Err(self.closed_error(msg));
         }
-        self.queue.try_send(msg).map_err(|e| match e {
+        self.queue.try_send(Outgoing::Message(msg)).map_err(|e| match e {
             mpsc::error::TrySendError::Full(m) => {
-                WriteError::Full { peer: self.shared.info.node_id.clone(), message: Box::new(m) }
+                WriteError::Full { peer: self.shared.info.node_id.clone(), message: Box::new(m.into_message()) }
             }
-            mpsc::error::TrySendError::Closed(m) => self.closed_error(m),
+            mpsc::error::TrySendError::Closed(m) => self.closed_error(m.into_message()),
         })
     }
 
     /// Queues a message, waiting up to the write deadline for room.
     pub async fn write(&self, msg: Message) -> Result<(), WriteError> {
         let deadline = Instant::now() + self.shared.cfg.write_timeout;
-        self.write_until(msg, deadline).await
+        self.write_until(Outgoing::Message(msg), deadline).await
     }
 
-    async fn write_until(&self, msg: Message, deadline: Instant) -> Result<(), WriteError> {
+    /// Queues a last message (say, why the peer is refused) and closes the
+    /// connection once it and everything queued before it are written. The
+    /// peer sees the message, then a clean close, instead of silence.
+    pub async fn close_with(&self, last: Message) -> Result<(), WriteError> {
+        let deadline = Instant::now() + self.shared.cfg.write_timeout;
+        self.write_until(Outgoing::Last(last), deadline).await
+    }
+
+    async fn write_until(&self, out: Outgoing, deadline: Instant) -> Result<(), WriteError> {
+        let msg = out;
         if self.shared.cancel.is_cancelled() {
-            return Err(self.closed_error(msg));
+            return Err(self.closed_error(msg.into_message()));
         }
         let permit = tokio::select! {
             r = timeout_at(deadline, self.queue.reserve()) => r,
-            _ = self.shared.cancel.cancelled() => return Err(self.closed_error(msg)),
+            _ = self.shared.cancel.cancelled() => return Err(self.closed_error(msg.into_message())),
         };
         match permit {
             Ok(Ok(p)) => {
                 p.send(msg);
                 Ok(())
             }
-            Ok(Err(_)) => Err(self.closed_error(msg)),
+            Ok(Err(_)) => Err(self.closed_error(msg.into_message())),
             Err(_) => Err(WriteError::Timeout {
                 peer: self.shared.info.node_id.clone(),
                 after: self.shared.cfg.write_timeout,
-                message: Box::new(msg),
+                message: Box::new(msg.into_message()),
             }),
         }
     }
@@ -218,7 +244,7 @@ impl ConnTx {
             self.shared.pending_count.fetch_add(1, Ordering::AcqRel);
         }
         let _guard = PendingGuard { shared: &self.shared, id: id.clone() };
-        self.write_until(msg, deadline).await?;
+        self.write_until(Outgoing::Message(msg), deadline).await?;
         match timeout_at(deadline, rx).await {
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(_)) => {
@@ -343,7 +369,7 @@ pub(crate) fn wire_line(m: &Message) -> String {
 /// Most messages written per flush.
 const WRITE_BATCH: usize = 64;
 
-async fn write_loop<W: FrameWrite>(mut writer: W, mut queue: mpsc::Receiver<Message>, shared: Arc<Shared>) {
+async fn write_loop<W: FrameWrite>(mut writer: W, mut queue: mpsc::Receiver<Outgoing>, shared: Arc<Shared>) {
     let write_timeout = shared.cfg.write_timeout;
     let mut ping = shared.cfg.ping_interval.map(|d| tokio::time::interval_at(Instant::now() + d, d));
     let mut batch = Vec::with_capacity(WRITE_BATCH);
@@ -364,13 +390,23 @@ async fn write_loop<W: FrameWrite>(mut writer: W, mut queue: mpsc::Receiver<Mess
         if got == 0 {
             break;
         }
+        let mut last = false;
         let write = async {
-            for m in batch.drain(..) {
-                writer.feed(wire_line(&m)).await?;
+            for out in batch.drain(..) {
+                last |= matches!(out, Outgoing::Last(_));
+                writer.feed(wire_line(&out.into_message())).await?;
+                if last {
+                    break;
+                }
             }
             writer.flush().await
         };
         match timeout(write_timeout, write).await {
+            Ok(Ok(())) if last => {
+                batch.clear();
+                shared.close(CloseReason::Local);
+                break;
+            }
             Ok(Ok(())) => {}
             Ok(Err(reason)) => {
                 shared.close(reason);

@@ -1,0 +1,320 @@
+//! The CloudHub module: accepts edge connections, keeps one session per
+//! node, and routes downstream messages from the controllers to the node's
+//! session.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use edgehive_beehive::{Context, Module, ModuleContext, ModuleFuture};
+use edgehive_model::{Content, Message, ResourcePath, Text, group, op, source};
+use edgehive_viaduct::{Connection, Server};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::metrics::HubMetrics;
+use crate::points::SuccessPoints;
+use crate::pool::PoolConfig;
+use crate::rules;
+use crate::session::{End, Session};
+
+/// Settings of CloudHub.
+#[derive(Debug, Clone)]
+pub struct CloudHubConfig {
+    /// End a session when no `keepalive` arrives for this long (KubeEdge: 30 s).
+    pub keepalive_interval: Duration,
+    /// Most nodes connected at once; more are refused with a reason.
+    pub node_limit: usize,
+    /// Refuse a connection whose certificate names another node than its
+    /// `node_id` header. Off only for edges holding KubeEdge v1.15
+    /// certificates (`CN=kubeedge.io`).
+    pub require_node_certificate: bool,
+    /// Per-node ACK pool limits and timers.
+    pub pool: PoolConfig,
+    /// Downstream messages waiting for a node's session task.
+    pub inbox: usize,
+    /// Success points gather this long before being written.
+    pub points_flush_interval: Duration,
+}
+
+impl Default for CloudHubConfig {
+    fn default() -> Self {
+        CloudHubConfig {
+            keepalive_interval: Duration::from_secs(30),
+            node_limit: 10_000,
+            require_node_certificate: true,
+            pool: PoolConfig::default(),
+            inbox: 1024,
+            points_flush_interval: Duration::from_millis(50),
+        }
+    }
+}
+
+struct SessionHandle {
+    id: u64,
+    inbox: mpsc::Sender<Message>,
+    cancel: CancellationToken,
+}
+
+/// State shared by the module, the accept loops and the sessions.
+pub(crate) struct Shared {
+    pub(crate) cfg: CloudHubConfig,
+    pub(crate) points: Arc<SuccessPoints>,
+    pub(crate) metrics: HubMetrics,
+    sessions: Mutex<HashMap<Text, SessionHandle>>,
+    next_id: AtomicU64,
+}
+
+impl Shared {
+    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<Text, SessionHandle>> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The CloudHub beehive module (name `cloudhub`).
+pub struct CloudHub {
+    shared: Arc<Shared>,
+    servers: Vec<Arc<tokio::sync::Mutex<Server>>>,
+}
+
+impl std::fmt::Debug for CloudHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CloudHub").field("config", &self.shared.cfg).finish_non_exhaustive()
+    }
+}
+
+/// Cloud modules told of connections.
+const CONNECTION_LISTENERS: [&str; 2] = [source::EDGECONTROLLER, source::SYNCCONTROLLER];
+
+impl CloudHub {
+    /// A hub serving edges that connect to `servers` (viaduct WebSocket
+    /// and/or QUIC), with success points loaded from the store.
+    pub fn new(cfg: CloudHubConfig, points: Arc<SuccessPoints>, servers: Vec<Server>) -> CloudHub {
+        CloudHub {
+            shared: Arc::new(Shared {
+                cfg,
+                points,
+                metrics: HubMetrics::default(),
+                sessions: Mutex::new(HashMap::new()),
+                next_id: AtomicU64::new(1),
+            }),
+            servers: servers.into_iter().map(|s| Arc::new(tokio::sync::Mutex::new(s))).collect(),
+        }
+    }
+
+    /// Counters for Prometheus.
+    pub fn metrics(&self) -> &HubMetrics {
+        &self.shared.metrics
+    }
+
+    /// Nodes connected now.
+    pub fn connected_nodes(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.shared.sessions().keys().map(|k| k.to_string()).collect();
+        v.sort();
+        v
+    }
+
+    /// The success points.
+    pub fn points(&self) -> &Arc<SuccessPoints> {
+        &self.shared.points
+    }
+
+    async fn serve(self: Arc<Self>, mut ctx: ModuleContext, cancel: CancellationToken) {
+        let tasks = TaskTracker::new();
+        let stop = cancel.child_token();
+        for server in &self.servers {
+            tasks.spawn(accept_loop(
+                server.clone(),
+                self.shared.clone(),
+                ctx.context().clone(),
+                stop.clone(),
+                tasks.clone(),
+            ));
+        }
+        let writer =
+            tokio::spawn(self.shared.points.clone().run_writer(stop.clone(), self.shared.cfg.points_flush_interval));
+        while let Some(m) = ctx.receive_until(&cancel).await {
+            dispatch(&self.shared, m);
+        }
+        stop.cancel();
+        for s in self.shared.sessions().values() {
+            s.cancel.cancel();
+        }
+        tasks.close();
+        let _ = tokio::time::timeout(Duration::from_secs(5), tasks.wait()).await;
+        let _ = writer.await;
+    }
+}
+
+impl Module for CloudHub {
+    fn name(&self) -> &str {
+        source::CLOUDHUB
+    }
+
+    fn group(&self) -> &str {
+        source::CLOUDHUB
+    }
+
+    fn mailbox_capacity(&self) -> Option<usize> {
+        Some(16 * 1024)
+    }
+
+    fn run(self: Arc<Self>, ctx: ModuleContext, cancel: CancellationToken) -> ModuleFuture {
+        Box::pin(async move {
+            self.serve(ctx, cancel).await;
+            Ok(())
+        })
+    }
+}
+
+/// Hands a downstream message to its node's session; never waits.
+fn dispatch(shared: &Shared, m: Message) {
+    let Ok(res) = ResourcePath::parse_cloud(&m.route.resource) else {
+        shared.metrics.malformed.fetch_add(1, Relaxed);
+        tracing::warn!(resource = %m.route.resource, source = %m.route.source, "downstream message without node/{{node}}/ resource; dropped");
+        return;
+    };
+    let node = res.node;
+    if rules::is_node_stopped(&m, &node, &res.path) {
+        tracing::info!(node = %node, "node deleted; ending its session and forgetting its success points");
+        if let Some(s) = shared.sessions().remove(&node) {
+            s.cancel.cancel();
+        }
+        shared.points.remove_node(&node);
+        return;
+    }
+    let sessions = shared.sessions();
+    let Some(s) = sessions.get(&node) else {
+        shared.metrics.dropped_offline.fetch_add(1, Relaxed);
+        return;
+    };
+    if s.inbox.try_send(m).is_err() {
+        shared.metrics.dropped_full.fetch_add(1, Relaxed);
+    }
+}
+
+async fn accept_loop(
+    server: Arc<tokio::sync::Mutex<Server>>,
+    shared: Arc<Shared>,
+    ctx: Context,
+    stop: CancellationToken,
+    tasks: TaskTracker,
+) {
+    let mut server = server.lock().await;
+    loop {
+        let conn = tokio::select! {
+            _ = stop.cancelled() => return,
+            c = server.accept() => match c { Some(c) => c, None => return },
+        };
+        admit(conn, &shared, &ctx, &stop, &tasks).await;
+    }
+}
+
+fn refusal(node: &str, reason: &str) -> Message {
+    Message::new()
+        .with_route(source::CLOUDHUB, group::RESOURCE, format!("node/{node}"), op::ERROR)
+        .with_content(Content::string(reason))
+}
+
+/// Checks a new connection and starts its session.
+async fn admit(conn: Connection, shared: &Arc<Shared>, ctx: &Context, stop: &CancellationToken, tasks: &TaskTracker) {
+    let peer = conn.peer().clone();
+    let node = peer.node_id.clone();
+    let cert_node = peer.cert.as_ref().and_then(|c| c.node_name()).map(str::to_owned);
+    if shared.cfg.require_node_certificate && cert_node.as_deref() != Some(node.as_str()) {
+        shared.metrics.refused_identity.fetch_add(1, Relaxed);
+        let cn = peer.cert.as_ref().and_then(|c| c.common_name.clone()).unwrap_or_default();
+        tracing::warn!(node = %node, remote = %peer.remote_addr, certificate_cn = %cn, "refused: the certificate does not name this node");
+        let reason = format!(
+            "refused: node_id {node:?} does not match the client certificate (CN {cn:?}); expected CN system:node:{node}"
+        );
+        close_refused(conn, refusal(&node, &reason), tasks);
+        return;
+    }
+    let (id, inbox_rx, cancel) = {
+        let mut sessions = shared.sessions();
+        if !sessions.contains_key(&node) && sessions.len() >= shared.cfg.node_limit {
+            drop(sessions);
+            shared.metrics.refused_limit.fetch_add(1, Relaxed);
+            tracing::warn!(node = %node, remote = %peer.remote_addr, limit = shared.cfg.node_limit, "refused: node limit reached");
+            let reason = format!("refused: the cloud serves at most {} nodes", shared.cfg.node_limit);
+            close_refused(conn, refusal(&node, &reason), tasks);
+            return;
+        }
+        let id = shared.next_id.fetch_add(1, Relaxed);
+        let (inbox, inbox_rx) = mpsc::channel(shared.cfg.inbox.max(1));
+        let cancel = stop.child_token();
+        if let Some(old) = sessions.insert(node.clone(), SessionHandle { id, inbox, cancel: cancel.clone() }) {
+            old.cancel.cancel();
+            shared.metrics.replaced.fetch_add(1, Relaxed);
+            tracing::info!(node = %node, remote = %peer.remote_addr, "a newer connection replaces the session");
+        } else {
+            shared.metrics.connected.fetch_add(1, Relaxed);
+        }
+        (id, inbox_rx, cancel)
+    };
+    shared.metrics.sessions.fetch_add(1, Relaxed);
+    tracing::info!(node = %node, remote = %peer.remote_addr, protocol = ?peer.protocol, "edge connected");
+    publish(ctx, &node, op::CONNECTED);
+    let (tx, rx) = conn.split();
+    let session = Session {
+        node: node.clone(),
+        tx,
+        rx,
+        inbox: inbox_rx,
+        cancel,
+        shared: shared.clone(),
+        ctx: ctx.as_module(source::CLOUDHUB),
+    };
+    let shared = shared.clone();
+    let ctx = ctx.clone();
+    tasks.spawn(async move {
+        let end = session.run().await;
+        if end == End::KeepaliveExpired {
+            shared.metrics.keepalive_expired.fetch_add(1, Relaxed);
+        }
+        let current = {
+            let mut sessions = shared.sessions();
+            match sessions.get(&node) {
+                Some(s) if s.id == id => sessions.remove(&node).is_some(),
+                _ => false,
+            }
+        };
+        // A replaced session's end is not a disconnection of the node.
+        if current {
+            shared.metrics.connected.fetch_sub(1, Relaxed);
+            tracing::info!(node = %node, ?end, "edge disconnected");
+            publish(&ctx, &node, op::DISCONNECTED);
+        }
+    });
+}
+
+fn close_refused(conn: Connection, reason: Message, tasks: &TaskTracker) {
+    let (tx, _rx) = conn.split();
+    tasks.spawn(async move {
+        if tx.close_with(reason).await.is_err() {
+            tx.close();
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(5), tx.closed()).await;
+    });
+}
+
+/// Tells the controllers a node connected or disconnected (KubeEdge's
+/// internal event: resource `node/{id}`, content event type, time and id).
+fn publish(ctx: &Context, node: &str, operation: &'static str) {
+    let content = Content::from_serialize(&serde_json::json!({
+        "event_type": operation,
+        "timestamp": edgehive_model::now_millis(),
+        "client_id": node,
+    }))
+    .unwrap_or_default();
+    let m = Message::new()
+        .with_route(source::CLOUDHUB, group::RESOURCE, format!("node/{node}"), operation)
+        .with_content(content);
+    for target in CONNECTION_LISTENERS {
+        // A missing listener (not registered) is fine; a full one is logged by beehive.
+        let _ = ctx.try_send(target, m.clone());
+    }
+}

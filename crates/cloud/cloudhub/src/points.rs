@@ -1,0 +1,291 @@
+//! Success points: for each (node, object) the resourceVersion the node has
+//! acknowledged. They decide what a (re)connecting node still needs, so a
+//! node offline for a day gets only what changed.
+//!
+//! Kept in memory (one small entry per pair, shared strings) and persisted
+//! behind the hot path as KubeEdge's `ObjectSync` (namespaced objects) and
+//! `ClusterObjectSync` (cluster-scoped objects), named `{node}.{uid}`, so
+//! they are visible with `kubectl get objectsyncs`. Persisting lags an ACK
+//! by at most one flush; a point lost in a crash only makes the object be
+//! sent once more, which the edge applies idempotently.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use edgehive_model::Text;
+use edgehive_store::resources::{CLUSTER_OBJECT_SYNCS, OBJECT_SYNCS, ResourceDef};
+use edgehive_store::{DeleteOptions, ListOptions, Store, StoreError};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::pool::PointRef;
+
+/// One acknowledged object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Point {
+    /// resourceVersion the node has.
+    pub rv: u64,
+    /// Namespace (empty: cluster-scoped).
+    pub namespace: Text,
+    /// Object name.
+    pub name: Text,
+    /// Object `apiVersion`.
+    pub api_version: Text,
+    /// Object `kind`.
+    pub kind: Text,
+}
+
+/// One node's points by object uid.
+pub type NodePoints = HashMap<Text, Point>;
+
+#[derive(Debug, Clone)]
+enum Change {
+    Set(Point),
+    Remove(Point),
+}
+
+/// All success points, and their write-behind to the store.
+#[derive(Debug)]
+pub struct SuccessPoints {
+    store: Store,
+    nodes: RwLock<HashMap<Text, Arc<Mutex<NodePoints>>>>,
+    dirty: Mutex<HashMap<(Text, Text), Change>>,
+    wake: Notify,
+}
+
+const API_VERSION: &str = "reliablesyncs.kubeedge.io/v1alpha1";
+/// Store writes in flight while flushing.
+const FLUSH_CONCURRENCY: usize = 32;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl SuccessPoints {
+    /// Loads every stored point. A stored object that does not read as a
+    /// point is reported with its key and skipped.
+    pub async fn load(store: Store) -> Result<Arc<SuccessPoints>, StoreError> {
+        let points = SuccessPoints { store, nodes: RwLock::default(), dirty: Mutex::default(), wake: Notify::new() };
+        let mut loaded = 0usize;
+        for res in [&OBJECT_SYNCS, &CLUSTER_OBJECT_SYNCS] {
+            let mut opts = ListOptions { limit: 1000, ..ListOptions::default() };
+            loop {
+                let page = points.store.list(res, &opts).await?;
+                for obj in &page.items {
+                    match obj.value().ok().and_then(|v| parse(res, v)) {
+                        Some((node, uid, p)) => {
+                            points.node(&node).lock().map(|mut n| n.insert(uid, p)).ok();
+                            loaded += 1;
+                        }
+                        None => tracing::warn!(key = obj.key(), "skipping a success point that does not parse"),
+                    }
+                }
+                match page.continue_token {
+                    Some(t) => opts.continue_token = Some(t),
+                    None => break,
+                }
+            }
+        }
+        tracing::info!(points = loaded, "loaded success points");
+        Ok(Arc::new(points))
+    }
+
+    /// The points of `node` (created empty if it has none).
+    pub fn node(&self, node: &str) -> Arc<Mutex<NodePoints>> {
+        if let Some(p) = self.nodes.read().unwrap_or_else(|p| p.into_inner()).get(node) {
+            return p.clone();
+        }
+        self.nodes.write().unwrap_or_else(|p| p.into_inner()).entry(Text::copy_from(node)).or_default().clone()
+    }
+
+    /// The acknowledged version of an object on a node.
+    pub fn get(&self, node: &str, uid: &str) -> Option<u64> {
+        let n = self.nodes.read().unwrap_or_else(|p| p.into_inner()).get(node).cloned()?;
+        lock(&n).get(uid).map(|p| p.rv)
+    }
+
+    /// Records that `node` has `point` at `rv` (an ACK of an insert or update).
+    pub fn record(&self, node: &Text, point: &PointRef, rv: u64) {
+        let p = Point {
+            rv,
+            namespace: point.namespace.clone(),
+            name: point.name.clone(),
+            api_version: point.api_version.clone(),
+            kind: point.kind.clone(),
+        };
+        {
+            let n = self.node(node);
+            let mut n = lock(&n);
+            if n.get(&point.uid).is_some_and(|old| old.rv >= rv) {
+                return;
+            }
+            n.insert(point.uid.clone(), p.clone());
+        }
+        self.mark(node, &point.uid, Change::Set(p));
+    }
+
+    /// Forgets an object on `node` (an ACK of its delete).
+    pub fn remove(&self, node: &Text, uid: &Text) {
+        let removed = lock(&self.node(node)).remove(uid);
+        if let Some(p) = removed {
+            self.mark(node, uid, Change::Remove(p));
+        }
+    }
+
+    /// Forgets every point of a deleted node.
+    pub fn remove_node(&self, node: &str) {
+        let Some(n) = self.nodes.write().unwrap_or_else(|p| p.into_inner()).remove(node) else { return };
+        let node = Text::copy_from(node);
+        for (uid, p) in lock(&n).drain() {
+            self.mark(&node, &uid, Change::Remove(p));
+        }
+    }
+
+    /// Pairs known (all nodes).
+    pub fn len(&self) -> usize {
+        self.nodes.read().unwrap_or_else(|p| p.into_inner()).values().map(|n| lock(n).len()).sum()
+    }
+
+    /// True when no node has a point.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Changes not yet written to the store.
+    pub fn unflushed(&self) -> usize {
+        lock(&self.dirty).len()
+    }
+
+    fn mark(&self, node: &Text, uid: &Text, change: Change) {
+        lock(&self.dirty).insert((node.clone(), uid.clone()), change);
+        self.wake.notify_one();
+    }
+
+    /// Writes changes to the store until `cancel`, then flushes what is left.
+    /// Changes to one pair are coalesced (only the latest is written);
+    /// failed writes are retried.
+    pub async fn run_writer(self: Arc<Self>, cancel: CancellationToken, interval: Duration) {
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = self.wake.notified() => {}
+            }
+            // Let a burst of ACKs gather into one flush.
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = tokio::time::sleep(interval) => {}
+            }
+            if !self.flush().await {
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => self.wake.notify_one(),
+                }
+            }
+        }
+        self.flush().await;
+    }
+
+    /// Writes every pending change; true if all were written.
+    pub async fn flush(&self) -> bool {
+        let batch: Vec<_> = lock(&self.dirty).drain().collect();
+        if batch.is_empty() {
+            return true;
+        }
+        let mut failed = Vec::new();
+        for chunk in batch.chunks(FLUSH_CONCURRENCY) {
+            let results =
+                futures_util::future::join_all(chunk.iter().map(|((node, uid), change)| self.write(node, uid, change)))
+                    .await;
+            for (r, item) in results.into_iter().zip(chunk) {
+                if let Err(e) = r {
+                    tracing::warn!(node = %item.0.0, uid = %item.0.1, error = %e, "persist success point");
+                    failed.push(item.clone());
+                }
+            }
+        }
+        let ok = failed.is_empty();
+        if !ok {
+            let mut dirty = lock(&self.dirty);
+            for (k, c) in failed {
+                // A newer change made meanwhile wins.
+                dirty.entry(k).or_insert(c);
+            }
+        }
+        ok
+    }
+
+    async fn write(&self, node: &str, uid: &str, change: &Change) -> Result<(), StoreError> {
+        let name = format!("{node}.{uid}");
+        match change {
+            Change::Remove(p) => {
+                let res = resource_for(p);
+                match self.store.delete(res, &p.namespace, &name, &DeleteOptions::default()).await {
+                    Ok(_) | Err(StoreError::NotFound { .. }) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            Change::Set(p) => {
+                let res = resource_for(p);
+                let rv = p.rv.to_string();
+                let updated = self
+                    .store
+                    .update_with(res, &p.namespace, &name, |cur| {
+                        let mut v = cur.to_value()?;
+                        v["status"] = json!({ "objectResourceVersion": rv });
+                        Ok(Some(v))
+                    })
+                    .await;
+                match updated {
+                    Ok(_) => Ok(()),
+                    Err(StoreError::NotFound { .. }) => {
+                        let mut obj = json!({
+                            "apiVersion": API_VERSION,
+                            "kind": res.kind,
+                            "metadata": { "name": name },
+                            "spec": { "objectAPIVersion": &*p.api_version, "objectKind": &*p.kind, "objectName": &*p.name },
+                            "status": { "objectResourceVersion": rv },
+                        });
+                        if res.namespaced {
+                            obj["metadata"]["namespace"] = json!(&*p.namespace);
+                        }
+                        match self.store.create(res, obj).await {
+                            Ok(_) => Ok(()),
+                            // Written meanwhile by an earlier flush still in flight: retried.
+                            Err(e) => Err(e),
+                        }
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        }
+    }
+}
+
+fn resource_for(p: &Point) -> &'static ResourceDef {
+    if p.namespace.is_empty() { &CLUSTER_OBJECT_SYNCS } else { &OBJECT_SYNCS }
+}
+
+/// Reads a stored ObjectSync / ClusterObjectSync as (node, uid, point).
+fn parse(res: &'static ResourceDef, v: &Value) -> Option<(String, Text, Point)> {
+    let name = v.pointer("/metadata/name")?.as_str()?;
+    let (node, uid) = name.rsplit_once('.')?;
+    if node.is_empty() || uid.is_empty() {
+        return None;
+    }
+    let s = |p: &str| v.pointer(p).and_then(Value::as_str).map(Text::copy_from);
+    let rv = v.pointer("/status/objectResourceVersion").and_then(Value::as_str).unwrap_or("0").parse().ok()?;
+    let namespace = if res.namespaced { s("/metadata/namespace")? } else { Text::EMPTY };
+    Some((
+        node.to_owned(),
+        Text::copy_from(uid),
+        Point {
+            rv,
+            namespace,
+            name: s("/spec/objectName")?,
+            api_version: s("/spec/objectAPIVersion").unwrap_or_default(),
+            kind: s("/spec/objectKind").unwrap_or_default(),
+        },
+    ))
+}

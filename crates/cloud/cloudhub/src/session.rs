@@ -1,0 +1,250 @@
+//! One node's session: the task that owns its connection and its ACK pool.
+//!
+//! It reads upstream messages (keepalives reset the expiry, ACKs settle the
+//! pool and record success points, everything else goes to the controllers
+//! through beehive), takes downstream messages from its bounded inbox, and
+//! resends what is overdue. It never waits on another node: a full inbox or
+//! transport queue drops or defers only this node's messages.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use edgehive_beehive::Context;
+use edgehive_model::{Content, Message, ResourcePath, Text, op, resource_type, source};
+use edgehive_viaduct::{ConnRx, ConnTx, WriteError};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until, timeout};
+use tokio_util::sync::CancellationToken;
+
+use crate::hub::Shared;
+use crate::pool::{AckPool, Delivery, Key, Offer, PointRef};
+use crate::rules::{self, Mode};
+
+/// Longest wait for room in a controller's mailbox before an upstream
+/// message is refused back to the edge.
+const UPSTREAM_DEADLINE: Duration = Duration::from_secs(5);
+/// A message the transport could not take is retried after this.
+const TRANSPORT_RETRY: Duration = Duration::from_millis(200);
+
+/// Why a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    /// The connection closed.
+    Closed,
+    /// No keepalive within the interval.
+    KeepaliveExpired,
+    /// Replaced by a newer connection, the node was deleted, or shutdown.
+    Cancelled,
+}
+
+pub(crate) struct Session {
+    pub(crate) node: Text,
+    pub(crate) tx: ConnTx,
+    pub(crate) rx: ConnRx,
+    pub(crate) inbox: mpsc::Receiver<Message>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) ctx: Context,
+}
+
+impl Session {
+    pub(crate) async fn run(mut self) -> End {
+        let cfg = &self.shared.cfg;
+        let mut pool = AckPool::new(cfg.pool.clone());
+        let mut keepalive_deadline = Instant::now() + cfg.keepalive_interval;
+        let mut resend = Vec::new();
+        let end = loop {
+            let wake = pool.next_due().map_or(keepalive_deadline, |d| d.min(keepalive_deadline));
+            tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => break End::Cancelled,
+                m = self.rx.recv() => match m {
+                    None => break End::Closed,
+                    Some(m) if m.route.operation == op::KEEPALIVE => {
+                        keepalive_deadline = Instant::now() + cfg.keepalive_interval;
+                    }
+                    Some(m) => self.upstream(m, &mut pool).await,
+                },
+                m = self.inbox.recv() => match m {
+                    None => break End::Cancelled,
+                    Some(m) => self.downstream(m, &mut pool),
+                },
+                _ = sleep_until(wake) => {
+                    let now = Instant::now();
+                    if now >= keepalive_deadline {
+                        break End::KeepaliveExpired;
+                    }
+                    pool.due(now, &mut resend);
+                    for m in resend.drain(..) {
+                        self.shared.metrics.resent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if let Err(e) = self.tx.try_write(m) {
+                            pool.retry_soon(&e.into_message().header.msg_id, now + TRANSPORT_RETRY);
+                        }
+                    }
+                }
+            }
+            self.pump(&mut pool);
+        };
+        let left = (pool.waiting() + pool.in_flight()) as i64;
+        self.shared.metrics.queued.fetch_sub(left, std::sync::atomic::Ordering::Relaxed);
+        if end == End::KeepaliveExpired {
+            tracing::warn!(node = %self.node, interval = ?cfg.keepalive_interval, "no keepalive; ending the session");
+            let _ = self.tx.close_with(keepalive_error(&self.node, cfg.keepalive_interval)).await;
+        }
+        self.tx.close();
+        end
+    }
+
+    /// Sends what the window allows.
+    fn pump(&self, pool: &mut AckPool) {
+        let now = Instant::now();
+        while let Some(m) = pool.next(now) {
+            self.shared.metrics.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            match self.tx.try_write(m) {
+                Ok(()) => {}
+                Err(WriteError::Full { message, .. }) => {
+                    pool.retry_soon(&message.header.msg_id, now + TRANSPORT_RETRY);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+    }
+
+    fn downstream(&self, mut m: Message, pool: &mut AckPool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let metrics = &self.shared.metrics;
+        let Ok(res) = ResourcePath::parse_cloud(&m.route.resource) else {
+            metrics.malformed.fetch_add(1, Relaxed);
+            tracing::warn!(node = %self.node, resource = %m.route.resource, "downstream message with a malformed resource; dropped");
+            return;
+        };
+        let mode = rules::delivery_mode(&m, &res.path.resource_type);
+        m.route.resource = Text::from(res.path.to_wire());
+        if mode == Mode::NoAck {
+            match self.tx.try_write(m) {
+                Ok(()) => metrics.sent_no_ack.fetch_add(1, Relaxed),
+                Err(_) => metrics.dropped_full.fetch_add(1, Relaxed),
+            };
+            return;
+        }
+        let delete = m.route.operation == op::DELETE;
+        let rv = match m.header.resource_version.parse::<u64>() {
+            Ok(rv) => rv,
+            Err(_) if delete || m.route.operation == op::RESPONSE => 0,
+            Err(_) => {
+                metrics.malformed.fetch_add(1, Relaxed);
+                tracing::warn!(node = %self.node, resource = %m.route.resource, rv = %m.header.resource_version,
+                    "ACK-mode message without a numeric resourceversion; dropped");
+                return;
+            }
+        };
+        let meta = rules::object_meta(&m);
+        let key = match (&meta.uid, m.route.operation.as_str()) {
+            (_, op::RESPONSE) | (None, _) => Key::Message(m.header.msg_id.clone()),
+            (Some(uid), _) => Key::Object(uid.clone()),
+        };
+        let point = match (&meta.uid, res.path.name.clone()) {
+            (Some(uid), Some(name)) if m.route.group == edgehive_model::group::RESOURCE => Some(PointRef {
+                uid: uid.clone(),
+                namespace: res.path.namespace.clone().unwrap_or_default(),
+                name,
+                api_version: meta.api_version.clone().unwrap_or_default(),
+                kind: meta.kind.clone().unwrap_or_else(|| kind_of(&res.path.resource_type)),
+            }),
+            _ => None,
+        };
+        let acked = match &key {
+            Key::Object(uid) => self.shared.points.get(&self.node, uid),
+            Key::Message(_) => None,
+        };
+        match pool.offer(Delivery { key, rv, delete, msg: m, point }, acked) {
+            Offer::Queued => {
+                metrics.queued.fetch_add(1, Relaxed);
+            }
+            Offer::Replaced | Offer::Stale => {
+                metrics.skipped_stale.fetch_add(1, Relaxed);
+            }
+            Offer::Full => {
+                metrics.dropped_full.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    async fn upstream(&self, m: Message, pool: &mut AckPool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let metrics = &self.shared.metrics;
+        match m.route.operation.as_str() {
+            op::RESPONSE => {
+                let Some(acked) = pool.ack(&m.header.parent_msg_id, Instant::now()) else {
+                    tracing::debug!(node = %self.node, parent = %m.header.parent_msg_id, "response to nothing in flight");
+                    return;
+                };
+                metrics.acked.fetch_add(1, Relaxed);
+                metrics.queued.fetch_sub(1, Relaxed);
+                metrics.observe_ack(acked.latency);
+                if let Some(p) = &acked.delivery.point {
+                    if acked.delivery.delete {
+                        self.shared.points.remove(&self.node, &p.uid);
+                    } else {
+                        self.shared.points.record(&self.node, p, acked.delivery.rv);
+                    }
+                }
+                return;
+            }
+            op::ERROR => {
+                tracing::warn!(node = %self.node, resource = %m.route.resource, content = %m.content.as_json(), "edge reported an error");
+                return;
+            }
+            _ => {}
+        }
+        if ResourcePath::parse_wire(&m.route.resource).is_err() {
+            metrics.malformed.fetch_add(1, Relaxed);
+            tracing::warn!(node = %self.node, resource = %m.route.resource, "upstream message with a malformed resource");
+            let _ = self.tx.try_write(m.error_response(&format!("malformed resource {:?}", m.route.resource)));
+            return;
+        }
+        let target = match m.route.source.as_str() {
+            source::TWIN => source::DEVICECONTROLLER,
+            source::METASERVER => source::DYNAMICCONTROLLER,
+            _ if m.route.group == edgehive_model::group::USER => source::ROUTER,
+            _ => source::EDGECONTROLLER,
+        };
+        let mut fwd = m;
+        let reply_to = fwd.clone();
+        fwd.route.resource = Text::from(edgehive_model::resource::add_node_prefix(&self.node, &fwd.route.resource));
+        match timeout(UPSTREAM_DEADLINE, self.ctx.send(target, fwd)).await {
+            Ok(Ok(())) => {
+                metrics.upstream.fetch_add(1, Relaxed);
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(node = %self.node, target, error = %e, "upstream message not delivered");
+                let _ = self.tx.try_write(reply_to.error_response(&format!("{target} cannot take the message: {e}")));
+            }
+            Err(_) => {
+                tracing::warn!(node = %self.node, target, "upstream message not taken within the deadline");
+                let _ = self.tx.try_write(reply_to.error_response(&format!("{target} is busy; try again")));
+            }
+        }
+    }
+}
+
+/// The Kubernetes kind for a KubeEdge resource type.
+fn kind_of(resource_type: &str) -> Text {
+    Text::from(match resource_type {
+        resource_type::POD => "Pod",
+        resource_type::CONFIGMAP => "ConfigMap",
+        resource_type::SECRET => "Secret",
+        resource_type::NODE => "Node",
+        resource_type::SERVICE => "Service",
+        resource_type::ENDPOINTS => "Endpoints",
+        resource_type::DEVICE => "Device",
+        _ => "",
+    })
+}
+
+fn keepalive_error(node: &str, interval: Duration) -> Message {
+    Message::new()
+        .with_route(source::CLOUDHUB, edgehive_model::group::RESOURCE, format!("node/{node}"), op::ERROR)
+        .with_content(Content::string(&format!("no keepalive within {interval:?}; session ended")))
+}
