@@ -1,1 +1,81 @@
-//! EdgeController.
+//! EdgeController: the bridge between the store and the edges.
+//!
+//! Downstream, it watches nodes, pods, configmaps and secrets and sends each
+//! edge node (a node labelled `node-role.kubernetes.io/edge`) the pods bound
+//! to it and the configmaps and secrets those pods use, with KubeEdge's
+//! resource strings (`node/{node}/{namespace}/{type}/{name}`) and the
+//! object's resourceVersion. A pod being deleted goes as an `update` with
+//! its deletionTimestamp; the pod is removed when the edge confirms. When a
+//! node (re)connects, everything it should have is offered again and
+//! CloudHub sends only what is newer than the node's success points.
+//!
+//! Upstream, it applies what edges report (registration, node status, pod
+//! status, leases, deletion confirmations) and answers their queries, under
+//! the NodeRestriction rule: a node touches only its own Node and Lease and
+//! its own pods' status, and reads only the configmaps and secrets its pods
+//! use. Anything else gets an error reply, is logged and counted, and the
+//! session goes on.
+//!
+//! **Architecture Invariant:** the controller never talks to a connection;
+//! it reaches edges only through CloudHub, by beehive messages.
+
+mod controller;
+pub mod index;
+mod metrics;
+mod upstream;
+mod watcher;
+
+use std::sync::Arc;
+
+use edgehive_beehive::{Module, ModuleContext, ModuleFuture};
+use edgehive_model::source;
+use edgehive_store::Store;
+use tokio_util::sync::CancellationToken;
+
+pub use metrics::Metrics;
+
+/// The EdgeController beehive module (name `edgecontroller`).
+#[derive(Debug)]
+pub struct EdgeController {
+    store: Store,
+    metrics: Arc<Metrics>,
+}
+
+impl EdgeController {
+    /// A controller over `store`.
+    pub fn new(store: Store) -> EdgeController {
+        EdgeController { store, metrics: Arc::default() }
+    }
+
+    /// Counters for Prometheus.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+}
+
+impl Module for EdgeController {
+    fn name(&self) -> &str {
+        source::EDGECONTROLLER
+    }
+
+    fn group(&self) -> &str {
+        source::EDGECONTROLLER
+    }
+
+    fn mailbox_capacity(&self) -> Option<usize> {
+        Some(8192)
+    }
+
+    fn run(self: Arc<Self>, ctx: ModuleContext, cancel: CancellationToken) -> ModuleFuture {
+        Box::pin(async move {
+            let controller = controller::Controller {
+                store: self.store.clone(),
+                ctx: ctx.context().clone(),
+                index: index::Index::default(),
+                metrics: self.metrics.clone(),
+            };
+            controller.run(ctx, cancel).await;
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,293 @@
+//! The controller task: store changes in, downstream messages out.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use edgehive_beehive::{Context, ModuleContext};
+use edgehive_model::{Content, Message, op, source};
+use edgehive_store::resources::{CONFIGMAPS, NODES, PODS, ResourceDef, SECRETS};
+use edgehive_store::{Object, Store, StoreError};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::index::{Index, Ref};
+use crate::metrics::Metrics;
+use crate::watcher::{self, Change};
+
+/// Longest wait for room in CloudHub's mailbox.
+const SEND_DEADLINE: Duration = Duration::from_secs(10);
+
+pub(crate) struct Controller {
+    pub(crate) store: Store,
+    pub(crate) ctx: Context,
+    pub(crate) index: Index,
+    pub(crate) metrics: Arc<Metrics>,
+}
+
+/// The KubeEdge resource type of a store resource.
+pub(crate) fn type_of(res: &ResourceDef) -> &'static str {
+    match res.kind {
+        "Pod" => "pod",
+        "ConfigMap" => "configmap",
+        "Secret" => "secret",
+        "Node" => "node",
+        _ => "",
+    }
+}
+
+/// The store resource of a KubeEdge resource type.
+pub(crate) fn resource_of(ty: &str) -> Option<&'static ResourceDef> {
+    match ty {
+        "pod" => Some(&PODS),
+        "configmap" => Some(&CONFIGMAPS),
+        "secret" => Some(&SECRETS),
+        "node" => Some(&NODES),
+        _ => None,
+    }
+}
+
+/// A downstream message for `node` carrying `obj`.
+pub(crate) fn object_message(node: &str, operation: &'static str, obj: &Object) -> Option<Message> {
+    let res = obj.resource();
+    let ns = if res.namespaced { obj.namespace() } else { edgehive_model::well_known::NULL_NAMESPACE };
+    let json = obj.json().ok()?;
+    let content = Content::from_json(String::from_utf8_lossy(json).into_owned()).ok()?;
+    Some(
+        Message::new()
+            .with_route(
+                source::EDGECONTROLLER,
+                edgehive_model::group::RESOURCE,
+                format!("node/{node}/{ns}/{}/{}", type_of(res), obj.name()),
+                operation,
+            )
+            .with_resource_version(obj.rev().to_string())
+            .with_content(content),
+    )
+}
+
+impl Controller {
+    pub(crate) async fn run(mut self, mut mctx: ModuleContext, cancel: CancellationToken) {
+        let (tx, mut changes) = mpsc::channel(4096);
+        let stop = cancel.child_token();
+        let mut watches = Vec::new();
+        // Nodes first, so that pods find their node's role known.
+        for res in [&NODES, &PODS, &CONFIGMAPS, &SECRETS] {
+            watches.push(tokio::spawn(watcher::watch(self.store.clone(), res, tx.clone(), stop.clone())));
+        }
+        drop(tx);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                c = changes.recv() => match c {
+                    Some(c) => self.on_change(c).await,
+                    None => break,
+                },
+                m = mctx.receive() => match m {
+                    Some(m) => self.on_message(m).await,
+                    None => break,
+                },
+            }
+        }
+        stop.cancel();
+        for w in watches {
+            let _ = w.await;
+        }
+    }
+
+    async fn send(&self, msg: Message) {
+        match tokio::time::timeout(SEND_DEADLINE, self.ctx.send(source::CLOUDHUB, msg)).await {
+            Ok(Ok(())) => {
+                self.metrics.downstream.fetch_add(1, Relaxed);
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "downstream message not taken by cloudhub"),
+            Err(_) => tracing::warn!("cloudhub did not take a downstream message in time"),
+        }
+    }
+
+    async fn send_object(&self, node: &str, operation: &'static str, obj: &Object) {
+        if let Some(m) = object_message(node, operation, obj) {
+            self.send(m).await;
+        } else {
+            tracing::warn!(key = obj.key(), "object does not encode; not sent");
+        }
+    }
+
+    /// Sends a configmap or secret a node started to need.
+    async fn send_ref(&self, node: &str, r: &Ref, operation: &'static str) {
+        let Some(res) = resource_of(r.kind) else { return };
+        match self.store.get(res, &r.namespace, &r.name).await {
+            Ok(obj) => self.send_object(node, operation, &obj).await,
+            // Not there yet: it is sent when it is created.
+            Err(StoreError::NotFound { .. }) => {}
+            Err(e) => tracing::warn!(node, name = %r.name, error = %e, "read object for a node"),
+        }
+    }
+
+    /// Tells a node to drop a configmap or secret it no longer needs.
+    async fn delete_ref(&self, node: &str, r: &Ref) {
+        let m = Message::new()
+            .with_route(
+                source::EDGECONTROLLER,
+                edgehive_model::group::RESOURCE,
+                format!("node/{node}/{}/{}/{}", r.namespace, r.kind, r.name),
+                op::DELETE,
+            )
+            .with_content(
+                Content::from_serialize(&serde_json::json!({"metadata": {"namespace": r.namespace, "name": r.name}}))
+                    .unwrap_or_default(),
+            );
+        self.send(m).await;
+    }
+
+    /// Sends everything `node` should have as `update`s; CloudHub sends only
+    /// what is newer than the node's success points.
+    pub(crate) async fn resync_node(&self, node: &str) {
+        if !self.index.is_edge(node) {
+            return;
+        }
+        let pods: Vec<_> = self.index.pods_on(node).cloned().collect();
+        for r in self.index.refs_of(node) {
+            self.send_ref(node, &r, op::UPDATE).await;
+        }
+        for (ns, name) in pods {
+            match self.store.get(&PODS, &ns, &name).await {
+                Ok(obj) => self.send_object(node, op::UPDATE, &obj).await,
+                Err(StoreError::NotFound { .. }) => {}
+                Err(e) => tracing::warn!(node, pod = %name, error = %e, "read pod for a node"),
+            }
+        }
+    }
+
+    async fn on_change(&mut self, c: Change) {
+        match c {
+            Change::Upsert { object, added } => self.upsert(&object, added).await,
+            Change::Deleted(object) => self.deleted(&object).await,
+            Change::Relisted { resource, objects } => {
+                // Objects the controller knew that are gone now.
+                let names: std::collections::HashSet<(String, String)> =
+                    objects.iter().map(|o| (o.namespace().to_owned(), o.name().to_owned())).collect();
+                if std::ptr::eq(resource, &PODS) {
+                    let known: Vec<(String, String)> = self
+                        .index
+                        .edge_nodes()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .iter()
+                        .flat_map(|n| self.index.pods_on(n).cloned().collect::<Vec<_>>())
+                        .filter(|k| !names.contains(k))
+                        .collect();
+                    for (ns, name) in known {
+                        let node = self.index.pod(&ns, &name).map(|p| p.node.clone()).unwrap_or_default();
+                        let lost = self.index.remove_pod(&ns, &name).lost;
+                        let m = Message::new()
+                            .with_route(
+                                source::EDGECONTROLLER,
+                                edgehive_model::group::RESOURCE,
+                                format!("node/{node}/{ns}/pod/{name}"),
+                                op::DELETE,
+                            )
+                            .with_content(
+                                Content::from_serialize(
+                                    &serde_json::json!({"metadata": {"namespace": ns, "name": name}}),
+                                )
+                                .unwrap_or_default(),
+                            );
+                        self.send(m).await;
+                        for (n, r) in lost {
+                            self.delete_ref(&n, &r).await;
+                        }
+                    }
+                }
+                for o in &objects {
+                    self.upsert(o, true).await;
+                }
+            }
+        }
+    }
+
+    async fn upsert(&mut self, obj: &Object, added: bool) {
+        let Ok(value) = obj.value() else {
+            tracing::warn!(key = obj.key(), "skipping an object that does not parse");
+            return;
+        };
+        let res = obj.resource();
+        if std::ptr::eq(res, &NODES) {
+            let was = self.index.is_edge(obj.name());
+            let edge = self.index.set_node(obj.name(), value);
+            if edge && !was {
+                // A node that just became an edge node gets its objects.
+                self.resync_node(obj.name()).await;
+            } else if edge && !added {
+                self.send_object(obj.name(), op::UPDATE, obj).await;
+            }
+            return;
+        }
+        if std::ptr::eq(res, &PODS) {
+            let before = self.index.pod(obj.namespace(), obj.name()).map(|p| p.node.clone());
+            let changes = self.index.set_pod(obj.namespace(), obj.name(), value);
+            for (node, r) in &changes.gained {
+                if self.index.is_edge(node) {
+                    self.send_ref(node, r, op::INSERT).await;
+                }
+            }
+            let node = self.index.pod(obj.namespace(), obj.name()).map(|p| p.node.clone());
+            if let Some(node) = &node
+                && self.index.is_edge(node)
+            {
+                let operation = if before.as_ref() == Some(node) && !added { op::UPDATE } else { op::INSERT };
+                self.send_object(node, operation, obj).await;
+            }
+            if let Some(old) = before.filter(|b| Some(b) != node.as_ref())
+                && self.index.is_edge(&old)
+            {
+                self.send_object(&old, op::DELETE, obj).await;
+            }
+            for (node, r) in &changes.lost {
+                if self.index.is_edge(node) {
+                    self.delete_ref(node, r).await;
+                }
+            }
+            return;
+        }
+        // A configmap or secret: to every edge node that uses it.
+        let r = Ref { kind: type_of(res), namespace: obj.namespace().to_owned(), name: obj.name().to_owned() };
+        let users: Vec<String> = self.index.users(&r).filter(|n| self.index.is_edge(n)).cloned().collect();
+        for node in users {
+            self.send_object(&node, if added { op::INSERT } else { op::UPDATE }, obj).await;
+        }
+    }
+
+    async fn deleted(&mut self, obj: &Object) {
+        let res = obj.resource();
+        if std::ptr::eq(res, &NODES) {
+            let was_edge = self.index.is_edge(obj.name());
+            self.index.remove_node(obj.name());
+            if was_edge {
+                // CloudHub ends the session and forgets the node's success points.
+                self.send_object(obj.name(), op::DELETE, obj).await;
+            }
+            return;
+        }
+        if std::ptr::eq(res, &PODS) {
+            let node = self.index.pod(obj.namespace(), obj.name()).map(|p| p.node.clone());
+            let changes = self.index.remove_pod(obj.namespace(), obj.name());
+            if let Some(node) = node
+                && self.index.is_edge(&node)
+            {
+                self.send_object(&node, op::DELETE, obj).await;
+            }
+            for (node, r) in &changes.lost {
+                if self.index.is_edge(node) {
+                    self.delete_ref(node, r).await;
+                }
+            }
+            return;
+        }
+        let r = Ref { kind: type_of(res), namespace: obj.namespace().to_owned(), name: obj.name().to_owned() };
+        let users: Vec<String> = self.index.users(&r).filter(|n| self.index.is_edge(n)).cloned().collect();
+        for node in users {
+            self.send_object(&node, op::DELETE, obj).await;
+        }
+    }
+}

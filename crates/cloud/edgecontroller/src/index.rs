@@ -1,0 +1,272 @@
+//! Which objects each edge node must have: the pods bound to it and the
+//! configmaps and secrets those pods use. A plain struct; the controller
+//! task turns its answers into messages.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use serde_json::Value;
+
+/// A configmap or secret a pod uses.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ref {
+    /// `configmap` or `secret` (KubeEdge's resource type).
+    pub kind: &'static str,
+    /// Namespace (the pod's).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+/// A pod as the index keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodEntry {
+    /// `spec.nodeName`.
+    pub node: String,
+    /// What it uses.
+    pub refs: BTreeSet<Ref>,
+}
+
+/// Label that marks an edge node.
+pub const EDGE_LABEL: &str = "node-role.kubernetes.io/edge";
+
+/// The per-node view.
+#[derive(Debug, Default)]
+pub struct Index {
+    edge_nodes: HashSet<String>,
+    pods: HashMap<(String, String), PodEntry>,
+    pods_by_node: HashMap<String, BTreeSet<(String, String)>>,
+    users: HashMap<Ref, HashMap<String, u32>>,
+}
+
+/// What changed for nodes when a pod changed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct RefChanges {
+    /// (node, ref) pairs the node needs from now on.
+    pub gained: Vec<(String, Ref)>,
+    /// (node, ref) pairs the node no longer needs.
+    pub lost: Vec<(String, Ref)>,
+}
+
+impl Index {
+    /// Whether `node` is an edge node.
+    pub fn is_edge(&self, node: &str) -> bool {
+        self.edge_nodes.contains(node)
+    }
+
+    /// Records a node's labels; true if it is an edge node.
+    pub fn set_node(&mut self, name: &str, node: &Value) -> bool {
+        let edge =
+            node.pointer("/metadata/labels").and_then(Value::as_object).is_some_and(|l| l.contains_key(EDGE_LABEL));
+        if edge {
+            self.edge_nodes.insert(name.to_owned());
+        } else {
+            self.edge_nodes.remove(name);
+        }
+        edge
+    }
+
+    /// Forgets a node.
+    pub fn remove_node(&mut self, name: &str) {
+        self.edge_nodes.remove(name);
+    }
+
+    /// Edge nodes known.
+    pub fn edge_nodes(&self) -> impl Iterator<Item = &String> {
+        self.edge_nodes.iter()
+    }
+
+    /// The pod entry, if bound.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&PodEntry> {
+        self.pods.get(&(namespace.to_owned(), name.to_owned()))
+    }
+
+    /// Pods bound to `node`.
+    pub fn pods_on(&self, node: &str) -> impl Iterator<Item = &(String, String)> {
+        self.pods_by_node.get(node).into_iter().flatten()
+    }
+
+    /// Objects `node` needs besides its pods.
+    pub fn refs_of(&self, node: &str) -> BTreeSet<Ref> {
+        self.pods_on(node).filter_map(|k| self.pods.get(k)).flat_map(|p| p.refs.iter().cloned()).collect()
+    }
+
+    /// Nodes that use `r`.
+    pub fn users(&self, r: &Ref) -> impl Iterator<Item = &String> {
+        self.users.get(r).into_iter().flat_map(|m| m.keys())
+    }
+
+    /// Whether `node` uses `r` (NodeRestriction for reads).
+    pub fn uses(&self, node: &str, r: &Ref) -> bool {
+        self.users.get(r).is_some_and(|m| m.contains_key(node))
+    }
+
+    /// Records a pod (bound or not); says which refs nodes gained or lost.
+    pub fn set_pod(&mut self, namespace: &str, name: &str, pod: &Value) -> RefChanges {
+        let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or_default();
+        if node.is_empty() {
+            return self.remove_pod(namespace, name);
+        }
+        let entry = PodEntry { node: node.to_owned(), refs: pod_refs(namespace, pod) };
+        let key = (namespace.to_owned(), name.to_owned());
+        let old = self.pods.insert(key.clone(), entry.clone());
+        let mut changes = RefChanges::default();
+        if let Some(old) = &old {
+            self.unuse(old, &key, &mut changes);
+        }
+        self.pods_by_node.entry(entry.node.clone()).or_default().insert(key);
+        for r in &entry.refs {
+            let n = self.users.entry(r.clone()).or_default().entry(entry.node.clone()).or_insert(0);
+            *n += 1;
+            if *n == 1 {
+                changes.gained.push((entry.node.clone(), r.clone()));
+            }
+        }
+        // A ref dropped and re-gained in the same change is neither.
+        changes.lost.retain(|l| !changes.gained.contains(l));
+        let gained_again: Vec<_> = changes
+            .gained
+            .iter()
+            .filter(|g| old.as_ref().is_some_and(|o| o.node == g.0 && o.refs.contains(&g.1)))
+            .cloned()
+            .collect();
+        changes.gained.retain(|g| !gained_again.contains(g));
+        changes
+    }
+
+    /// Forgets a pod; says which refs its node lost.
+    pub fn remove_pod(&mut self, namespace: &str, name: &str) -> RefChanges {
+        let key = (namespace.to_owned(), name.to_owned());
+        let mut changes = RefChanges::default();
+        if let Some(old) = self.pods.remove(&key) {
+            self.unuse(&old, &key, &mut changes);
+        }
+        changes
+    }
+
+    fn unuse(&mut self, old: &PodEntry, key: &(String, String), changes: &mut RefChanges) {
+        if let Some(set) = self.pods_by_node.get_mut(&old.node) {
+            set.remove(key);
+            if set.is_empty() {
+                self.pods_by_node.remove(&old.node);
+            }
+        }
+        for r in &old.refs {
+            if let Some(m) = self.users.get_mut(r) {
+                if let Some(n) = m.get_mut(&old.node) {
+                    *n -= 1;
+                    if *n == 0 {
+                        m.remove(&old.node);
+                        changes.lost.push((old.node.clone(), r.clone()));
+                    }
+                }
+                if m.is_empty() {
+                    self.users.remove(r);
+                }
+            }
+        }
+    }
+}
+
+/// The configmaps and secrets a pod uses: volumes (also projected), env
+/// `valueFrom` and `envFrom` of every container, image pull secrets.
+pub fn pod_refs(namespace: &str, pod: &Value) -> BTreeSet<Ref> {
+    let mut refs = BTreeSet::new();
+    let mut add = |kind: &'static str, name: Option<&Value>| {
+        if let Some(name) = name.and_then(Value::as_str).filter(|n| !n.is_empty()) {
+            refs.insert(Ref { kind, namespace: namespace.to_owned(), name: name.to_owned() });
+        }
+    };
+    let spec = pod.get("spec");
+    let arr = |v: Option<&Value>, k: &str| -> Vec<Value> {
+        v.and_then(|v| v.get(k)).and_then(Value::as_array).cloned().unwrap_or_default()
+    };
+    for vol in arr(spec, "volumes") {
+        add("configmap", vol.pointer("/configMap/name"));
+        add("secret", vol.pointer("/secret/secretName"));
+        for src in arr(vol.get("projected"), "sources") {
+            add("configmap", src.pointer("/configMap/name"));
+            add("secret", src.pointer("/secret/name"));
+        }
+    }
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
+        for c in arr(spec, list) {
+            for env in arr(Some(&c), "env") {
+                add("configmap", env.pointer("/valueFrom/configMapKeyRef/name"));
+                add("secret", env.pointer("/valueFrom/secretKeyRef/name"));
+            }
+            for from in arr(Some(&c), "envFrom") {
+                add("configmap", from.pointer("/configMapRef/name"));
+                add("secret", from.pointer("/secretRef/name"));
+            }
+        }
+    }
+    for s in arr(spec, "imagePullSecrets") {
+        add("secret", s.get("name"));
+    }
+    refs
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn r(kind: &'static str, name: &str) -> Ref {
+        Ref { kind, namespace: "default".into(), name: name.into() }
+    }
+
+    fn pod(node: &str, cm: &str) -> Value {
+        json!({"spec": {"nodeName": node, "volumes": [{"name": "v", "configMap": {"name": cm}}],
+            "containers": [{"name": "c", "env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+                "envFrom": [{"configMapRef": {"name": "env-cm"}}]}],
+            "imagePullSecrets": [{"name": "pull"}]}})
+    }
+
+    #[test]
+    fn refs_cover_volumes_env_and_pull_secrets() {
+        let refs = pod_refs("default", &pod("e1", "cfg"));
+        let want: BTreeSet<_> =
+            [r("configmap", "cfg"), r("configmap", "env-cm"), r("secret", "s"), r("secret", "pull")].into();
+        assert_eq!(refs, want);
+        let projected = json!({"spec": {"volumes": [{"projected": {"sources": [{"configMap": {"name": "a"}}, {"secret": {"name": "b"}}]}}]}});
+        assert_eq!(pod_refs("default", &projected), [r("configmap", "a"), r("secret", "b")].into());
+    }
+
+    #[test]
+    fn nodes_gain_and_lose_refs_with_their_pods() {
+        let mut ix = Index::default();
+        let c = ix.set_pod("default", "p1", &pod("e1", "cfg"));
+        assert_eq!(c.gained.len(), 4);
+        assert!(ix.uses("e1", &r("configmap", "cfg")));
+        assert!(!ix.uses("e2", &r("configmap", "cfg")));
+        // A second pod with the same refs gains nothing new.
+        let c = ix.set_pod("default", "p2", &pod("e1", "cfg"));
+        assert!(c.gained.is_empty() && c.lost.is_empty());
+        // Changing p2's configmap: gains the new one, loses nothing (p1 still uses cfg).
+        let c = ix.set_pod("default", "p2", &pod("e1", "other"));
+        assert_eq!(c.gained, vec![("e1".to_string(), r("configmap", "other"))]);
+        assert!(c.lost.is_empty());
+        ix.remove_pod("default", "p1");
+        let c = ix.remove_pod("default", "p2");
+        assert_eq!(c.lost.len(), 4, "{c:?}");
+        assert_eq!(ix.pods_on("e1").count(), 0);
+        assert!(!ix.uses("e1", &r("secret", "s")));
+    }
+
+    #[test]
+    fn an_unchanged_pod_update_changes_no_refs() {
+        let mut ix = Index::default();
+        ix.set_pod("default", "p", &pod("e1", "cfg"));
+        let c = ix.set_pod("default", "p", &pod("e1", "cfg"));
+        assert_eq!(c, RefChanges::default());
+    }
+
+    #[test]
+    fn edge_label_marks_edge_nodes() {
+        let mut ix = Index::default();
+        assert!(ix.set_node("e1", &json!({"metadata": {"labels": {EDGE_LABEL: ""}}})));
+        assert!(!ix.set_node("w1", &json!({"metadata": {"labels": {}}})));
+        assert!(ix.is_edge("e1") && !ix.is_edge("w1"));
+    }
+}

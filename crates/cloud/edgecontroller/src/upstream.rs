@@ -1,0 +1,261 @@
+//! What edges report and ask, with the NodeRestriction rule: a node may
+//! change only its own Node and Lease and the status of pods bound to it, and
+//! read only its Node and the configmaps and secrets its pods use.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use edgehive_model::{Content, Message, ResourcePath, Text, op, resource_type as rt, source};
+use edgehive_store::resources::{CONFIGMAPS, LEASES, NODES, PODS, SECRETS};
+use edgehive_store::{DeleteOptions, StoreError};
+use serde_json::{Value, json};
+
+use crate::controller::Controller;
+use crate::index::{EDGE_LABEL, Ref};
+
+/// Why an upstream request was refused.
+#[derive(Debug)]
+enum Refusal {
+    /// NodeRestriction: not this node's to read or change.
+    Forbidden(String),
+    /// Malformed or unsupported.
+    Invalid(String),
+    /// The store said no.
+    Store(StoreError),
+}
+
+impl From<StoreError> for Refusal {
+    fn from(e: StoreError) -> Self {
+        Refusal::Store(e)
+    }
+}
+
+/// A reply from the controller to an edge's message.
+fn reply(to: &Message, content: Content, rv: Option<u64>) -> Message {
+    let mut m = Message::new()
+        .with_route(source::EDGECONTROLLER, edgehive_model::group::RESOURCE, to.route.resource.clone(), op::RESPONSE)
+        .with_parent(to.header.msg_id.clone())
+        .with_content(content);
+    if let Some(rv) = rv {
+        m = m.with_resource_version(rv.to_string());
+    }
+    m
+}
+
+/// A Kubernetes `StatusError` as KubeEdge serialises it.
+fn status_error(code: u16, reason: &str, message: &str) -> Content {
+    Content::from_serialize(&json!({"ErrStatus": {"metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}}))
+        .unwrap_or_default()
+}
+
+fn object_content(obj: &edgehive_store::Object) -> Content {
+    obj.json().ok().and_then(|j| Content::from_json(String::from_utf8_lossy(j).into_owned()).ok()).unwrap_or_default()
+}
+
+/// `{"Object": obj, "Err": null}`, KubeEdge's reply to registration and leases.
+fn wrapped(obj: &edgehive_store::Object) -> Content {
+    let v = obj.value().cloned().unwrap_or(Value::Null);
+    Content::from_serialize(&json!({"Object": v, "Err": null})).unwrap_or_default()
+}
+
+impl Controller {
+    pub(crate) async fn on_message(&mut self, m: Message) {
+        if m.route.source == source::CLOUDHUB {
+            if m.route.operation == op::CONNECTED
+                && let Some(node) = m.route.resource.strip_prefix("node/")
+            {
+                let node = node.to_owned();
+                self.resync_node(&node).await;
+            }
+            return;
+        }
+        let Ok(res) = ResourcePath::parse_cloud(&m.route.resource) else {
+            tracing::warn!(resource = %m.route.resource, "upstream message without node/{{node}}/ resource; ignored");
+            return;
+        };
+        self.metrics.upstream.fetch_add(1, Relaxed);
+        let node = res.node.clone();
+        let result = self.handle(&node, &res.path, &m).await;
+        let answer = match result {
+            Ok(Some(answer)) => answer,
+            Ok(None) => return,
+            Err(Refusal::Forbidden(why)) => {
+                self.metrics.forbidden.fetch_add(1, Relaxed);
+                tracing::warn!(node = %node, operation = %m.route.operation, resource = %res.path, %why, "refused: not this node's");
+                m_error(&m, &format!("forbidden: {why}"))
+            }
+            Err(Refusal::Invalid(why)) => {
+                self.metrics.invalid.fetch_add(1, Relaxed);
+                tracing::warn!(node = %node, operation = %m.route.operation, resource = %res.path, %why, "refused: invalid request");
+                m_error(&m, &why)
+            }
+            Err(Refusal::Store(StoreError::NotFound { .. })) if m.route.operation == op::QUERY => {
+                let name = res.path.name.as_deref().unwrap_or_default();
+                reply(
+                    &m,
+                    status_error(404, "NotFound", &format!("{} {name:?} not found", res.path.resource_type)),
+                    None,
+                )
+            }
+            Err(Refusal::Store(e)) => {
+                tracing::warn!(node = %node, operation = %m.route.operation, resource = %res.path, error = %e, "upstream request failed");
+                m_error(&m, &e.to_string())
+            }
+        };
+        if let Err(e) = self.ctx.try_send(source::CLOUDHUB, answer) {
+            tracing::warn!(node = %node, error = %e, "reply not taken by cloudhub");
+        }
+    }
+
+    async fn handle(&mut self, node: &Text, path: &ResourcePath, m: &Message) -> Result<Option<Message>, Refusal> {
+        let ns = path.namespace.as_deref().unwrap_or_default();
+        let name = path.name.as_deref().unwrap_or_default();
+        let ty = path.resource_type.as_str();
+        match (m.route.operation.as_str(), ty) {
+            (op::QUERY, rt::CONFIGMAP | rt::SECRET) => {
+                let r = Ref {
+                    kind: if ty == rt::CONFIGMAP { "configmap" } else { "secret" },
+                    namespace: ns.to_owned(),
+                    name: name.to_owned(),
+                };
+                if !self.index.uses(node, &r) {
+                    return Err(Refusal::Forbidden(format!("no pod bound to node {node} uses {ty} {ns}/{name}")));
+                }
+                let res = if ty == rt::CONFIGMAP { &CONFIGMAPS } else { &SECRETS };
+                let obj = self.store.get(res, ns, name).await?;
+                Ok(Some(reply(m, object_content(&obj), Some(obj.rev()))))
+            }
+            (op::QUERY, rt::NODE) => {
+                own(node, name, "node")?;
+                let obj = self.store.get(&NODES, "", name).await?;
+                Ok(Some(reply(m, object_content(&obj), Some(obj.rev()))))
+            }
+            (op::INSERT, rt::NODE) => {
+                own(node, name, "node")?;
+                let mut v = m.content.to_value();
+                if !v.is_object() {
+                    return Err(Refusal::Invalid("node registration needs a Node object".into()));
+                }
+                v["apiVersion"] = json!("v1");
+                v["kind"] = json!("Node");
+                v["metadata"]["name"] = json!(name);
+                v["metadata"]["labels"][EDGE_LABEL] = json!("");
+                let obj = match self.store.create(&NODES, v).await {
+                    Ok(o) => o,
+                    Err(StoreError::AlreadyExists { .. }) => self.store.get(&NODES, "", name).await?,
+                    Err(e) => return Err(e.into()),
+                };
+                tracing::info!(node = %node, "node registered");
+                Ok(Some(reply(m, wrapped(&obj), Some(obj.rev()))))
+            }
+            (op::UPDATE, rt::NODESTATUS) => {
+                own(node, name, "node")?;
+                let req = m.content.to_value();
+                let status = req
+                    .get("Status")
+                    .cloned()
+                    .filter(Value::is_object)
+                    .ok_or_else(|| Refusal::Invalid("nodestatus needs a Status object".into()))?;
+                let uid = req.get("UID").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let obj = self
+                    .store
+                    .update_with(&NODES, "", name, |cur| {
+                        if !uid.is_empty() && cur.uid() != Some(uid.as_str()) {
+                            return Err(StoreError::Conflict {
+                                resource: "nodes".into(),
+                                name: name.into(),
+                                reason: "the node was replaced (uid differs)".into(),
+                            });
+                        }
+                        let mut v = cur.to_value()?;
+                        v["status"] = status.clone();
+                        Ok(Some(v))
+                    })
+                    .await?;
+                let mut answer = reply(m, Content::string("OK"), Some(obj.rev()));
+                answer.route.resource = Text::from(format!("node/{node}/{ns}/node/{name}"));
+                Ok(Some(answer))
+            }
+            (op::UPDATE, rt::PODSTATUS) => {
+                let pod = self
+                    .index
+                    .pod(ns, name)
+                    .ok_or_else(|| Refusal::Forbidden(format!("pod {ns}/{name} is not bound to node {node}")))?;
+                if pod.node != node.as_str() {
+                    return Err(Refusal::Forbidden(format!("pod {ns}/{name} is bound to another node")));
+                }
+                let req = m.content.to_value();
+                let status = req
+                    .get("Status")
+                    .or_else(|| req.get("status"))
+                    .cloned()
+                    .filter(Value::is_object)
+                    .ok_or_else(|| Refusal::Invalid("podstatus needs a Status object".into()))?;
+                let uid = req.get("UID").and_then(Value::as_str).unwrap_or_default().to_owned();
+                self.store
+                    .update_with(&PODS, ns, name, |cur| {
+                        if !uid.is_empty() && cur.uid() != Some(uid.as_str()) {
+                            return Ok(None);
+                        }
+                        let mut v = cur.to_value()?;
+                        v["status"] = status.clone();
+                        Ok(Some(v))
+                    })
+                    .await?;
+                Ok(None)
+            }
+            (op::DELETE, rt::POD) => {
+                // The edge confirms a graceful deletion: the pod goes now.
+                let pod = self
+                    .index
+                    .pod(ns, name)
+                    .ok_or_else(|| Refusal::Forbidden(format!("pod {ns}/{name} is not bound to node {node}")))?;
+                if pod.node != node.as_str() {
+                    return Err(Refusal::Forbidden(format!("pod {ns}/{name} is bound to another node")));
+                }
+                let uid = m.content.to_value().pointer("/metadata/uid").and_then(Value::as_str).map(str::to_owned);
+                let opts = DeleteOptions { uid, grace_period_seconds: Some(0), ..DeleteOptions::default() };
+                match self.store.delete(&PODS, ns, name, &opts).await {
+                    Ok(_) | Err(StoreError::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            (op::INSERT | op::UPDATE, rt::LEASE) => {
+                own(node, name, "lease")?;
+                let mut v = m.content.to_value();
+                if !v.is_object() {
+                    return Err(Refusal::Invalid("lease needs a Lease object".into()));
+                }
+                v["apiVersion"] = json!("coordination.k8s.io/v1");
+                v["kind"] = json!("Lease");
+                v["metadata"]["name"] = json!(name);
+                v["metadata"]["namespace"] = json!(ns);
+                let spec = v.get("spec").cloned().unwrap_or(Value::Null);
+                let obj = match self.store.create(&LEASES, v).await {
+                    Ok(o) => o,
+                    Err(StoreError::AlreadyExists { .. }) => {
+                        self.store
+                            .update_with(&LEASES, ns, name, |cur| {
+                                let mut v = cur.to_value()?;
+                                v["spec"] = spec.clone();
+                                Ok(Some(v))
+                            })
+                            .await?
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                Ok(Some(reply(m, wrapped(&obj), Some(obj.rev()))))
+            }
+            (operation, ty) => Err(Refusal::Invalid(format!("{operation} of {ty} is not supported"))),
+        }
+    }
+}
+
+fn own(node: &str, name: &str, what: &str) -> Result<(), Refusal> {
+    if node == name { Ok(()) } else { Err(Refusal::Forbidden(format!("node {node} may not touch {what} {name}"))) }
+}
+
+fn m_error(to: &Message, reason: &str) -> Message {
+    let mut m = reply(to, Content::string(reason), None);
+    m.route.operation = Text::from(op::ERROR);
+    m
+}

@@ -1,0 +1,232 @@
+//! A cloud (store + CloudHub + EdgeController on beehive) and simulated
+//! edges: viaduct clients that persist what they receive and ACK it.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use edgehive_beehive::Beehive;
+use edgehive_cloudhub::{CloudHub, CloudHubConfig, SuccessPoints};
+use edgehive_edgecontroller::EdgeController;
+use edgehive_model::{Content, Message, op};
+use edgehive_store::resources::{NODES, OBJECT_SYNCS, PODS};
+use edgehive_store::{BackendConfig, Store, StoreConfig};
+use edgehive_testkit::fixtures::TempDir;
+use edgehive_testkit::pki::{Issued, TestCa};
+use edgehive_viaduct::{ClientConfig, ClientTls, ConnTx, Identity, Server, ServerConfig, ServerTls};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub struct Cloud {
+    pub store: Store,
+    pub hub: Arc<CloudHub>,
+    pub controller: Arc<EdgeController>,
+    pub addr: SocketAddr,
+    pub ca: TestCa,
+    stop: CancellationToken,
+    hive: Option<JoinHandle<()>>,
+    _dir: TempDir,
+}
+
+impl Cloud {
+    pub async fn start(cfg: CloudHubConfig) -> Cloud {
+        let dir = TempDir::new("edgecontroller-delivery");
+        let store =
+            Store::open(StoreConfig::new(BackendConfig::Sqlite { path: dir.path().join("state.db"), fsync: false }))
+                .await
+                .unwrap();
+        let ca = TestCa::new("test-ca");
+        let server = ca.server();
+        let tls = ServerTls {
+            identity: Identity { cert_chain: vec![server.cert.clone()], key: server.key.clone_key() },
+            client_ca: vec![ca.cert.clone()],
+        };
+        let srv = Server::bind_ws(ServerConfig::new("127.0.0.1:0".parse().unwrap(), tls)).await.unwrap();
+        let addr = srv.local_addr();
+        let points = SuccessPoints::load(store.clone()).await.unwrap();
+        let hub = Arc::new(CloudHub::new(cfg, points, vec![srv]));
+        let controller = Arc::new(EdgeController::new(store.clone()));
+        let mut b = Beehive::builder();
+        b.register(hub.clone()).unwrap();
+        b.register(controller.clone()).unwrap();
+        let hive = b.build();
+        let stop = CancellationToken::new();
+        let running = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                hive.run(stop).await;
+            }
+        });
+        Cloud { store, hub, controller, addr, ca, stop, hive: Some(running), _dir: dir }
+    }
+
+    pub async fn stop(mut self) {
+        self.stop.cancel();
+        if let Some(h) = self.hive.take() {
+            h.await.unwrap();
+        }
+        self.store.close().await;
+    }
+
+    pub async fn edge_node(&self, name: &str) {
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"node-role.kubernetes.io/edge": ""}}});
+        self.store.create(&NODES, node).await.unwrap();
+    }
+
+    pub async fn pod(&self, name: &str, node: &str, configmap: Option<&str>) -> edgehive_store::Object {
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}});
+        if let Some(cm) = configmap {
+            pod["spec"]["volumes"] = json!([{"name": "cfg", "configMap": {"name": cm}}]);
+        }
+        self.store.create(&PODS, pod).await.unwrap()
+    }
+
+    pub async fn touch_pod(&self, name: &str, label: &str) -> edgehive_store::Object {
+        self.store
+            .update_with(&PODS, "default", name, |cur| {
+                let mut v = cur.to_value()?;
+                v["metadata"]["labels"] = json!({"v": label});
+                Ok(Some(v))
+            })
+            .await
+            .unwrap()
+    }
+
+    pub async fn object_sync_rv(&self, node: &str, uid: &str) -> Option<String> {
+        let o = self.store.get(&OBJECT_SYNCS, "default", &format!("{node}.{uid}")).await.ok()?;
+        o.value().ok()?.pointer("/status/objectResourceVersion")?.as_str().map(str::to_owned)
+    }
+
+    pub fn client_config(&self, node_id: &str, cert: &Issued) -> ClientConfig {
+        let tls = ClientTls {
+            identity: Identity { cert_chain: vec![cert.cert.clone()], key: cert.key.clone_key() },
+            server_ca: vec![self.ca.cert.clone()],
+        };
+        ClientConfig::new(self.addr.to_string(), node_id, tls)
+    }
+}
+
+/// What a simulated edge stores: resource → (resourceversion, content).
+pub type EdgeDb = Arc<Mutex<HashMap<String, (String, Value)>>>;
+
+pub struct Edge {
+    pub name: String,
+    pub db: EdgeDb,
+    /// Every object message received (also resends), in order.
+    pub received: Arc<Mutex<Vec<Message>>>,
+    /// Everything else received (replies, errors).
+    pub other: Arc<Mutex<Vec<Message>>>,
+    /// ACKs still to be dropped.
+    pub drop_acks: Arc<AtomicUsize>,
+    /// When set, nothing is ACKed.
+    pub hold_acks: Arc<AtomicBool>,
+    pub tx: ConnTx,
+    task: JoinHandle<()>,
+}
+
+impl Edge {
+    pub async fn connect(cloud: &Cloud, name: &str) -> Edge {
+        Edge::connect_with(cloud, name, EdgeDb::default()).await
+    }
+
+    /// Connects keeping a database from an earlier connection.
+    pub async fn connect_with(cloud: &Cloud, name: &str, db: EdgeDb) -> Edge {
+        let cert = cloud.ca.node(name);
+        let conn = edgehive_viaduct::ws::connect(&cloud.client_config(name, &cert)).await.unwrap();
+        let (tx, mut rx) = conn.split();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let other = Arc::new(Mutex::new(Vec::new()));
+        let drop_acks = Arc::new(AtomicUsize::new(0));
+        let hold_acks = Arc::new(AtomicBool::new(false));
+        tx.try_write(keepalive()).unwrap();
+        let task = tokio::spawn({
+            let (db, received, other, drop_acks, hold, tx) =
+                (db.clone(), received.clone(), other.clone(), drop_acks.clone(), hold_acks.clone(), tx.clone());
+            async move {
+                let mut tick = tokio::time::interval(Duration::from_millis(500));
+                loop {
+                    let m = tokio::select! {
+                        m = rx.recv() => match m { Some(m) => m, None => return },
+                        _ = tick.tick() => { let _ = tx.try_write(keepalive()); continue; }
+                    };
+                    if !matches!(m.route.operation.as_str(), op::INSERT | op::UPDATE | op::DELETE) {
+                        other.lock().unwrap().push(m);
+                        continue;
+                    }
+                    received.lock().unwrap().push(m.clone());
+                    {
+                        let mut db = db.lock().unwrap();
+                        if m.route.operation == op::DELETE {
+                            db.remove(m.route.resource.as_str());
+                        } else {
+                            db.insert(
+                                m.route.resource.to_string(),
+                                (m.header.resource_version.to_string(), m.content.to_value()),
+                            );
+                        }
+                    }
+                    if hold.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    if drop_acks.load(Ordering::SeqCst) > 0 {
+                        drop_acks.fetch_sub(1, Ordering::SeqCst);
+                        continue;
+                    }
+                    let _ = tx.try_write(m.response(Content::string("OK")));
+                }
+            }
+        });
+        Edge { name: name.into(), db, received, other, drop_acks, hold_acks, tx, task }
+    }
+
+    pub fn has(&self, resource: &str) -> Option<(String, Value)> {
+        self.db.lock().unwrap().get(resource).cloned()
+    }
+
+    /// Object messages received for `resource`.
+    pub fn receipts(&self, resource: &str) -> Vec<Message> {
+        self.received.lock().unwrap().iter().filter(|m| m.route.resource == resource).cloned().collect()
+    }
+
+    pub fn others(&self) -> Vec<Message> {
+        self.other.lock().unwrap().clone()
+    }
+
+    pub async fn disconnect(self) -> EdgeDb {
+        self.tx.close();
+        self.task.abort();
+        let _ = self.task.await;
+        self.db
+    }
+}
+
+pub fn keepalive() -> Message {
+    Message::new().with_route("websocket", "resource", "node", op::KEEPALIVE).with_content(Content::string("ping"))
+}
+
+/// Waits until `f` holds, polling; panics with `what` after `deadline`.
+pub async fn eventually<F: FnMut() -> bool>(what: &str, deadline: Duration, mut f: F) {
+    let end = tokio::time::Instant::now() + deadline;
+    while !f() {
+        assert!(tokio::time::Instant::now() < end, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Async version of [`eventually`].
+pub async fn eventually_async<F, Fut>(what: &str, deadline: Duration, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let end = tokio::time::Instant::now() + deadline;
+    while !f().await {
+        assert!(tokio::time::Instant::now() < end, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

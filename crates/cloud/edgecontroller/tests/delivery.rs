@@ -1,0 +1,212 @@
+//! Reliable delivery end to end: store → EdgeController → CloudHub →
+//! viaduct → a simulated edge that persists and ACKs.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::*;
+use edgehive_cloudhub::CloudHubConfig;
+use edgehive_cloudhub::pool::PoolConfig;
+use edgehive_store::resources::CONFIGMAPS;
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn fast_resend() -> CloudHubConfig {
+    CloudHubConfig {
+        pool: PoolConfig { ack_timeout: Duration::from_millis(300), ..PoolConfig::default() },
+        points_flush_interval: Duration::from_millis(10),
+        ..CloudHubConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_and_its_configmap_reach_the_node_and_success_points_are_recorded() {
+    let cloud = Cloud::start(fast_resend()).await;
+    cloud.edge_node("edge-1").await;
+    cloud.edge_node("edge-2").await;
+    let edge = Edge::connect(&cloud, "edge-1").await;
+    let other = Edge::connect(&cloud, "edge-2").await;
+    eventually("both nodes connected", WAIT, || cloud.hub.connected_nodes().len() == 2).await;
+
+    let cm = cloud
+        .store
+        .create(&CONFIGMAPS, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "default"}, "data": {"a": "1"}}))
+        .await
+        .unwrap();
+    let pod = cloud.pod("web", "edge-1", Some("cfg")).await;
+    eventually("pod at the edge", WAIT, || edge.has("default/pod/web").is_some()).await;
+    eventually("configmap at the edge", WAIT, || edge.has("default/configmap/cfg").is_some()).await;
+    let (rv, content) = edge.has("default/pod/web").unwrap();
+    assert_eq!(rv, pod.rev().to_string(), "the message carries the object's resourceVersion");
+    assert_eq!(content["metadata"]["uid"], pod.uid().unwrap());
+    assert_eq!(content["kind"], "Pod");
+    let ins = edge.receipts("default/pod/web");
+    assert_eq!(ins[0].route.operation, "insert");
+    assert_eq!(ins[0].route.source, "edgecontroller");
+
+    let uid = pod.uid().unwrap().to_owned();
+    let want = pod.rev().to_string();
+    eventually_async("pod success point stored as ObjectSync", WAIT, || {
+        let (cloud, uid, want) = (&cloud, uid.clone(), want.clone());
+        async move { cloud.object_sync_rv("edge-1", &uid).await.as_deref() == Some(want.as_str()) }
+    })
+    .await;
+    let cm_uid = cm.uid().unwrap().to_owned();
+    eventually_async("configmap success point stored", WAIT, || {
+        let (cloud, uid) = (&cloud, cm_uid.clone());
+        async move { cloud.object_sync_rv("edge-1", &uid).await.is_some() }
+    })
+    .await;
+    // The other node got nothing of edge-1's.
+    assert!(other.has("default/pod/web").is_none() && other.has("default/configmap/cfg").is_none());
+
+    // An update of the configmap goes to the node that uses it.
+    cloud
+        .store
+        .update_with(&CONFIGMAPS, "default", "cfg", |cur| {
+            let mut v = cur.to_value()?;
+            v["data"]["a"] = json!("2");
+            Ok(Some(v))
+        })
+        .await
+        .unwrap();
+    eventually("configmap update at the edge", WAIT, || {
+        edge.has("default/configmap/cfg").is_some_and(|(_, v)| v["data"]["a"] == "2")
+    })
+    .await;
+
+    // Graceful delete: the edge gets an update with deletionTimestamp, then
+    // (once it confirms) the delete, and the success point goes away.
+    cloud.store.delete(&edgehive_store::resources::PODS, "default", "web", &Default::default()).await.unwrap();
+    eventually("deletionTimestamp at the edge", WAIT, || {
+        edge.has("default/pod/web").is_some_and(|(_, v)| v["metadata"]["deletionTimestamp"].is_string())
+    })
+    .await;
+    let confirm = edgehive_model::Message::new()
+        .with_route("edged", "meta", "default/pod/web", "delete")
+        .with_content(edgehive_model::Content::from_serialize(&json!({"metadata": {"uid": uid}})).unwrap());
+    edge.tx.try_write(confirm).unwrap();
+    eventually("pod removed at the edge", WAIT, || edge.has("default/pod/web").is_none()).await;
+    eventually_async("pod success point removed", WAIT, || {
+        let (cloud, uid) = (&cloud, uid.clone());
+        async move { cloud.object_sync_rv("edge-1", &uid).await.is_none() }
+    })
+    .await;
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_acks_cause_resends_and_the_object_is_applied_once() {
+    let cloud = Cloud::start(fast_resend()).await;
+    cloud.edge_node("edge-1").await;
+    let edge = Edge::connect(&cloud, "edge-1").await;
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    edge.drop_acks.store(2, Ordering::SeqCst);
+    let pod = cloud.pod("web", "edge-1", None).await;
+    eventually("three sends", WAIT, || edge.receipts("default/pod/web").len() >= 3).await;
+    let uid = pod.uid().unwrap().to_owned();
+    eventually_async("success point after the third send", WAIT, || {
+        let (cloud, uid) = (&cloud, uid.clone());
+        async move { cloud.object_sync_rv("edge-1", &uid).await.is_some() }
+    })
+    .await;
+    let sends = edge.receipts("default/pod/web");
+    assert_eq!(sends.len(), 3, "no send after the ACK");
+    assert!(sends.iter().all(|m| m.header.msg_id == sends[0].header.msg_id), "resends carry the same msg_id");
+    assert_eq!(edge.db.lock().unwrap().len(), 1, "stored once");
+    assert!(cloud.hub.metrics().resent.load(Ordering::Relaxed) >= 2);
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_quick_updates_collapse_to_the_latest() {
+    let cloud = Cloud::start(CloudHubConfig {
+        pool: PoolConfig { ack_timeout: Duration::from_secs(2), ..PoolConfig::default() },
+        ..CloudHubConfig::default()
+    })
+    .await;
+    cloud.edge_node("edge-1").await;
+    let edge = Edge::connect(&cloud, "edge-1").await;
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    // The first version's ACK is lost, so the updates pile up behind it.
+    edge.drop_acks.store(1, Ordering::SeqCst);
+    cloud.pod("web", "edge-1", None).await;
+    eventually("first version", WAIT, || !edge.receipts("default/pod/web").is_empty()).await;
+    let mut last = None;
+    for i in 0..10 {
+        last = Some(cloud.touch_pod("web", &i.to_string()).await);
+    }
+    let last = last.unwrap().rev().to_string();
+    eventually("latest version at the edge", WAIT, || edge.has("default/pod/web").is_some_and(|(rv, _)| rv == last))
+        .await;
+    let mut versions: Vec<String> =
+        edge.receipts("default/pod/web").iter().map(|m| m.header.resource_version.to_string()).collect();
+    versions.dedup();
+    assert_eq!(versions.len(), 2, "the first version (sent twice) and the latest only: {versions:?}");
+    assert_eq!(versions[1], last);
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_offline_node_gets_only_what_changed_after_reconnecting() {
+    let cloud = Cloud::start(fast_resend()).await;
+    cloud.edge_node("edge-1").await;
+    let edge = Edge::connect(&cloud, "edge-1").await;
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    for i in 0..20 {
+        cloud.pod(&format!("p{i}"), "edge-1", None).await;
+    }
+    eventually("all pods delivered", WAIT, || edge.db.lock().unwrap().len() == 20).await;
+    eventually("all success points", WAIT, || cloud.hub.points().len() == 20).await;
+    let db = edge.disconnect().await;
+    eventually("disconnected", WAIT, || cloud.hub.connected_nodes().is_empty()).await;
+
+    // While it is away: 2 pods change, 1 is created.
+    cloud.touch_pod("p3", "x").await;
+    cloud.touch_pod("p7", "x").await;
+    cloud.pod("p20", "edge-1", None).await;
+    assert!(cloud.hub.metrics().dropped_offline.load(Ordering::Relaxed) >= 3, "nothing queued for an offline node");
+
+    let edge = Edge::connect_with(&cloud, "edge-1", db).await;
+    eventually("new pod delivered", WAIT, || edge.has("default/pod/p20").is_some()).await;
+    eventually("changes delivered", WAIT, || {
+        edge.has("default/pod/p3").is_some_and(|(_, v)| v["metadata"]["labels"]["v"] == "x")
+            && edge.has("default/pod/p7").is_some_and(|(_, v)| v["metadata"]["labels"]["v"] == "x")
+    })
+    .await;
+    // Give unchanged objects every chance to be (wrongly) sent.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut sent: Vec<String> = edge.received.lock().unwrap().iter().map(|m| m.route.resource.to_string()).collect();
+    sent.sort();
+    assert_eq!(sent, ["default/pod/p20", "default/pod/p3", "default/pod/p7"]);
+    // Recovered objects arrive as updates (the edge upserts).
+    assert!(edge.received.lock().unwrap().iter().all(|m| m.route.operation == "update"));
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_node_does_not_slow_the_others() {
+    let cloud = Cloud::start(CloudHubConfig {
+        pool: PoolConfig { window: 8, ..PoolConfig::default() },
+        ..CloudHubConfig::default()
+    })
+    .await;
+    cloud.edge_node("stuck").await;
+    cloud.edge_node("good").await;
+    let stuck = Edge::connect(&cloud, "stuck").await;
+    stuck.hold_acks.store(true, Ordering::SeqCst);
+    let good = Edge::connect(&cloud, "good").await;
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 2).await;
+    for i in 0..100 {
+        cloud.pod(&format!("s{i}"), "stuck", None).await;
+        cloud.pod(&format!("g{i}"), "good", None).await;
+    }
+    eventually("the good node has all its pods", WAIT, || good.db.lock().unwrap().len() == 100).await;
+    // The stuck node has only its window's worth in flight.
+    assert_eq!(stuck.received.lock().unwrap().len(), 8);
+    cloud.stop().await;
+}
