@@ -1,0 +1,197 @@
+//! CloudHub sessions: node identity, node limit, keepalive expiry, a newer
+//! connection replacing the old, and the NodeRestriction rule upstream.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::*;
+use edgehive_cloudhub::CloudHubConfig;
+use edgehive_model::{Content, Message};
+use edgehive_store::resources::{CONFIGMAPS, NODES, PODS, SECRETS};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_for_another_node_is_refused_with_a_reason() {
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    let cert = cloud.ca.node("edge-2");
+    let conn = edgehive_viaduct::ws::connect(&cloud.client_config("edge-1", &cert)).await.unwrap();
+    let (_tx, mut rx) = conn.split();
+    let refusal = tokio::time::timeout(WAIT, rx.recv()).await.unwrap().expect("a message before the close");
+    assert_eq!(refusal.route.operation, "error");
+    let why = refusal.content.as_text().unwrap().into_owned();
+    assert!(why.contains("does not match the client certificate") && why.contains("system:node:edge-1"), "{why}");
+    assert!(tokio::time::timeout(WAIT, rx.recv()).await.unwrap().is_none(), "then the connection closes");
+    assert_eq!(cloud.hub.metrics().refused_identity.load(Ordering::Relaxed), 1);
+    assert!(cloud.hub.connected_nodes().is_empty());
+    // The right certificate still works.
+    let _ok = Edge::connect(&cloud, "edge-1").await;
+    eventually("edge-1 connected", WAIT, || cloud.hub.connected_nodes() == ["edge-1"]).await;
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_certificates_are_accepted_only_when_switched_on() {
+    let cloud = Cloud::start(CloudHubConfig { require_node_certificate: false, ..CloudHubConfig::default() }).await;
+    // A KubeEdge v1.15 edge certificate names no node.
+    let cert = cloud.ca.client("kubeedge.io", Some("kubeEdge"));
+    let conn = edgehive_viaduct::ws::connect(&cloud.client_config("edge-1", &cert)).await.unwrap();
+    conn.tx.try_write(keepalive()).unwrap();
+    eventually("edge-1 connected", WAIT, || cloud.hub.connected_nodes() == ["edge-1"]).await;
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_limit_refuses_with_a_reason_and_spares_known_nodes() {
+    let cloud = Cloud::start(CloudHubConfig { node_limit: 1, ..CloudHubConfig::default() }).await;
+    let _first = Edge::connect(&cloud, "edge-1").await;
+    eventually("edge-1 connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    let cert = cloud.ca.node("edge-2");
+    let conn = edgehive_viaduct::ws::connect(&cloud.client_config("edge-2", &cert)).await.unwrap();
+    let (_tx, mut rx) = conn.split();
+    let refusal = tokio::time::timeout(WAIT, rx.recv()).await.unwrap().unwrap();
+    assert!(refusal.content.as_text().unwrap().contains("at most 1 nodes"));
+    assert!(tokio::time::timeout(WAIT, rx.recv()).await.unwrap().is_none());
+    assert_eq!(cloud.hub.metrics().refused_limit.load(Ordering::Relaxed), 1);
+    // A node already connected may reconnect at the limit (it replaces itself).
+    let again = Edge::connect(&cloud, "edge-1").await;
+    eventually("replaced", WAIT, || cloud.hub.metrics().replaced.load(Ordering::Relaxed) == 1).await;
+    assert_eq!(cloud.hub.connected_nodes(), ["edge-1"]);
+    drop(again);
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_connection_replaces_the_old_and_gets_the_deliveries() {
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    cloud.edge_node("edge-1").await;
+    let old = Edge::connect(&cloud, "edge-1").await;
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    let new = Edge::connect(&cloud, "edge-1").await;
+    eventually("replaced", WAIT, || cloud.hub.metrics().replaced.load(Ordering::Relaxed) == 1).await;
+    eventually("old connection closed", WAIT, || old.tx.is_closed()).await;
+    cloud.pod("web", "edge-1", None).await;
+    eventually("pod on the new connection", WAIT, || new.has("default/pod/web").is_some()).await;
+    assert_eq!(cloud.hub.connected_nodes(), ["edge-1"], "still one session, not a disconnect");
+    assert_eq!(cloud.hub.metrics().connected.load(Ordering::Relaxed), 1);
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_without_keepalive_expires() {
+    let cloud =
+        Cloud::start(CloudHubConfig { keepalive_interval: Duration::from_millis(300), ..CloudHubConfig::default() })
+            .await;
+    let cert = cloud.ca.node("edge-1");
+    let conn = edgehive_viaduct::ws::connect(&cloud.client_config("edge-1", &cert)).await.unwrap();
+    let (tx, mut rx) = conn.split();
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    // Sending other things does not keep the session alive; only keepalive does.
+    let end = tokio::time::timeout(WAIT, async {
+        loop {
+            let _ = tx.try_write(Message::new().with_route("edged", "meta", "default/podstatus/x", "update"));
+            match tokio::time::timeout(Duration::from_millis(50), rx.recv()).await {
+                Ok(None) => return,
+                Ok(Some(m)) if m.route.operation == "error" && m.content.as_text().unwrap().contains("keepalive") => {}
+                _ => {}
+            }
+        }
+    })
+    .await;
+    assert!(end.is_ok(), "the session ends");
+    eventually("disconnected", WAIT, || cloud.hub.connected_nodes().is_empty()).await;
+    assert_eq!(cloud.hub.metrics().keepalive_expired.load(Ordering::Relaxed), 1);
+    cloud.stop().await;
+}
+
+fn req(operation: &'static str, resource: &str, content: serde_json::Value) -> Message {
+    Message::new()
+        .with_route("edged", "meta", resource.to_string(), operation)
+        .with_content(Content::from_serialize(&content).unwrap())
+}
+
+async fn ask(edge: &Edge, m: Message) -> Message {
+    let id = m.header.msg_id.clone();
+    edge.tx.try_write(m).unwrap();
+    let mut answer = None;
+    eventually("an answer", WAIT, || {
+        answer = edge.others().into_iter().find(|a| a.header.parent_msg_id == id);
+        answer.is_some()
+    })
+    .await;
+    answer.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_may_touch_only_what_is_its_own() {
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    cloud.edge_node("a").await;
+    cloud.edge_node("b").await;
+    for (kind, res) in [("ConfigMap", &CONFIGMAPS), ("Secret", &SECRETS)] {
+        for owner in ["a", "b"] {
+            cloud
+                .store
+                .create(res, json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": format!("{owner}-data"), "namespace": "default"}}))
+                .await
+                .unwrap();
+        }
+    }
+    for owner in ["a", "b"] {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("{owner}-pod"), "namespace": "default"},
+            "spec": {"nodeName": owner, "containers": [{"name": "c", "image": "i",
+                "envFrom": [{"secretRef": {"name": format!("{owner}-data")}}, {"configMapRef": {"name": format!("{owner}-data")}}]}]}});
+        cloud.store.create(&PODS, pod).await.unwrap();
+    }
+    let a = Edge::connect(&cloud, "a").await;
+    eventually("a has its pod", WAIT, || a.has("default/pod/a-pod").is_some()).await;
+    let forbidden_before = cloud.controller.metrics().forbidden.load(Ordering::Relaxed);
+
+    // Its own secret: answered with the object.
+    let own = ask(&a, req("query", "default/secret/a-data", json!(null))).await;
+    assert_eq!(own.route.operation, "response");
+    assert_eq!(own.content.to_value()["metadata"]["name"], "a-data");
+    // B's secret and configmap: refused.
+    for res in ["default/secret/b-data", "default/configmap/b-data"] {
+        let no = ask(&a, req("query", res, json!(null))).await;
+        assert_eq!(no.route.operation, "error", "{res}");
+        assert!(no.content.as_text().unwrap().contains("forbidden"), "{res}");
+    }
+    // Patching B's node status, and B's pod status: refused, nothing changes.
+    let b_node = cloud.store.get(&NODES, "", "b").await.unwrap();
+    let no =
+        ask(&a, req("update", "default/nodestatus/b", json!({"UID": b_node.uid(), "Status": {"phase": "Running"}})))
+            .await;
+    assert_eq!(no.route.operation, "error");
+    let b_pod = cloud.store.get(&PODS, "default", "b-pod").await.unwrap();
+    let no =
+        ask(&a, req("update", "default/podstatus/b-pod", json!({"UID": b_pod.uid(), "Status": {"phase": "Failed"}})))
+            .await;
+    assert_eq!(no.route.operation, "error");
+    assert_eq!(cloud.store.get(&NODES, "", "b").await.unwrap().rev(), b_node.rev());
+    assert_eq!(cloud.store.get(&PODS, "default", "b-pod").await.unwrap().rev(), b_pod.rev());
+    assert_eq!(cloud.controller.metrics().forbidden.load(Ordering::Relaxed) - forbidden_before, 4);
+
+    // The session goes on: its own pod status is applied.
+    let a_pod = cloud.store.get(&PODS, "default", "a-pod").await.unwrap();
+    a.tx.try_write(req(
+        "update",
+        "default/podstatus/a-pod",
+        json!({"UID": a_pod.uid(), "Status": {"phase": "Running"}}),
+    ))
+    .unwrap();
+    eventually_async("own pod status applied", WAIT, || {
+        let cloud = &cloud;
+        async move {
+            cloud.store.get(&PODS, "default", "a-pod").await.unwrap().value().unwrap()["status"]["phase"] == "Running"
+        }
+    })
+    .await;
+    // Its own Node is readable.
+    let unknown = ask(&a, req("query", "default/node/a", json!(null))).await;
+    assert_eq!(unknown.route.operation, "response");
+    cloud.stop().await;
+}
