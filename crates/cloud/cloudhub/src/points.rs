@@ -14,9 +14,10 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use edgehive_model::Text;
-use edgehive_store::resources::{CLUSTER_OBJECT_SYNCS, OBJECT_SYNCS, ResourceDef};
+use edgehive_store::objectsync::{SyncRecord, sync_name, sync_resource};
+use edgehive_store::resources::{CLUSTER_OBJECT_SYNCS, OBJECT_SYNCS};
 use edgehive_store::{DeleteOptions, ListOptions, Store, StoreError};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -55,7 +56,6 @@ pub struct SuccessPoints {
     wake: Notify,
 }
 
-const API_VERSION: &str = "reliablesyncs.kubeedge.io/v1alpha1";
 /// Store writes in flight while flushing.
 const FLUSH_CONCURRENCY: usize = 32;
 
@@ -74,9 +74,16 @@ impl SuccessPoints {
             loop {
                 let page = points.store.list(res, &opts).await?;
                 for obj in &page.items {
-                    match obj.value().ok().and_then(|v| parse(res, v)) {
-                        Some((node, uid, p)) => {
-                            points.node(&node).lock().map(|mut n| n.insert(uid, p)).ok();
+                    match obj.value().ok().and_then(|v| SyncRecord::parse(res, v)) {
+                        Some(r) => {
+                            let p = Point {
+                                rv: r.rv,
+                                namespace: Text::from(r.namespace),
+                                name: Text::from(r.name),
+                                api_version: Text::from(r.api_version),
+                                kind: Text::from(r.kind),
+                            };
+                            lock(&points.node(&r.node)).insert(Text::from(r.uid), p);
                             loaded += 1;
                         }
                         None => tracing::warn!(key = obj.key(), "skipping a success point that does not parse"),
@@ -217,17 +224,17 @@ impl SuccessPoints {
     }
 
     async fn write(&self, node: &str, uid: &str, change: &Change) -> Result<(), StoreError> {
-        let name = format!("{node}.{uid}");
+        let name = sync_name(node, uid);
         match change {
             Change::Remove(p) => {
-                let res = resource_for(p);
+                let res = sync_resource(&p.namespace);
                 match self.store.delete(res, &p.namespace, &name, &DeleteOptions::default()).await {
                     Ok(_) | Err(StoreError::NotFound { .. }) => Ok(()),
                     Err(e) => Err(e),
                 }
             }
             Change::Set(p) => {
-                let res = resource_for(p);
+                let res = sync_resource(&p.namespace);
                 let rv = p.rv.to_string();
                 let updated = self
                     .store
@@ -240,52 +247,21 @@ impl SuccessPoints {
                 match updated {
                     Ok(_) => Ok(()),
                     Err(StoreError::NotFound { .. }) => {
-                        let mut obj = json!({
-                            "apiVersion": API_VERSION,
-                            "kind": res.kind,
-                            "metadata": { "name": name },
-                            "spec": { "objectAPIVersion": &*p.api_version, "objectKind": &*p.kind, "objectName": &*p.name },
-                            "status": { "objectResourceVersion": rv },
-                        });
-                        if res.namespaced {
-                            obj["metadata"]["namespace"] = json!(&*p.namespace);
-                        }
-                        match self.store.create(res, obj).await {
-                            Ok(_) => Ok(()),
-                            // Written meanwhile by an earlier flush still in flight: retried.
-                            Err(e) => Err(e),
-                        }
+                        let record = SyncRecord {
+                            node: node.to_owned(),
+                            uid: uid.to_owned(),
+                            rv: p.rv,
+                            api_version: p.api_version.to_string(),
+                            kind: p.kind.to_string(),
+                            namespace: p.namespace.to_string(),
+                            name: p.name.to_string(),
+                        };
+                        // Created meanwhile by another writer: the retry updates it.
+                        self.store.create(res, record.to_object()).await.map(|_| ())
                     }
                     Err(e) => Err(e),
                 }
             }
         }
     }
-}
-
-fn resource_for(p: &Point) -> &'static ResourceDef {
-    if p.namespace.is_empty() { &CLUSTER_OBJECT_SYNCS } else { &OBJECT_SYNCS }
-}
-
-/// Reads a stored ObjectSync / ClusterObjectSync as (node, uid, point).
-fn parse(res: &'static ResourceDef, v: &Value) -> Option<(String, Text, Point)> {
-    let name = v.pointer("/metadata/name")?.as_str()?;
-    let (node, uid) = name.rsplit_once('.')?;
-    if node.is_empty() || uid.is_empty() {
-        return None;
-    }
-    let s = |p: &str| v.pointer(p).and_then(Value::as_str).map(Text::copy_from);
-    let rv = v.pointer("/status/objectResourceVersion").and_then(Value::as_str).unwrap_or("0").parse().ok()?;
-    let namespace = if res.namespaced { s("/metadata/namespace")? } else { Text::EMPTY };
-    Some((
-        node.to_owned(),
-        Text::copy_from(uid),
-        Point {
-            rv,
-            namespace,
-            name: s("/spec/objectName")?,
-            api_version: s("/spec/objectAPIVersion").unwrap_or_default(),
-            kind: s("/spec/objectKind").unwrap_or_default(),
-        },
-    ))
 }

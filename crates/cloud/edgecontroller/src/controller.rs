@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use edgehive_beehive::{Context, ModuleContext};
 use edgehive_model::{Content, Message, op, source};
+use edgehive_store::informer::{Change, inform};
 use edgehive_store::resources::{CONFIGMAPS, NODES, PODS, ResourceDef, SECRETS};
 use edgehive_store::{Object, Store, StoreError};
 use tokio::sync::mpsc;
@@ -13,7 +14,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::index::{Index, Ref};
 use crate::metrics::Metrics;
-use crate::watcher::{self, Change};
 
 /// Longest wait for room in CloudHub's mailbox.
 const SEND_DEADLINE: Duration = Duration::from_secs(10);
@@ -73,7 +73,7 @@ impl Controller {
         let mut watches = Vec::new();
         // Nodes first, so that pods find their node's role known.
         for res in [&NODES, &PODS, &CONFIGMAPS, &SECRETS] {
-            watches.push(tokio::spawn(watcher::watch(self.store.clone(), res, tx.clone(), stop.clone())));
+            watches.push(tokio::spawn(inform(self.store.clone(), res, tx.clone(), stop.clone())));
         }
         drop(tx);
         loop {

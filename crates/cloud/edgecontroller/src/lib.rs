@@ -23,7 +23,6 @@ mod controller;
 pub mod index;
 mod metrics;
 mod upstream;
-mod watcher;
 
 use std::sync::Arc;
 

@@ -210,3 +210,59 @@ async fn a_stuck_node_does_not_slow_the_others() {
     assert_eq!(stuck.received.lock().unwrap().len(), 8);
     cloud.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletions_and_replacements_while_offline_reach_the_node() {
+    let cloud = Cloud::start(fast_resend()).await;
+    cloud.edge_node("edge-1").await;
+    let edge = Edge::connect(&cloud, "edge-1").await;
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    for i in 0..5 {
+        cloud.pod(&format!("p{i}"), "edge-1", None).await;
+    }
+    eventually("all pods delivered", WAIT, || edge.db.lock().unwrap().len() == 5).await;
+    eventually("all success points", WAIT, || cloud.hub.points().len() == 5).await;
+    let db = edge.disconnect().await;
+    eventually("disconnected", WAIT, || cloud.hub.connected_nodes().is_empty()).await;
+
+    // Away: p1 is deleted for good; p2 is deleted and created again (new uid).
+    let force = edgehive_store::DeleteOptions { grace_period_seconds: Some(0), ..Default::default() };
+    cloud.store.delete(&edgehive_store::resources::PODS, "default", "p1", &force).await.unwrap();
+    cloud.store.delete(&edgehive_store::resources::PODS, "default", "p2", &force).await.unwrap();
+    let p2 = cloud.pod("p2", "edge-1", None).await;
+
+    let edge = Edge::connect_with(&cloud, "edge-1", db).await;
+    eventually("p1 deleted at the edge", WAIT, || edge.has("default/pod/p1").is_none()).await;
+    eventually("the new p2 at the edge", WAIT, || {
+        edge.has("default/pod/p2").is_some_and(|(_, v)| v["metadata"]["uid"] == p2.uid().unwrap())
+    })
+    .await;
+    eventually("old points removed", WAIT, || cloud.hub.points().len() == 4).await;
+    assert!(edge.has("default/pod/p0").is_some() && edge.has("default/pod/p4").is_some());
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_node_loses_its_success_points() {
+    let cloud = Cloud::start(fast_resend()).await;
+    cloud.edge_node("edge-1").await;
+    let edge = Edge::connect(&cloud, "edge-1").await;
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    let pod = cloud.pod("web", "edge-1", None).await;
+    let uid = pod.uid().unwrap().to_owned();
+    eventually_async("success point stored", WAIT, || {
+        let (cloud, uid) = (&cloud, uid.clone());
+        async move { cloud.object_sync_rv("edge-1", &uid).await.is_some() }
+    })
+    .await;
+    cloud.store.delete(&edgehive_store::resources::NODES, "", "edge-1", &Default::default()).await.unwrap();
+    eventually("session ended", WAIT, || cloud.hub.connected_nodes().is_empty()).await;
+    eventually_async("success point removed from the store", WAIT, || {
+        let (cloud, uid) = (&cloud, uid.clone());
+        async move { cloud.object_sync_rv("edge-1", &uid).await.is_none() }
+    })
+    .await;
+    assert!(cloud.hub.points().is_empty());
+    drop(edge);
+    cloud.stop().await;
+}

@@ -19,7 +19,9 @@
 
 mod backend;
 mod error;
+pub mod informer;
 mod object;
+pub mod objectsync;
 mod reaper;
 pub mod resources;
 pub mod selector;

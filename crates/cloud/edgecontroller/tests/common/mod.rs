@@ -14,6 +14,7 @@ use edgehive_edgecontroller::EdgeController;
 use edgehive_model::{Content, Message, op};
 use edgehive_store::resources::{NODES, OBJECT_SYNCS, PODS};
 use edgehive_store::{BackendConfig, Store, StoreConfig};
+use edgehive_synccontroller::{SyncConfig, SyncController};
 use edgehive_testkit::fixtures::TempDir;
 use edgehive_testkit::pki::{Issued, TestCa};
 use edgehive_viaduct::{ClientConfig, ClientTls, ConnTx, Identity, Server, ServerConfig, ServerTls};
@@ -25,6 +26,7 @@ pub struct Cloud {
     pub store: Store,
     pub hub: Arc<CloudHub>,
     pub controller: Arc<EdgeController>,
+    pub sync: Arc<SyncController>,
     pub addr: SocketAddr,
     pub ca: TestCa,
     stop: CancellationToken,
@@ -50,9 +52,11 @@ impl Cloud {
         let points = SuccessPoints::load(store.clone()).await.unwrap();
         let hub = Arc::new(CloudHub::new(cfg, points, vec![srv]));
         let controller = Arc::new(EdgeController::new(store.clone()));
+        let sync = Arc::new(SyncController::new(store.clone(), SyncConfig { interval: Duration::from_millis(200) }));
         let mut b = Beehive::builder();
         b.register(hub.clone()).unwrap();
         b.register(controller.clone()).unwrap();
+        b.register(sync.clone()).unwrap();
         let hive = b.build();
         let stop = CancellationToken::new();
         let running = tokio::spawn({
@@ -61,7 +65,7 @@ impl Cloud {
                 hive.run(stop).await;
             }
         });
-        Cloud { store, hub, controller, addr, ca, stop, hive: Some(running), _dir: dir }
+        Cloud { store, hub, controller, sync, addr, ca, stop, hive: Some(running), _dir: dir }
     }
 
     pub async fn stop(mut self) {
@@ -162,7 +166,15 @@ impl Edge {
                     {
                         let mut db = db.lock().unwrap();
                         if m.route.operation == op::DELETE {
-                            db.remove(m.route.resource.as_str());
+                            // A delete names the uid it removes; a newer object
+                            // under the same name stays.
+                            let uid = m.content.to_value()["metadata"]["uid"].clone();
+                            let same = db
+                                .get(m.route.resource.as_str())
+                                .is_none_or(|(_, v)| uid.is_null() || v["metadata"]["uid"] == uid);
+                            if same {
+                                db.remove(m.route.resource.as_str());
+                            }
                         } else {
                             db.insert(
                                 m.route.resource.to_string(),

@@ -1,27 +1,43 @@
-//! Feeds the controller with store changes: one task per resource, resuming
-//! after lag and relisting when history is gone.
+//! Informers for the cloud's controllers: the current state of a resource,
+//! then every change, delivered into a bounded channel. A watch that lags is
+//! resumed where it stopped; one whose history is gone relists, and the
+//! controller gets the whole list to reconcile against, so nothing is ever
+//! silently skipped.
 
-use edgehive_store::resources::ResourceDef;
-use edgehive_store::{EventType, Object, Store, WatchEnd, WatchFilter, WatchOptions, WatchStart};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::object::Object;
+use crate::resources::ResourceDef;
+use crate::store::{Store, WatchOptions, WatchStart};
+use crate::watch::{EventType, WatchEnd, WatchFilter};
+
 /// What a resource watch reports.
 #[derive(Debug)]
-pub(crate) enum Change {
-    /// An object appeared or changed (`added`: first seen by this watch).
-    Upsert { object: Object, added: bool },
+pub enum Change {
+    /// An object appeared or changed.
+    Upsert {
+        /// Its new state.
+        object: Object,
+        /// First seen by this watch (ADDED), not changed (MODIFIED).
+        added: bool,
+    },
     /// An object went away (its last state).
     Deleted(Object),
     /// The watch was restarted from a fresh list: every current object of
     /// the resource. What the controller knew and is not here is gone.
-    Relisted { resource: &'static ResourceDef, objects: Vec<Object> },
+    Relisted {
+        /// The resource.
+        resource: &'static ResourceDef,
+        /// Every object, in key order.
+        objects: Vec<Object>,
+    },
 }
 
 /// Watches `resource` until `cancel`, sending changes to `out` (bounded; a
 /// slow controller slows the watch, and a watch that lags too far is
 /// resumed or relisted, never silently skipped).
-pub(crate) async fn watch(
+pub async fn inform(
     store: Store,
     resource: &'static ResourceDef,
     out: mpsc::Sender<Change>,

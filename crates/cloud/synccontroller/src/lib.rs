@@ -1,0 +1,359 @@
+//! SyncController: makes every connected edge converge on the store, by the
+//! success points.
+//!
+//! Every tick (5 s by default) it looks at the objects that changed, were
+//! deleted, or belong to a node that reconnected since they were last
+//! settled: an object newer than a node's success point is sent again as an
+//! `update`; an object that is gone, or was replaced (another uid), is sent
+//! as a `delete`. Points of deleted nodes are removed. A tick's cost follows
+//! the number of such objects, not the number stored (KubeEdge scans every
+//! ObjectSync on every tick).
+//!
+//! It learns success points from the store's ObjectSync and
+//! ClusterObjectSync objects (written by CloudHub), and connections from
+//! CloudHub's `connected`/`disconnected` messages.
+//!
+//! **Architecture Invariant:** SyncController sends through CloudHub only,
+//! by beehive messages, and never writes a success point itself (it only
+//! removes those of nodes that no longer exist).
+
+pub mod state;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use edgehive_beehive::{Context, Module, ModuleContext, ModuleFuture};
+use edgehive_model::{Content, Message, Text, op, source};
+use edgehive_store::informer::{Change, inform};
+use edgehive_store::objectsync::{SyncRecord, sync_name, sync_resource};
+use edgehive_store::resources::{self, CLUSTER_OBJECT_SYNCS, CONFIGMAPS, NODES, OBJECT_SYNCS, PODS, SECRETS};
+use edgehive_store::{DeleteOptions, Object, Store, StoreError};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::state::{Point, SyncState};
+
+/// Settings of SyncController.
+#[derive(Debug, Clone)]
+pub struct SyncConfig {
+    /// How often dirty objects are checked (KubeEdge: 5 s).
+    pub interval: Duration,
+}
+
+impl Default for SyncConfig {
+    fn default() -> Self {
+        SyncConfig { interval: Duration::from_secs(5) }
+    }
+}
+
+/// Counters an operator watches.
+#[derive(Debug, Default)]
+pub struct SyncMetrics {
+    /// Ticks run.
+    pub ticks: AtomicU64,
+    /// Objects checked, all ticks.
+    pub checked: AtomicU64,
+    /// `update`s sent.
+    pub updates: AtomicU64,
+    /// `delete`s sent.
+    pub deletes: AtomicU64,
+    /// Points of deleted nodes removed.
+    pub node_points_removed: AtomicU64,
+}
+
+impl SyncMetrics {
+    /// Prometheus text exposition.
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        for (name, help, v) in [
+            ("ticks_total", "Sync ticks run.", &self.ticks),
+            ("checked_total", "Objects checked against success points.", &self.checked),
+            ("updates_total", "Objects re-sent as update.", &self.updates),
+            ("deletes_total", "Deletes sent for objects gone or replaced.", &self.deletes),
+            ("node_points_removed_total", "Success points of deleted nodes removed.", &self.node_points_removed),
+        ] {
+            let _ = writeln!(out, "# HELP edgehive_synccontroller_{name} {help}");
+            let _ = writeln!(out, "# TYPE edgehive_synccontroller_{name} counter");
+            let _ = writeln!(out, "edgehive_synccontroller_{name} {}", v.load(Relaxed));
+        }
+    }
+}
+
+/// The SyncController beehive module (name `synccontroller`).
+#[derive(Debug)]
+pub struct SyncController {
+    store: Store,
+    cfg: SyncConfig,
+    metrics: Arc<SyncMetrics>,
+}
+
+impl SyncController {
+    /// A controller over `store`.
+    pub fn new(store: Store, cfg: SyncConfig) -> SyncController {
+        SyncController { store, cfg, metrics: Arc::default() }
+    }
+
+    /// Counters for Prometheus.
+    pub fn metrics(&self) -> &Arc<SyncMetrics> {
+        &self.metrics
+    }
+}
+
+impl Module for SyncController {
+    fn name(&self) -> &str {
+        source::SYNCCONTROLLER
+    }
+
+    fn group(&self) -> &str {
+        source::SYNCCONTROLLER
+    }
+
+    fn run(self: Arc<Self>, ctx: ModuleContext, cancel: CancellationToken) -> ModuleFuture {
+        Box::pin(async move {
+            Runner {
+                store: self.store.clone(),
+                ctx: ctx.context().clone(),
+                state: SyncState::default(),
+                metrics: self.metrics.clone(),
+                nodes: std::collections::HashSet::new(),
+                listed: 0,
+            }
+            .run(ctx, cancel, self.cfg.interval)
+            .await;
+            Ok(())
+        })
+    }
+}
+
+struct Runner {
+    store: Store,
+    ctx: Context,
+    state: SyncState,
+    metrics: Arc<SyncMetrics>,
+    nodes: std::collections::HashSet<String>,
+    /// Initial lists received (nodes, object syncs, cluster object syncs).
+    listed: u8,
+}
+
+const SEND_DEADLINE: Duration = Duration::from_secs(10);
+
+impl Runner {
+    async fn run(mut self, mut mctx: ModuleContext, cancel: CancellationToken, interval: Duration) {
+        let (tx, mut changes) = mpsc::channel(4096);
+        let stop = cancel.child_token();
+        let mut tasks = Vec::new();
+        for res in [&NODES, &OBJECT_SYNCS, &CLUSTER_OBJECT_SYNCS, &PODS, &CONFIGMAPS, &SECRETS] {
+            tasks.push(tokio::spawn(inform(self.store.clone(), res, tx.clone(), stop.clone())));
+        }
+        drop(tx);
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                c = changes.recv() => match c {
+                    Some(c) => self.on_change(c).await,
+                    None => break,
+                },
+                m = mctx.receive() => match m {
+                    Some(m) => self.on_message(&m),
+                    None => break,
+                },
+                _ = tick.tick() => self.tick().await,
+            }
+        }
+        stop.cancel();
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+
+    fn on_message(&mut self, m: &Message) {
+        if m.route.source != source::CLOUDHUB {
+            return;
+        }
+        let Some(node) = m.route.resource.strip_prefix("node/") else { return };
+        match m.route.operation.as_str() {
+            op::CONNECTED => self.state.connected(node),
+            op::DISCONNECTED => self.state.disconnected(node),
+            _ => {}
+        }
+    }
+
+    async fn on_change(&mut self, c: Change) {
+        match c {
+            Change::Upsert { object, .. } => self.upsert(&object),
+            Change::Deleted(object) => self.deleted(&object).await,
+            Change::Relisted { resource, objects } => {
+                if std::ptr::eq(resource, &NODES) {
+                    self.nodes = objects.iter().map(|o| o.name().to_owned()).collect();
+                }
+                for o in &objects {
+                    self.upsert(o);
+                }
+                if std::ptr::eq(resource, &NODES)
+                    || std::ptr::eq(resource, &OBJECT_SYNCS)
+                    || std::ptr::eq(resource, &CLUSTER_OBJECT_SYNCS)
+                {
+                    self.listed += 1;
+                    if self.listed >= 3 {
+                        self.collect_orphans().await;
+                    }
+                }
+            }
+        }
+    }
+
+    fn upsert(&mut self, obj: &Object) {
+        let res = obj.resource();
+        if std::ptr::eq(res, &NODES) {
+            self.nodes.insert(obj.name().to_owned());
+        } else if std::ptr::eq(res, &OBJECT_SYNCS) || std::ptr::eq(res, &CLUSTER_OBJECT_SYNCS) {
+            match obj.value().ok().and_then(|v| SyncRecord::parse(res, v)) {
+                Some(r) => self.state.set_point(
+                    Text::from(r.node),
+                    Text::from(r.uid),
+                    Point {
+                        rv: r.rv,
+                        api_version: Text::from(r.api_version),
+                        kind: Text::from(r.kind),
+                        namespace: Text::from(r.namespace),
+                        name: Text::from(r.name),
+                    },
+                ),
+                None => tracing::warn!(key = obj.key(), "skipping a success point that does not parse"),
+            }
+        } else if let Some(uid) = obj.uid() {
+            self.state.object_changed(uid);
+        }
+    }
+
+    async fn deleted(&mut self, obj: &Object) {
+        let res = obj.resource();
+        if std::ptr::eq(res, &NODES) {
+            self.nodes.remove(obj.name());
+            let points = self.state.remove_node(obj.name());
+            self.remove_points(obj.name(), points).await;
+        } else if std::ptr::eq(res, &OBJECT_SYNCS) || std::ptr::eq(res, &CLUSTER_OBJECT_SYNCS) {
+            if let Some((node, uid)) = obj.name().rsplit_once('.') {
+                self.state.remove_point(node, uid);
+            }
+        } else if let Some(uid) = obj.uid() {
+            self.state.object_changed(uid);
+        }
+    }
+
+    /// At start: points of nodes that no longer exist.
+    async fn collect_orphans(&mut self) {
+        let orphans: Vec<String> =
+            self.state.nodes().filter(|n| !self.nodes.contains(n.as_str())).map(|n| n.to_string()).collect();
+        for node in orphans {
+            let points = self.state.remove_node(&node);
+            self.remove_points(&node, points).await;
+        }
+    }
+
+    async fn remove_points(&self, node: &str, points: Vec<(Text, Point)>) {
+        if points.is_empty() {
+            return;
+        }
+        tracing::info!(node, points = points.len(), "node is gone; removing its success points");
+        for (uid, p) in points {
+            let res = sync_resource(&p.namespace);
+            match self.store.delete(res, &p.namespace, &sync_name(node, &uid), &DeleteOptions::default()).await {
+                Ok(_) | Err(StoreError::NotFound { .. }) => {
+                    self.metrics.node_points_removed.fetch_add(1, Relaxed);
+                }
+                Err(e) => tracing::warn!(node, %uid, error = %e, "remove success point"),
+            }
+        }
+    }
+
+    async fn tick(&mut self) {
+        self.metrics.ticks.fetch_add(1, Relaxed);
+        for (uid, holders) in self.state.take_dirty() {
+            self.metrics.checked.fetch_add(1, Relaxed);
+            let first = &holders[0].1;
+            let Some(res) = resources::by_kind(&first.api_version, &first.kind) else {
+                tracing::debug!(kind = %first.kind, "success point of a kind the store does not serve");
+                continue;
+            };
+            let current = match self.store.get(res, &first.namespace, &first.name).await {
+                Ok(o) if o.uid() == Some(uid.as_str()) => Some(o),
+                Ok(_) | Err(StoreError::NotFound { .. }) => None,
+                Err(e) => {
+                    tracing::warn!(name = %first.name, error = %e, "read object for sync");
+                    self.state.still_dirty(uid.clone());
+                    continue;
+                }
+            };
+            let mut pending = false;
+            for (node, point) in &holders {
+                let msg = match &current {
+                    None => {
+                        self.metrics.deletes.fetch_add(1, Relaxed);
+                        delete_message(node, &uid, point)
+                    }
+                    Some(o) if o.rev() > point.rv => {
+                        self.metrics.updates.fetch_add(1, Relaxed);
+                        match update_message(node, o) {
+                            Some(m) => m,
+                            None => continue,
+                        }
+                    }
+                    Some(_) => continue,
+                };
+                pending = true;
+                match tokio::time::timeout(SEND_DEADLINE, self.ctx.send(source::CLOUDHUB, msg)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::warn!(%node, error = %e, "sync message not taken by cloudhub"),
+                    Err(_) => tracing::warn!(%node, "cloudhub did not take a sync message in time"),
+                }
+            }
+            if pending {
+                // Settled when the node's point catches up (or goes).
+                self.state.still_dirty(uid);
+            }
+        }
+    }
+}
+
+fn resource_type(kind: &str) -> String {
+    kind.to_ascii_lowercase()
+}
+
+fn path(node: &str, namespace: &str, kind: &str, name: &str) -> String {
+    let ns = if namespace.is_empty() { edgehive_model::well_known::NULL_NAMESPACE } else { namespace };
+    format!("node/{node}/{ns}/{}/{name}", resource_type(kind))
+}
+
+/// KubeEdge's sync delete: the object's namespace, name and uid.
+fn delete_message(node: &str, uid: &str, p: &Point) -> Message {
+    let content = serde_json::json!({"apiVersion": &*p.api_version, "kind": &*p.kind,
+        "metadata": {"namespace": &*p.namespace, "name": &*p.name, "uid": uid}});
+    Message::new()
+        .with_route(
+            source::EDGECONTROLLER,
+            edgehive_model::group::RESOURCE,
+            path(node, &p.namespace, &p.kind, &p.name),
+            op::DELETE,
+        )
+        .with_content(Content::from_serialize(&content).unwrap_or_default())
+}
+
+fn update_message(node: &str, o: &Object) -> Option<Message> {
+    let json = o.json().ok()?;
+    let content = Content::from_json(String::from_utf8_lossy(json).into_owned()).ok()?;
+    Some(
+        Message::new()
+            .with_route(
+                source::EDGECONTROLLER,
+                edgehive_model::group::RESOURCE,
+                path(node, o.namespace(), o.resource().kind, o.name()),
+                op::UPDATE,
+            )
+            .with_resource_version(o.rev().to_string())
+            .with_content(content),
+    )
+}
