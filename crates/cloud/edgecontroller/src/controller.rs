@@ -13,7 +13,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::index::{Index, Ref};
+use crate::lifecycle::{self, LifecycleConfig};
 use crate::metrics::Metrics;
+use crate::scheduler::{self, Placement};
 
 /// Longest wait for room in CloudHub's mailbox.
 const SEND_DEADLINE: Duration = Duration::from_secs(10);
@@ -23,6 +25,7 @@ pub(crate) struct Controller {
     pub(crate) ctx: Context,
     pub(crate) index: Index,
     pub(crate) metrics: Arc<Metrics>,
+    pub(crate) lifecycle: LifecycleConfig,
 }
 
 /// The KubeEdge resource type of a store resource.
@@ -76,9 +79,12 @@ impl Controller {
             watches.push(tokio::spawn(inform(self.store.clone(), res, tx.clone(), stop.clone())));
         }
         drop(tx);
+        let mut check = tokio::time::interval(self.lifecycle.interval);
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => break,
+                _ = check.tick() => self.check_nodes().await,
                 c = changes.recv() => match c {
                     Some(c) => self.on_change(c).await,
                     None => break,
@@ -214,7 +220,11 @@ impl Controller {
         let res = obj.resource();
         if std::ptr::eq(res, &NODES) {
             let was = self.index.is_edge(obj.name());
+            let before = self.index.node_info(obj.name()).cloned();
             let edge = self.index.set_node(obj.name(), value);
+            if edge && (before.as_ref() != self.index.node_info(obj.name()) || !was) {
+                self.retry_unscheduled().await;
+            }
             if edge && !was {
                 // A node that just became an edge node gets its objects.
                 self.resync_node(obj.name()).await;
@@ -224,6 +234,12 @@ impl Controller {
             return;
         }
         if std::ptr::eq(res, &PODS) {
+            let key = (obj.namespace().to_owned(), obj.name().to_owned());
+            if scheduler::wants_scheduling(value) {
+                self.schedule(obj.namespace(), obj.name(), value).await;
+            } else {
+                self.index.unscheduled.remove(&key);
+            }
             let before = self.index.pod(obj.namespace(), obj.name()).map(|p| p.node.clone());
             let changes = self.index.set_pod(obj.namespace(), obj.name(), value);
             for (node, r) in &changes.gained {
@@ -270,6 +286,7 @@ impl Controller {
             return;
         }
         if std::ptr::eq(res, &PODS) {
+            self.index.unscheduled.remove(&(obj.namespace().to_owned(), obj.name().to_owned()));
             let node = self.index.pod(obj.namespace(), obj.name()).map(|p| p.node.clone());
             let changes = self.index.remove_pod(obj.namespace(), obj.name());
             if let Some(node) = node
@@ -288,6 +305,100 @@ impl Controller {
         let users: Vec<String> = self.index.users(&r).filter(|n| self.index.is_edge(n)).cloned().collect();
         for node in users {
             self.send_object(&node, op::DELETE, obj).await;
+        }
+    }
+}
+
+impl Controller {
+    /// Binds a pod to a node, or says why it cannot be.
+    async fn schedule(&mut self, namespace: &str, name: &str, pod: &serde_json::Value) {
+        let key = (namespace.to_owned(), name.to_owned());
+        let now = edgehive_store::now_rfc3339();
+        let result = match scheduler::place(&self.index, pod) {
+            Placement::Node(node) => {
+                self.index.unscheduled.remove(&key);
+                tracing::info!(pod = %name, namespace, %node, "scheduled");
+                self.store
+                    .update_with(&PODS, namespace, name, |cur| {
+                        let v = cur.value()?;
+                        Ok(scheduler::wants_scheduling(v).then(|| scheduler::bind(v, &node, &now)))
+                    })
+                    .await
+            }
+            Placement::Unschedulable(why) => {
+                self.index.unscheduled.insert(key);
+                self.store
+                    .update_with(&PODS, namespace, name, |cur| {
+                        let v = cur.value()?;
+                        Ok(if scheduler::wants_scheduling(v) {
+                            scheduler::mark_unschedulable(v, &why, &now)
+                        } else {
+                            None
+                        })
+                    })
+                    .await
+            }
+        };
+        match result {
+            Ok(_) | Err(StoreError::NotFound { .. }) => {}
+            Err(e) => tracing::warn!(pod = %name, namespace, error = %e, "schedule pod"),
+        }
+    }
+
+    /// Tries again the pods no node could take.
+    async fn retry_unscheduled(&mut self) {
+        let waiting: Vec<(String, String)> = self.index.unscheduled.iter().cloned().collect();
+        for (ns, name) in waiting {
+            match self.store.get(&PODS, &ns, &name).await {
+                Ok(obj) => {
+                    if let Ok(v) = obj.value() {
+                        let v = v.clone();
+                        self.schedule(&ns, &name, &v).await;
+                    }
+                }
+                Err(_) => {
+                    self.index.unscheduled.remove(&(ns, name));
+                }
+            }
+        }
+    }
+
+    /// Marks edge nodes without a recent heartbeat NotReady; evicts their
+    /// pods only if configured.
+    async fn check_nodes(&mut self) {
+        let now = time::OffsetDateTime::now_utc();
+        let nodes: Vec<String> = self.index.edge_nodes().cloned().collect();
+        for node in nodes {
+            let Ok(obj) = self.store.get(&NODES, "", &node).await else { continue };
+            let Ok(value) = obj.value() else { continue };
+            let lease = self.store.get(&edgehive_store::resources::LEASES, "kube-node-lease", &node).await.ok();
+            let lease = lease.as_ref().and_then(|l| l.value().ok());
+            let Some(beat) = lifecycle::last_heartbeat(value, lease) else { continue };
+            let silent: std::time::Duration = (now - beat).try_into().unwrap_or_default();
+            if silent > self.lifecycle.grace {
+                let stamp = edgehive_store::rfc3339(now);
+                let marked = self
+                    .store
+                    .update_with(&NODES, "", &node, |cur| Ok(lifecycle::mark_unknown(cur.value()?, &stamp)))
+                    .await;
+                match marked {
+                    Ok(o) if o.rev() != obj.rev() => {
+                        self.metrics.not_ready.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        tracing::warn!(%node, silent = ?silent, "no heartbeat; node is NotReady (its pods keep running at the edge)");
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(%node, error = %e, "mark node NotReady"),
+                }
+            }
+            if let Some(after) = self.lifecycle.evict_after
+                && lifecycle::not_ready_for(value, now).is_some_and(|d| d > after)
+            {
+                let pods: Vec<(String, String)> = self.index.pods_on(&node).cloned().collect();
+                for (ns, name) in pods {
+                    tracing::warn!(%node, pod = %name, namespace = %ns, "evicting a pod of a node NotReady too long");
+                    let _ = self.store.delete(&PODS, &ns, &name, &Default::default()).await;
+                }
+            }
         }
     }
 }

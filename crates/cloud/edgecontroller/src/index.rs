@@ -29,10 +29,24 @@ pub struct PodEntry {
 /// Label that marks an edge node.
 pub const EDGE_LABEL: &str = "node-role.kubernetes.io/edge";
 
+/// What scheduling needs of a node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// Labels.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Ready condition is True.
+    pub ready: bool,
+    /// `spec.unschedulable`.
+    pub unschedulable: bool,
+}
+
 /// The per-node view.
 #[derive(Debug, Default)]
 pub struct Index {
     edge_nodes: HashSet<String>,
+    nodes: HashMap<String, NodeInfo>,
+    /// Pods waiting for a node.
+    pub unscheduled: BTreeSet<(String, String)>,
     pods: HashMap<(String, String), PodEntry>,
     pods_by_node: HashMap<String, BTreeSet<(String, String)>>,
     users: HashMap<Ref, HashMap<String, u32>>,
@@ -62,12 +76,35 @@ impl Index {
         } else {
             self.edge_nodes.remove(name);
         }
+        let labels = node
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|l| l.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
+            .unwrap_or_default();
+        let ready = node
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+            .is_some_and(|c| c["status"] == "True");
+        let unschedulable = node.pointer("/spec/unschedulable").and_then(Value::as_bool).unwrap_or(false);
+        self.nodes.insert(name.to_owned(), NodeInfo { labels, ready, unschedulable });
         edge
     }
 
     /// Forgets a node.
     pub fn remove_node(&mut self, name: &str) {
         self.edge_nodes.remove(name);
+        self.nodes.remove(name);
+    }
+
+    /// Scheduling facts of a node.
+    pub fn node_info(&self, name: &str) -> Option<&NodeInfo> {
+        self.nodes.get(name)
+    }
+
+    /// Pods bound to `node`, counted.
+    pub fn pod_count(&self, node: &str) -> usize {
+        self.pods_by_node.get(node).map_or(0, BTreeSet::len)
     }
 
     /// Edge nodes known.

@@ -16,12 +16,18 @@
 //! use. Anything else gets an error reply, is logged and counted, and the
 //! session goes on.
 //!
+//! It also runs the node lifecycle ([`lifecycle`]: NotReady after a grace
+//! period without heartbeats, no eviction unless configured) and a simple
+//! scheduler ([`scheduler`]) for pods that name no node.
+//!
 //! **Architecture Invariant:** the controller never talks to a connection;
 //! it reaches edges only through CloudHub, by beehive messages.
 
 mod controller;
 pub mod index;
+pub mod lifecycle;
 mod metrics;
+pub mod scheduler;
 mod upstream;
 
 use std::sync::Arc;
@@ -31,19 +37,26 @@ use edgehive_model::source;
 use edgehive_store::Store;
 use tokio_util::sync::CancellationToken;
 
+pub use lifecycle::LifecycleConfig;
 pub use metrics::Metrics;
 
 /// The EdgeController beehive module (name `edgecontroller`).
 #[derive(Debug)]
 pub struct EdgeController {
     store: Store,
+    lifecycle: LifecycleConfig,
     metrics: Arc<Metrics>,
 }
 
 impl EdgeController {
-    /// A controller over `store`.
+    /// A controller over `store` with the default node lifecycle.
     pub fn new(store: Store) -> EdgeController {
-        EdgeController { store, metrics: Arc::default() }
+        EdgeController::with_lifecycle(store, LifecycleConfig::default())
+    }
+
+    /// A controller over `store` with the given node lifecycle.
+    pub fn with_lifecycle(store: Store, lifecycle: LifecycleConfig) -> EdgeController {
+        EdgeController { store, lifecycle, metrics: Arc::default() }
     }
 
     /// Counters for Prometheus.
@@ -72,6 +85,7 @@ impl Module for EdgeController {
                 ctx: ctx.context().clone(),
                 index: index::Index::default(),
                 metrics: self.metrics.clone(),
+                lifecycle: self.lifecycle.clone(),
             };
             controller.run(ctx, cancel).await;
             Ok(())

@@ -14,6 +14,8 @@ pub struct Metrics {
     pub forbidden: AtomicU64,
     /// Upstream requests refused as malformed or unsupported.
     pub invalid: AtomicU64,
+    /// Nodes marked NotReady for want of heartbeats.
+    pub not_ready: AtomicU64,
 }
 
 impl Metrics {
@@ -24,6 +26,7 @@ impl Metrics {
             ("upstream_total", "Upstream messages handled.", &self.upstream),
             ("forbidden_total", "Upstream requests refused: not the node's object.", &self.forbidden),
             ("invalid_total", "Upstream requests refused as malformed or unsupported.", &self.invalid),
+            ("node_not_ready_total", "Nodes marked NotReady for want of heartbeats.", &self.not_ready),
         ] {
             let _ = writeln!(out, "# HELP edgehive_edgecontroller_{name} {help}");
             let _ = writeln!(out, "# TYPE edgehive_edgecontroller_{name} counter");

@@ -169,7 +169,10 @@ async fn an_offline_node_gets_only_what_changed_after_reconnecting() {
     cloud.touch_pod("p3", "x").await;
     cloud.touch_pod("p7", "x").await;
     cloud.pod("p20", "edge-1", None).await;
-    assert!(cloud.hub.metrics().dropped_offline.load(Ordering::Relaxed) >= 3, "nothing queued for an offline node");
+    eventually("nothing queued for an offline node", WAIT, || {
+        cloud.hub.metrics().dropped_offline.load(Ordering::Relaxed) >= 3
+    })
+    .await;
 
     let edge = Edge::connect_with(&cloud, "edge-1", db).await;
     eventually("new pod delivered", WAIT, || edge.has("default/pod/p20").is_some()).await;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use edgehive_beehive::Beehive;
 use edgehive_cloudhub::{CloudHub, CloudHubConfig, SuccessPoints};
-use edgehive_edgecontroller::EdgeController;
+use edgehive_edgecontroller::{EdgeController, LifecycleConfig};
 use edgehive_model::{Content, Message, op};
 use edgehive_store::resources::{NODES, OBJECT_SYNCS, PODS};
 use edgehive_store::{BackendConfig, Store, StoreConfig};
@@ -36,6 +36,10 @@ pub struct Cloud {
 
 impl Cloud {
     pub async fn start(cfg: CloudHubConfig) -> Cloud {
+        Cloud::start_with(cfg, LifecycleConfig::default()).await
+    }
+
+    pub async fn start_with(cfg: CloudHubConfig, lifecycle: LifecycleConfig) -> Cloud {
         let dir = TempDir::new("edgecontroller-delivery");
         let store =
             Store::open(StoreConfig::new(BackendConfig::Sqlite { path: dir.path().join("state.db"), fsync: false }))
@@ -51,7 +55,7 @@ impl Cloud {
         let addr = srv.local_addr();
         let points = SuccessPoints::load(store.clone()).await.unwrap();
         let hub = Arc::new(CloudHub::new(cfg, points, vec![srv]));
-        let controller = Arc::new(EdgeController::new(store.clone()));
+        let controller = Arc::new(EdgeController::with_lifecycle(store.clone(), lifecycle));
         let sync = Arc::new(SyncController::new(store.clone(), SyncConfig { interval: Duration::from_millis(200) }));
         let mut b = Beehive::builder();
         b.register(hub.clone()).unwrap();
@@ -78,6 +82,16 @@ impl Cloud {
 
     pub async fn edge_node(&self, name: &str) {
         let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"node-role.kubernetes.io/edge": ""}}});
+        self.store.create(&NODES, node).await.unwrap();
+    }
+
+    /// An edge node that reports Ready now.
+    pub async fn ready_edge_node(&self, name: &str, labels: Value) {
+        let mut l = json!({"node-role.kubernetes.io/edge": ""});
+        l.as_object_mut().unwrap().extend(labels.as_object().unwrap().clone());
+        let now = edgehive_store::now_rfc3339();
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": l},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
         self.store.create(&NODES, node).await.unwrap();
     }
 

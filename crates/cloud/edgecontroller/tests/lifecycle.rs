@@ -1,0 +1,141 @@
+//! Node lifecycle (NotReady without heartbeats, no eviction) and the
+//! scheduler, against the store.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use edgehive_cloudhub::CloudHubConfig;
+use edgehive_edgecontroller::LifecycleConfig;
+use edgehive_model::{Content, Message};
+use edgehive_store::resources::{NODES, PODS};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+async fn node_ready(cloud: &Cloud, name: &str) -> String {
+    let n = cloud.store.get(&NODES, "", name).await.unwrap();
+    let v = n.value().unwrap();
+    v["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap()["status"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_node_goes_not_ready_keeps_its_pods_and_comes_back() {
+    let lifecycle =
+        LifecycleConfig { grace: Duration::from_millis(400), interval: Duration::from_millis(100), evict_after: None };
+    let cloud = Cloud::start_with(CloudHubConfig::default(), lifecycle).await;
+    cloud.ready_edge_node("edge-1", json!({})).await;
+    let pod = cloud.pod("web", "edge-1", None).await;
+    eventually_async("NotReady after the grace period", WAIT, || {
+        let cloud = &cloud;
+        async move { node_ready(cloud, "edge-1").await == "Unknown" }
+    })
+    .await;
+    // Well past the point where Kubernetes would evict: the pod stays.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let still = cloud.store.get(&PODS, "default", "web").await.unwrap();
+    assert_eq!(still.uid(), pod.uid());
+    assert!(!still.is_terminating(), "no eviction by default");
+
+    // The edge reports again: Ready.
+    let edge = Edge::connect(&cloud, "edge-1").await;
+    let node = cloud.store.get(&NODES, "", "edge-1").await.unwrap();
+    let now = edgehive_store::now_rfc3339();
+    let status = json!({"UID": node.uid(), "Status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
+    edge.tx
+        .try_write(
+            Message::new()
+                .with_route("edged", "meta", "default/nodestatus/edge-1", "update")
+                .with_content(Content::from_serialize(&status).unwrap()),
+        )
+        .unwrap();
+    eventually_async("Ready again", WAIT, || {
+        let cloud = &cloud;
+        async move { node_ready(cloud, "edge-1").await == "True" }
+    })
+    .await;
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eviction_happens_only_when_configured() {
+    let lifecycle = LifecycleConfig {
+        grace: Duration::from_millis(200),
+        interval: Duration::from_millis(100),
+        evict_after: Some(Duration::from_millis(300)),
+    };
+    let cloud = Cloud::start_with(CloudHubConfig::default(), lifecycle).await;
+    cloud.ready_edge_node("edge-1", json!({})).await;
+    cloud.pod("web", "edge-1", None).await;
+    eventually_async("pod evicted", WAIT, || {
+        let cloud = &cloud;
+        async move { cloud.store.get(&PODS, "default", "web").await.map(|p| p.is_terminating()).unwrap_or(true) }
+    })
+    .await;
+    cloud.stop().await;
+}
+
+async fn pod_value(cloud: &Cloud, name: &str) -> Value {
+    cloud.store.get(&PODS, "default", name).await.unwrap().value().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unbound_pods_go_to_the_least_loaded_matching_ready_edge_node() {
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    cloud.ready_edge_node("a", json!({"zone": "x"})).await;
+    cloud.ready_edge_node("b", json!({"zone": "x"})).await;
+    cloud.edge_node("c").await; // never reported: not Ready
+    cloud.pod("a-busy", "a", None).await;
+    let edge_b = Edge::connect(&cloud, "b").await;
+
+    let create = |name: &str, selector: Value| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeSelector": selector, "containers": [{"name": "c", "image": "i"}]}})
+    };
+    cloud.store.create(&PODS, create("free", json!({"zone": "x"}))).await.unwrap();
+    eventually_async("bound to b (fewest pods)", WAIT, || {
+        let cloud = &cloud;
+        async move { pod_value(cloud, "free").await["spec"]["nodeName"] == "b" }
+    })
+    .await;
+    eventually("delivered to b", WAIT, || edge_b.has("default/pod/free").is_some()).await;
+    let v = pod_value(&cloud, "free").await;
+    assert_eq!(v["status"]["conditions"][0]["type"], "PodScheduled");
+    assert_eq!(v["status"]["conditions"][0]["status"], "True");
+
+    // Nothing matches: Pending, and the condition says why.
+    cloud.store.create(&PODS, create("picky", json!({"zone": "z"}))).await.unwrap();
+    eventually_async("unschedulable condition", WAIT, || {
+        let cloud = &cloud;
+        async move {
+            let v = pod_value(cloud, "picky").await;
+            v["status"]["phase"] == "Pending" && v["status"]["conditions"][0]["reason"] == "Unschedulable"
+        }
+    })
+    .await;
+    let msg = pod_value(&cloud, "picky").await["status"]["conditions"][0]["message"].as_str().unwrap().to_owned();
+    assert!(msg.starts_with("0/3 nodes are available:") && msg.contains("didn't match"), "{msg}");
+    assert!(pod_value(&cloud, "picky").await["spec"]["nodeName"].is_null());
+
+    // A node that starts to match takes it.
+    cloud
+        .store
+        .update_with(&NODES, "", "a", |cur| {
+            let mut v = cur.to_value()?;
+            v["metadata"]["labels"]["zone"] = json!("z");
+            Ok(Some(v))
+        })
+        .await
+        .unwrap();
+    eventually_async("picky bound to a", WAIT, || {
+        let cloud = &cloud;
+        async move { pod_value(cloud, "picky").await["spec"]["nodeName"] == "a" }
+    })
+    .await;
+    cloud.stop().await;
+}
