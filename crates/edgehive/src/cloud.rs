@@ -1,14 +1,22 @@
 //! `edgehive cloud`: the control plane on one machine — the object store
-//! (embedded SQLite by default, or etcd) and the Kubernetes-compatible API
-//! that kubectl drives.
+//! (embedded SQLite by default, or etcd), the Kubernetes-compatible API that
+//! kubectl drives, and the cloud modules on beehive: CloudHub (edge
+//! sessions over WebSocket and QUIC), EdgeController and SyncController.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
-use edgehive_apiserver::{ApiServer, ApiServerConfig};
+use edgehive_apiserver::{ApiServer, ApiServerConfig, MetricsSource};
+use edgehive_beehive::Beehive;
+use edgehive_cloudhub::{CloudHub, CloudHubConfig, SuccessPoints};
+use edgehive_edgecontroller::{EdgeController, LifecycleConfig};
 use edgehive_store::{BackendConfig, Store, StoreConfig};
+use edgehive_synccontroller::{SyncConfig, SyncController};
+use edgehive_viaduct::{Identity, Server, ServerConfig, ServerTls};
 use tokio_util::sync::CancellationToken;
 
 /// Which store backend.
@@ -41,6 +49,40 @@ pub(crate) struct Args {
     /// a crash of the process, but not of the machine).
     #[arg(long)]
     no_fsync: bool,
+    /// Addresses and DNS names edges reach this cloud by (SANs of the
+    /// CloudHub and join certificates), comma-separated.
+    #[arg(long = "advertise-address", value_delimiter = ',')]
+    advertise: Vec<String>,
+    /// CloudHub WebSocket address (KubeEdge's port 10000).
+    #[arg(long, default_value = "0.0.0.0:10000")]
+    websocket_bind: SocketAddr,
+    /// CloudHub QUIC address (10001).
+    #[arg(long, default_value = "0.0.0.0:10001")]
+    quic_bind: SocketAddr,
+    /// Do not serve QUIC.
+    #[arg(long)]
+    no_quic: bool,
+    /// Most edge nodes connected at once.
+    #[arg(long, default_value_t = 10_000)]
+    node_limit: usize,
+    /// End an edge's session after this many seconds without a keepalive.
+    #[arg(long, default_value_t = 30)]
+    keepalive_interval: u64,
+    /// Accept edge certificates that do not name their node (KubeEdge v1.15
+    /// edges hold `CN=kubeedge.io`); by default an edge's certificate must
+    /// be `CN=system:node:{node_id}`.
+    #[arg(long)]
+    allow_unnamed_node_certificates: bool,
+    /// Seconds without a heartbeat before an edge node is NotReady.
+    #[arg(long, default_value_t = 40)]
+    node_grace_period: u64,
+    /// Delete the pods of an edge node NotReady for this many seconds
+    /// (default: never; edge nodes keep their pods while cut off).
+    #[arg(long)]
+    evict_after: Option<u64>,
+    /// Seconds between SyncController passes.
+    #[arg(long, default_value_t = 5)]
+    sync_interval: u64,
 }
 
 fn default_data_dir() -> PathBuf {
@@ -65,8 +107,65 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         StoreKind::Etcd => BackendConfig::Etcd { endpoints: args.etcd_endpoints.clone() },
     };
     let store = Store::open(StoreConfig::new(backend)).await.context("open the store")?;
+
+    // CloudHub's certificate names every address edges use.
+    let tls_dir = args.data_dir.join("tls");
+    let ca = edgehive_pki::Ca::load_or_create(&tls_dir, "edgehive-ca").context("load the CA")?;
+    let sans = edge_sans(&args.advertise);
+    let hub_cert = edgehive_pki::load_or_issue_server(&tls_dir, &ca, "cloudhub", "edgehive-cloudhub", &sans)
+        .context("CloudHub serving certificate")?;
+    let identity = Identity { cert_chain: vec![hub_cert.cert_der.clone()], key: hub_cert.key_der.clone_key() };
+    let tls = ServerTls { identity, client_ca: vec![ca.cert_der().clone()] };
+    let mut servers = Vec::new();
+    let mut ws = ServerConfig::new(args.websocket_bind, tls.clone());
+    ws.conn.read_timeout = Some(Duration::from_secs(args.keepalive_interval.max(1) * 2));
+    servers.push(Server::bind_ws(ws).await.context("CloudHub WebSocket server")?);
+    if !args.no_quic {
+        servers.push(Server::bind_quic(ServerConfig::new(args.quic_bind, tls)).await.context("CloudHub QUIC server")?);
+    }
+    for s in &servers {
+        tracing::info!(addr = %s.local_addr(), protocol = ?s.protocol(), "CloudHub listening");
+    }
+
+    let points = SuccessPoints::load(store.clone()).await.context("load success points")?;
+    let hub = Arc::new(CloudHub::new(
+        CloudHubConfig {
+            keepalive_interval: Duration::from_secs(args.keepalive_interval.max(1)),
+            node_limit: args.node_limit,
+            require_node_certificate: !args.allow_unnamed_node_certificates,
+            ..CloudHubConfig::default()
+        },
+        points,
+        servers,
+    ));
+    let lifecycle = LifecycleConfig {
+        grace: Duration::from_secs(args.node_grace_period),
+        evict_after: args.evict_after.map(Duration::from_secs),
+        ..LifecycleConfig::default()
+    };
+    let controller = Arc::new(EdgeController::with_lifecycle(store.clone(), lifecycle));
+    let sync = Arc::new(SyncController::new(
+        store.clone(),
+        SyncConfig { interval: Duration::from_secs(args.sync_interval.max(1)) },
+    ));
+    let mut builder = Beehive::builder();
+    builder.register(hub.clone()).context("register cloudhub")?;
+    builder.register(controller.clone()).context("register edgecontroller")?;
+    builder.register(sync.clone()).context("register synccontroller")?;
+    let hive = builder.build();
+    let bus = hive.context();
+
     let mut config = ApiServerConfig::new(args.bind, args.data_dir.clone());
     config.sans = args.tls_sans;
+    config.extra_metrics = vec![MetricsSource(Arc::new({
+        let (hub, controller, sync) = (hub.clone(), controller.clone(), sync.clone());
+        move |out: &mut String| {
+            hub.metrics().render(out);
+            controller.metrics().render(out);
+            sync.metrics().render(out);
+            render_bus(&bus, out);
+        }
+    }))];
     let server = ApiServer::bind(config, store.clone()).await.context("start the API server")?;
     tracing::info!(
         addr = %server.local_addr(),
@@ -77,12 +176,43 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     );
     let stop = CancellationToken::new();
     let serving = tokio::spawn(server.serve(stop.clone()));
+    let modules = tokio::spawn(hive.run(stop.clone()));
     shutdown_signal().await;
     tracing::info!("shutting down");
     stop.cancel();
     let _ = serving.await;
+    let _ = modules.await;
     store.close().await;
     Ok(())
+}
+
+/// SANs of the certificates edges check: loopback, the host name, and what
+/// the operator advertises.
+fn edge_sans(advertise: &[String]) -> Vec<String> {
+    let mut sans = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+    if let Ok(host) = std::fs::read_to_string("/etc/hostname") {
+        let host = host.trim();
+        if !host.is_empty() {
+            sans.push(host.to_string());
+        }
+    }
+    for a in advertise {
+        if !sans.contains(a) {
+            sans.push(a.clone());
+        }
+    }
+    sans
+}
+
+/// beehive's queue depths, one gauge per module.
+fn render_bus(bus: &edgehive_beehive::Context, out: &mut String) {
+    use std::fmt::Write as _;
+    let stats = bus.stats();
+    let _ = writeln!(out, "# HELP edgehive_beehive_queue_depth Messages waiting in a module's mailbox.");
+    let _ = writeln!(out, "# TYPE edgehive_beehive_queue_depth gauge");
+    for m in &stats.modules {
+        let _ = writeln!(out, "edgehive_beehive_queue_depth{{module=\"{}\"}} {}", m.name, m.queue_depth);
+    }
 }
 
 async fn shutdown_signal() {

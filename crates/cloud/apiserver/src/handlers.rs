@@ -66,7 +66,10 @@ pub(crate) fn non_resource(shared: &Shared, route: &Route, headers: &HeaderMap) 
             discovery::openapi_group_version(group, version).map_or_else(|| Err(ApiError::no_route()), ok)
         }
         Route::Metrics => {
-            let text = shared.metrics.render(&shared.store.hub().stats());
+            let mut text = shared.metrics.render(&shared.store.hub().stats());
+            for extra in &shared.config.extra_metrics {
+                (extra.0)(&mut text);
+            }
             let mut r = json_response(StatusCode::OK, Bytes::from(text));
             r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
             Ok(r)

@@ -117,6 +117,18 @@ pub struct ApiServerConfig {
     pub min_watch_timeout: Duration,
     /// Most connections served at once.
     pub max_connections: usize,
+    /// More Prometheus text appended to `/metrics` (the cloud modules' counters).
+    pub extra_metrics: Vec<MetricsSource>,
+}
+
+/// Something that appends Prometheus text to `/metrics`.
+#[derive(Clone)]
+pub struct MetricsSource(pub Arc<dyn Fn(&mut String) + Send + Sync>);
+
+impl std::fmt::Debug for MetricsSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MetricsSource")
+    }
 }
 
 impl ApiServerConfig {
@@ -130,6 +142,7 @@ impl ApiServerConfig {
             request_timeout: Duration::from_secs(60),
             min_watch_timeout: Duration::from_secs(1800),
             max_connections: 10_000,
+            extra_metrics: Vec::new(),
         }
     }
 }
