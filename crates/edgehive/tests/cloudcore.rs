@@ -1,0 +1,209 @@
+//! The cloud as a process: a simulated edge (a viaduct client that persists
+//! and ACKs) against `edgehive cloud`, which is killed with SIGKILL in the
+//! middle of delivering and restarted. Nothing is lost.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use edgehive_model::{Content, Message, op};
+use edgehive_testkit::fixtures::{TempDir, free_port};
+use edgehive_viaduct::{ClientConfig, ClientTls, Identity};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, PostParams};
+use tokio::time::Instant;
+
+struct CloudProcess {
+    child: Child,
+    data: PathBuf,
+    log: PathBuf,
+}
+
+impl CloudProcess {
+    fn start(data: &Path, api: u16, ws: u16, log: PathBuf) -> CloudProcess {
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_edgehive"))
+            .args(["cloud", "--data-dir"])
+            .arg(data)
+            .args(["--bind", &format!("127.0.0.1:{api}"), "--websocket-bind", &format!("127.0.0.1:{ws}"), "--no-quic"])
+            .args(["--sync-interval", "1"])
+            .env("EDGEHIVE_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(out))
+            .spawn()
+            .unwrap();
+        let p = CloudProcess { child, data: data.to_owned(), log };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !(p.data.join("kubeconfig.yaml").exists()
+            && std::net::TcpStream::connect(("127.0.0.1", api)).is_ok()
+            && std::net::TcpStream::connect(("127.0.0.1", ws)).is_ok())
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "cloud did not start: {}",
+                std::fs::read_to_string(&p.log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        p
+    }
+
+    async fn client(&self) -> kube::Client {
+        let kc = kube::config::Kubeconfig::read_from(self.data.join("kubeconfig.yaml")).unwrap();
+        let config =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+}
+
+impl Drop for CloudProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An edge that keeps reconnecting, stores what it gets and ACKs it (unless
+/// holding ACKs).
+struct SimEdge {
+    db: Arc<Mutex<HashMap<String, String>>>,
+    hold: Arc<AtomicBool>,
+    acked: Arc<AtomicUsize>,
+    connects: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SimEdge {
+    fn start(cfg: ClientConfig) -> SimEdge {
+        let db = Arc::new(Mutex::new(HashMap::new()));
+        let hold = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(AtomicUsize::new(0));
+        let connects = Arc::new(AtomicUsize::new(0));
+        let task = tokio::spawn({
+            let (db, hold, acked, connects) = (db.clone(), hold.clone(), acked.clone(), connects.clone());
+            async move {
+                loop {
+                    let Ok(conn) = edgehive_viaduct::ws::connect(&cfg).await else {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    };
+                    connects.fetch_add(1, Ordering::SeqCst);
+                    let (tx, mut rx) = conn.split();
+                    let keepalive = || {
+                        Message::new()
+                            .with_route("websocket", "resource", "node", op::KEEPALIVE)
+                            .with_content(Content::string("ping"))
+                    };
+                    let _ = tx.try_write(keepalive());
+                    let mut tick = tokio::time::interval(Duration::from_secs(1));
+                    loop {
+                        let m = tokio::select! {
+                            m = rx.recv() => match m { Some(m) => m, None => break },
+                            _ = tick.tick() => { let _ = tx.try_write(keepalive()); continue; }
+                        };
+                        if !matches!(m.route.operation.as_str(), op::INSERT | op::UPDATE | op::DELETE) {
+                            continue;
+                        }
+                        {
+                            let mut db = db.lock().unwrap();
+                            if m.route.operation == op::DELETE {
+                                db.remove(m.route.resource.as_str());
+                            } else {
+                                db.insert(m.route.resource.to_string(), m.header.resource_version.to_string());
+                            }
+                        }
+                        // Persisted, so it may be acknowledged.
+                        if !hold.load(Ordering::SeqCst) {
+                            acked.fetch_add(1, Ordering::SeqCst);
+                            let _ = tx.try_write(m.response(Content::string("OK")));
+                        }
+                    }
+                }
+            }
+        });
+        SimEdge { db, hold, acked, connects, task }
+    }
+}
+
+async fn eventually<F: FnMut() -> bool>(what: &str, within: Duration, mut f: F) {
+    let end = Instant::now() + within;
+    while !f() {
+        assert!(Instant::now() < end, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cloud_killed_mid_delivery_and_restarted_loses_nothing() {
+    let dir = TempDir::new("cloudcore-kill");
+    let data = dir.path().join("data");
+    let (api, ws) = (free_port(), free_port());
+    let log = dir.path().join("cloud.log");
+    let mut cloud = CloudProcess::start(&data, api, ws, log.clone());
+    let client = cloud.client().await;
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = serde_json::from_value(
+        serde_json::json!({"metadata": {"name": "edge-1", "labels": {"node-role.kubernetes.io/edge": ""}}}),
+    )
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+
+    // The edge's certificate, from the cloud's CA.
+    let ca = edgehive_pki::Ca::load_or_create(&data.join("tls"), "edgehive-ca").unwrap();
+    let cert = ca.issue_client("system:node:edge-1", &["system:nodes"], Duration::from_secs(86400)).unwrap();
+    let tls = ClientTls {
+        identity: Identity { cert_chain: vec![cert.cert_der.clone()], key: cert.key_der.clone_key() },
+        server_ca: vec![ca.cert_der().clone()],
+    };
+    let edge = SimEdge::start(ClientConfig::new(format!("127.0.0.1:{ws}"), "edge-1", tls));
+    eventually("edge connected", Duration::from_secs(20), || edge.connects.load(Ordering::SeqCst) == 1).await;
+
+    // The first pods are acknowledged; then the edge stops acknowledging,
+    // so the rest are in flight or waiting when the cloud dies.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let make = |i: usize| -> Pod {
+        serde_json::from_value(serde_json::json!({"metadata": {"name": format!("p{i}")},
+            "spec": {"nodeName": "edge-1", "containers": [{"name": "c", "image": "busybox"}]}}))
+        .unwrap()
+    };
+    for i in 0..50 {
+        pods.create(&PostParams::default(), &make(i)).await.unwrap();
+    }
+    eventually("first pods acknowledged", Duration::from_secs(20), || edge.acked.load(Ordering::SeqCst) >= 50).await;
+    edge.hold.store(true, Ordering::SeqCst);
+    for i in 50..300 {
+        pods.create(&PostParams::default(), &make(i)).await.unwrap();
+    }
+    eventually("deliveries in flight", Duration::from_secs(20), || edge.db.lock().unwrap().len() > 60).await;
+
+    cloud.child.kill().unwrap(); // SIGKILL
+    cloud.child.wait().unwrap();
+    edge.hold.store(false, Ordering::SeqCst);
+    let cloud = CloudProcess::start(&data, api, ws, log.clone());
+    let client = cloud.client().await;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let stored = pods.list(&Default::default()).await.unwrap();
+    assert_eq!(stored.items.len(), 300, "every acknowledged create survived");
+    let want: HashMap<String, String> = stored
+        .items
+        .iter()
+        .map(|p| {
+            (
+                format!("default/pod/{}", p.metadata.name.as_deref().unwrap()),
+                p.metadata.resource_version.clone().unwrap(),
+            )
+        })
+        .collect();
+    eventually("the edge has every pod at its stored version", Duration::from_secs(60), || {
+        *edge.db.lock().unwrap() == want
+    })
+    .await;
+    assert!(edge.connects.load(Ordering::SeqCst) >= 2, "the edge reconnected to the new process");
+    edge.task.abort();
+    drop(cloud);
+}
