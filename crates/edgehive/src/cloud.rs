@@ -80,6 +80,11 @@ pub(crate) struct Args {
     /// (default: never; edge nodes keep their pods while cut off).
     #[arg(long)]
     evict_after: Option<u64>,
+    /// Milliseconds that acknowledged success points gather before they are
+    /// written to the store together (a crash loses at most this much, which
+    /// costs only re-sends).
+    #[arg(long, default_value_t = 50)]
+    success_point_flush_ms: u64,
     /// Seconds between SyncController passes.
     #[arg(long, default_value_t = 5)]
     sync_interval: u64,
@@ -133,6 +138,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             keepalive_interval: Duration::from_secs(args.keepalive_interval.max(1)),
             node_limit: args.node_limit,
             require_node_certificate: !args.allow_unnamed_node_certificates,
+            points_flush_interval: Duration::from_millis(args.success_point_flush_ms),
             ..CloudHubConfig::default()
         },
         points,

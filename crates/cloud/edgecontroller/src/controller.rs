@@ -269,9 +269,7 @@ impl Controller {
         // A configmap or secret: to every edge node that uses it.
         let r = Ref { kind: type_of(res), namespace: obj.namespace().to_owned(), name: obj.name().to_owned() };
         let users: Vec<String> = self.index.users(&r).filter(|n| self.index.is_edge(n)).cloned().collect();
-        for node in users {
-            self.send_object(&node, if added { op::INSERT } else { op::UPDATE }, obj).await;
-        }
+        self.fan_out(&users, if added { op::INSERT } else { op::UPDATE }, obj).await;
     }
 
     async fn deleted(&mut self, obj: &Object) {
@@ -303,9 +301,32 @@ impl Controller {
         }
         let r = Ref { kind: type_of(res), namespace: obj.namespace().to_owned(), name: obj.name().to_owned() };
         let users: Vec<String> = self.index.users(&r).filter(|n| self.index.is_edge(n)).cloned().collect();
-        for node in users {
-            self.send_object(&node, op::DELETE, obj).await;
+        self.fan_out(&users, op::DELETE, obj).await;
+    }
+
+    /// One object to many nodes: encoded once, the content shared by every
+    /// message (only the resource differs).
+    async fn fan_out(&self, nodes: &[String], operation: &'static str, obj: &Object) {
+        let Some((first, rest)) = nodes.split_first() else { return };
+        let Some(template) = object_message(first, operation, obj) else {
+            tracing::warn!(key = obj.key(), "object does not encode; not sent");
+            return;
+        };
+        let suffix = template.route.resource.strip_prefix(&format!("node/{first}/")).unwrap_or_default().to_owned();
+        for node in rest {
+            let mut m = Message::new()
+                .with_route(
+                    source::EDGECONTROLLER,
+                    edgehive_model::group::RESOURCE,
+                    format!("node/{node}/{suffix}"),
+                    operation,
+                )
+                .with_resource_version(template.header.resource_version.clone())
+                .with_content(template.content.clone());
+            m.header.timestamp = template.header.timestamp;
+            self.send(m).await;
         }
+        self.send(template).await;
     }
 }
 

@@ -1,0 +1,339 @@
+//! Load test of the cloud's delivery path: ACK-mode deliveries from an API
+//! write to the edge's ACK, with 1, 100 and 1,000 simulated edge nodes, and
+//! the cloud's memory per connected idle node at 1,000 and 10,000 nodes.
+//!
+//! ```sh
+//! cargo bench -p edgehive --bench cloudcore                     # everything
+//! cargo bench -p edgehive --bench cloudcore -- --nodes 100 --idle 1000
+//! ```
+//!
+//! `edgehive cloud` runs as its own process (its RSS is its own); the edges
+//! are viaduct WebSocket clients in this process that store nothing and ACK
+//! at once, over loopback TLS, on the same 2 cores. Every node runs one pod
+//! that uses ten configmaps; each round updates the ten configmaps, which
+//! fans out to every node. Latency is from the start of the API write to
+//! the edge receiving that version (its ACK leaves right after).
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::disallowed_methods)]
+
+use std::collections::HashMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use edgehive_model::{Content, Message, op};
+use edgehive_testkit::fixtures::{TempDir, free_port};
+use edgehive_viaduct::{ClientConfig, ClientTls, Identity};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use tokio::time::Instant;
+
+const CONFIGMAPS: usize = 10;
+
+struct Cloud {
+    child: Child,
+    data: std::path::PathBuf,
+    ws: u16,
+    _dir: TempDir,
+}
+
+impl Cloud {
+    fn start() -> Cloud {
+        let extra: Vec<String> =
+            std::env::var("CLOUD_ARGS").map(|a| a.split_whitespace().map(str::to_owned).collect()).unwrap_or_default();
+        let dir = TempDir::new("bench-cloudcore");
+        let data = dir.path().join("data");
+        let (api, ws) = (free_port(), free_port());
+        let child = Command::new(env!("CARGO_BIN_EXE_edgehive"))
+            .args(["cloud", "--data-dir"])
+            .arg(&data)
+            .args(["--bind", &format!("127.0.0.1:{api}"), "--websocket-bind", &format!("127.0.0.1:{ws}"), "--no-quic"])
+            .args(&extra)
+            .env("EDGEHIVE_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        for _ in 0..600 {
+            if data.join("kubeconfig.yaml").exists()
+                && std::net::TcpStream::connect(("127.0.0.1", api)).is_ok()
+                && std::net::TcpStream::connect(("127.0.0.1", ws)).is_ok()
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Cloud { child, data, ws, _dir: dir }
+    }
+
+    async fn client(&self) -> kube::Client {
+        let kc = kube::config::Kubeconfig::read_from(self.data.join("kubeconfig.yaml")).unwrap();
+        let config =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status.lines().find(|l| l.starts_with("VmRSS:")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Cloud {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What the edges received: (node index, resource, rv) → when.
+type Receipts = Arc<Mutex<Vec<(usize, String, u64, Instant)>>>;
+
+struct Edges {
+    receipts: Receipts,
+    connected: Arc<AtomicUsize>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+async fn connect_edges(cloud: &Cloud, nodes: usize) -> Edges {
+    let ca = edgehive_pki::Ca::load_or_create(&cloud.data.join("tls"), "edgehive-ca").unwrap();
+    let receipts: Receipts = Arc::default();
+    let connected = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::with_capacity(nodes);
+    let permits = Arc::new(tokio::sync::Semaphore::new(64));
+    for i in 0..nodes {
+        let name = format!("edge-{i}");
+        let cert =
+            ca.issue_client(&format!("system:node:{name}"), &["system:nodes"], Duration::from_secs(86400)).unwrap();
+        let tls = ClientTls {
+            identity: Identity { cert_chain: vec![cert.cert_der.clone()], key: cert.key_der.clone_key() },
+            server_ca: vec![ca.cert_der().clone()],
+        };
+        let cfg = ClientConfig::new(format!("127.0.0.1:{}", cloud.ws), name, tls);
+        let (receipts, connected, permits) = (receipts.clone(), connected.clone(), permits.clone());
+        tasks.push(tokio::spawn(async move {
+            let conn = {
+                let _p = permits.acquire().await.unwrap();
+                edgehive_viaduct::ws::connect(&cfg).await.unwrap()
+            };
+            connected.fetch_add(1, Ordering::SeqCst);
+            let (tx, mut rx) = conn.split();
+            let keepalive = || {
+                Message::new()
+                    .with_route("websocket", "resource", "node", op::KEEPALIVE)
+                    .with_content(Content::string("ping"))
+            };
+            let _ = tx.try_write(keepalive());
+            let mut tick = tokio::time::interval(Duration::from_secs(10));
+            loop {
+                let m = tokio::select! {
+                    m = rx.recv() => match m { Some(m) => m, None => return },
+                    _ = tick.tick() => { let _ = tx.try_write(keepalive()); continue; }
+                };
+                if matches!(m.route.operation.as_str(), op::INSERT | op::UPDATE | op::DELETE) {
+                    let now = Instant::now();
+                    let _ = tx.try_write(m.response(Content::string("OK")));
+                    let rv = m.header.resource_version.parse().unwrap_or(0);
+                    receipts.lock().unwrap().push((i, m.route.resource.to_string(), rv, now));
+                }
+            }
+        }));
+    }
+    let end = Instant::now() + Duration::from_secs(600);
+    while connected.load(Ordering::SeqCst) < nodes && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Edges { receipts, connected, tasks }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[(((sorted.len() as f64 - 1.0) * p).round() as usize).min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+async fn delivery(nodes: usize) {
+    println!("--- {nodes} node(s)");
+    let cloud = Cloud::start();
+    let client = cloud.client().await;
+    let node_api: Api<Node> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for c in 0..CONFIGMAPS {
+        let cm = serde_json::from_value(json!({"metadata": {"name": format!("cm-{c}")}, "data": {"v": "0"}})).unwrap();
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let volumes: Vec<_> =
+        (0..CONFIGMAPS).map(|c| json!({"name": format!("v{c}"), "configMap": {"name": format!("cm-{c}")}})).collect();
+    let edges = connect_edges(&cloud, nodes).await;
+    let setup = Instant::now();
+    for i in 0..nodes {
+        let n = serde_json::from_value(
+            json!({"metadata": {"name": format!("edge-{i}"), "labels": {"node-role.kubernetes.io/edge": ""}}}),
+        )
+        .unwrap();
+        node_api.create(&PostParams::default(), &n).await.unwrap();
+        let p = serde_json::from_value(json!({"metadata": {"name": format!("p-{i}")},
+            "spec": {"nodeName": format!("edge-{i}"), "containers": [{"name": "c", "image": "busybox"}], "volumes": volumes}}))
+        .unwrap();
+        pods.create(&PostParams::default(), &p).await.unwrap();
+    }
+    let initial = nodes * (CONFIGMAPS + 1);
+    while edges.receipts.lock().unwrap().len() < initial && setup.elapsed() < Duration::from_secs(600) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let setup_secs = setup.elapsed().as_secs_f64();
+    edges.receipts.lock().unwrap().clear();
+
+    // Rounds of configmap updates, one writer per configmap.
+    let rounds = (100_000 / (CONFIGMAPS * nodes)).clamp(5, 500);
+    let writes: Arc<Mutex<HashMap<(usize, u64), Instant>>> = Arc::default();
+    let start = Instant::now();
+    let mut writers = Vec::new();
+    for c in 0..CONFIGMAPS {
+        let (cms, writes) = (cms.clone(), writes.clone());
+        writers.push(tokio::spawn(async move {
+            for r in 1..=rounds {
+                let mut cm = cms.get(&format!("cm-{c}")).await.unwrap();
+                cm.data = Some([("v".to_string(), r.to_string())].into());
+                let t = Instant::now();
+                let done = cms.replace(&format!("cm-{c}"), &PostParams::default(), &cm).await.unwrap();
+                let rv = done.metadata.resource_version.unwrap().parse().unwrap();
+                writes.lock().unwrap().insert((c, rv), t);
+            }
+        }));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    let written = start.elapsed();
+    // Drain: wait until receipts stop growing.
+    let mut last = 0;
+    let mut quiet = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let n = edges.receipts.lock().unwrap().len();
+        if n != last {
+            last = n;
+            quiet = Instant::now();
+        } else if quiet.elapsed() > Duration::from_secs(2) {
+            break;
+        }
+    }
+    let receipts = edges.receipts.lock().unwrap().clone();
+    let finished = receipts.iter().map(|r| r.3).max().unwrap_or(start);
+    let writes = writes.lock().unwrap().clone();
+    let mut lat: Vec<Duration> = receipts
+        .iter()
+        .filter_map(|(_, res, rv, at)| {
+            let c: usize = res.strip_prefix("default/configmap/cm-")?.parse().ok()?;
+            Some(at.saturating_duration_since(*writes.get(&(c, *rv))?))
+        })
+        .collect();
+    lat.sort();
+    let secs = (finished - start).as_secs_f64();
+    println!(
+        "nodes={nodes:>5}  setup {initial} deliveries in {setup_secs:.2} s  |  flat out: {} API writes in {:.2} s, {} acked deliveries in {secs:.2} s = {:.0}/s  |  write→edge p50 {} p99 {} max {}  |  cloud RSS {} MiB",
+        writes.len(),
+        written.as_secs_f64(),
+        receipts.len(),
+        receipts.len() as f64 / secs,
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99)),
+        ms(lat.last().copied().unwrap_or_default()),
+        cloud.rss_kib() / 1024,
+    );
+    // Paced: 10,000 deliveries/s in total (writes spread evenly), for the
+    // latency of a cloud that keeps up.
+    edges.receipts.lock().unwrap().clear();
+    let per_sec = (10_000 / nodes).clamp(1, 1000);
+    let paced_writes = (per_sec * 5).min(2000);
+    let gap = Duration::from_secs_f64(1.0 / per_sec as f64);
+    let mut sent = Vec::with_capacity(paced_writes);
+    let mut tick = tokio::time::interval(gap);
+    for w in 0..paced_writes {
+        tick.tick().await;
+        let c = w % CONFIGMAPS;
+        let mut cm = cms.get(&format!("cm-{c}")).await.unwrap();
+        cm.data = Some([("v".to_string(), format!("paced-{w}"))].into());
+        let t = Instant::now();
+        let done = cms.replace(&format!("cm-{c}"), &PostParams::default(), &cm).await.unwrap();
+        sent.push(((c, done.metadata.resource_version.unwrap().parse::<u64>().unwrap()), t));
+    }
+    let expected = paced_writes * nodes;
+    let end = Instant::now() + Duration::from_secs(60);
+    while edges.receipts.lock().unwrap().len() < expected && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let writes: HashMap<(usize, u64), Instant> = sent.into_iter().collect();
+    let receipts = edges.receipts.lock().unwrap().clone();
+    let mut lat: Vec<Duration> = receipts
+        .iter()
+        .filter_map(|(_, res, rv, at)| {
+            let c: usize = res.strip_prefix("default/configmap/cm-")?.parse().ok()?;
+            Some(at.saturating_duration_since(*writes.get(&(c, *rv))?))
+        })
+        .collect();
+    lat.sort();
+    println!(
+        "nodes={nodes:>5}  paced {per_sec} writes/s x {nodes} nodes = {} deliveries/s: {} of {expected} delivered, write→edge p50 {} p99 {} max {}",
+        per_sec * nodes,
+        lat.len(),
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99)),
+        ms(lat.last().copied().unwrap_or_default()),
+    );
+    for t in edges.tasks {
+        t.abort();
+    }
+}
+
+async fn idle(nodes: usize) {
+    let cloud = Cloud::start();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = cloud.rss_kib();
+    let edges = connect_edges(&cloud, nodes).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = cloud.rss_kib();
+    println!(
+        "idle nodes={nodes:>6}  connected {}  cloud RSS {} MiB -> {} MiB  = {:.1} KiB per idle node",
+        edges.connected.load(Ordering::SeqCst),
+        before / 1024,
+        after / 1024,
+        (after.saturating_sub(before)) as f64 / nodes as f64
+    );
+    for t in edges.tasks {
+        t.abort();
+    }
+}
+
+fn list(args: &[String], flag: &str, default: &[usize]) -> Vec<usize> {
+    match args.iter().position(|a| a == flag) {
+        Some(i) => args[i + 1].split(',').map(|s| s.parse().unwrap()).collect(),
+        None => default.to_vec(),
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--list") {
+        return;
+    }
+    let nodes = list(&args, "--nodes", &[1, 100, 1000]);
+    let idle_nodes = list(&args, "--idle", &[1000, 10_000]);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        for n in nodes {
+            delivery(n).await;
+        }
+        for n in idle_nodes {
+            idle(n).await;
+        }
+    });
+}
