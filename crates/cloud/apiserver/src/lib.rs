@@ -27,4 +27,4 @@ pub mod status;
 pub mod table;
 pub mod validation;
 
-pub use server::{ApiServer, ApiServerConfig, MetricsSource, ServeError, User};
+pub use server::{ApiServer, ApiServerConfig, MetricsSource, ServeError, User, default_sans};

@@ -189,7 +189,9 @@ pub enum ServeError {
     Store(#[from] edgehive_store::StoreError),
 }
 
-fn default_sans(bind: &SocketAddr, extra: &[String]) -> Vec<String> {
+/// The names a serving certificate gets: loopback, the bound address (if
+/// not a wildcard), the host name, then `extra`.
+pub fn default_sans(bind: &SocketAddr, extra: &[String]) -> Vec<String> {
     let mut sans = vec!["127.0.0.1".to_string(), "localhost".to_string(), "::1".to_string()];
     if !bind.ip().is_unspecified() {
         sans.push(bind.ip().to_string());

@@ -267,8 +267,7 @@ impl Controller {
             return;
         }
         // A configmap or secret: to every edge node that uses it.
-        let r = Ref { kind: type_of(res), namespace: obj.namespace().to_owned(), name: obj.name().to_owned() };
-        let users: Vec<String> = self.index.users(&r).filter(|n| self.index.is_edge(n)).cloned().collect();
+        let users = self.edge_users(obj);
         self.fan_out(&users, if added { op::INSERT } else { op::UPDATE }, obj).await;
     }
 
@@ -299,9 +298,15 @@ impl Controller {
             }
             return;
         }
-        let r = Ref { kind: type_of(res), namespace: obj.namespace().to_owned(), name: obj.name().to_owned() };
-        let users: Vec<String> = self.index.users(&r).filter(|n| self.index.is_edge(n)).cloned().collect();
+        let users = self.edge_users(obj);
         self.fan_out(&users, op::DELETE, obj).await;
+    }
+
+    /// The edge nodes whose pods use this configmap or secret.
+    fn edge_users(&self, obj: &Object) -> Vec<String> {
+        let r =
+            Ref { kind: type_of(obj.resource()), namespace: obj.namespace().to_owned(), name: obj.name().to_owned() };
+        self.index.users(&r).filter(|n| self.index.is_edge(n)).cloned().collect()
     }
 
     /// One object to many nodes: encoded once, the content shared by every

@@ -131,13 +131,7 @@ impl Controller {
             }
             (op::INSERT, rt::NODE) => {
                 own(node, name, "node")?;
-                let mut v = m.content.to_value();
-                if !v.is_object() {
-                    return Err(Refusal::Invalid("node registration needs a Node object".into()));
-                }
-                v["apiVersion"] = json!("v1");
-                v["kind"] = json!("Node");
-                v["metadata"]["name"] = json!(name);
+                let mut v = object_from(m, "v1", "Node", "", name)?;
                 v["metadata"]["labels"][EDGE_LABEL] = json!("");
                 let obj = match self.store.create(&NODES, v).await {
                     Ok(o) => o,
@@ -221,14 +215,7 @@ impl Controller {
             }
             (op::INSERT | op::UPDATE, rt::LEASE) => {
                 own(node, name, "lease")?;
-                let mut v = m.content.to_value();
-                if !v.is_object() {
-                    return Err(Refusal::Invalid("lease needs a Lease object".into()));
-                }
-                v["apiVersion"] = json!("coordination.k8s.io/v1");
-                v["kind"] = json!("Lease");
-                v["metadata"]["name"] = json!(name);
-                v["metadata"]["namespace"] = json!(ns);
+                let v = object_from(m, "coordination.k8s.io/v1", "Lease", ns, name)?;
                 let spec = v.get("spec").cloned().unwrap_or(Value::Null);
                 let obj = match self.store.create(&LEASES, v).await {
                     Ok(o) => o,
@@ -248,6 +235,22 @@ impl Controller {
             (operation, ty) => Err(Refusal::Invalid(format!("{operation} of {ty} is not supported"))),
         }
     }
+}
+
+/// The object a message carries, with its type and name set from the
+/// resource it was sent to (the path wins over what the content claims).
+fn object_from(m: &Message, api_version: &str, kind: &str, namespace: &str, name: &str) -> Result<Value, Refusal> {
+    let mut v = m.content.to_value();
+    if !v.get("metadata").is_none_or(Value::is_object) || !v.is_object() {
+        return Err(Refusal::Invalid(format!("{} needs a {kind} object", m.route.operation)));
+    }
+    v["apiVersion"] = json!(api_version);
+    v["kind"] = json!(kind);
+    v["metadata"]["name"] = json!(name);
+    if !namespace.is_empty() {
+        v["metadata"]["namespace"] = json!(namespace);
+    }
+    Ok(v)
 }
 
 fn own(node: &str, name: &str, what: &str) -> Result<(), Refusal> {
