@@ -269,3 +269,33 @@ async fn a_deleted_node_loses_its_success_points() {
     drop(edge);
     cloud.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_on_quic_gets_its_pod_the_same_way() {
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    cloud.edge_node("edge-q").await;
+    let cert = cloud.ca.node("edge-q");
+    let mut cfg = cloud.client_config("edge-q", &cert);
+    cfg.server = cloud.quic_addr.to_string();
+    let client = edgehive_viaduct::quic::QuicClient::new(cfg, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let conn = client.connect().await.unwrap();
+    let (tx, mut rx) = conn.split();
+    tx.try_write(keepalive()).unwrap();
+    eventually("connected over QUIC", WAIT, || cloud.hub.connected_nodes() == ["edge-q"]).await;
+    let pod = cloud.pod("web", "edge-q", None).await;
+    let m = tokio::time::timeout(WAIT, async {
+        loop {
+            let m = rx.recv().await.unwrap();
+            if m.route.operation == "insert" {
+                return m;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(m.route.resource, "default/pod/web");
+    tx.try_write(m.response(edgehive_model::Content::string("OK"))).unwrap();
+    let uid = pod.uid().unwrap().to_owned();
+    eventually("success point recorded", WAIT, || cloud.hub.points().get("edge-q", &uid) == Some(pod.rev())).await;
+    cloud.stop().await;
+}

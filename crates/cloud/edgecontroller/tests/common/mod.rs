@@ -28,6 +28,7 @@ pub struct Cloud {
     pub controller: Arc<EdgeController>,
     pub sync: Arc<SyncController>,
     pub addr: SocketAddr,
+    pub quic_addr: SocketAddr,
     pub ca: TestCa,
     stop: CancellationToken,
     hive: Option<JoinHandle<()>>,
@@ -51,10 +52,12 @@ impl Cloud {
             identity: Identity { cert_chain: vec![server.cert.clone()], key: server.key.clone_key() },
             client_ca: vec![ca.cert.clone()],
         };
-        let srv = Server::bind_ws(ServerConfig::new("127.0.0.1:0".parse().unwrap(), tls)).await.unwrap();
+        let srv = Server::bind_ws(ServerConfig::new("127.0.0.1:0".parse().unwrap(), tls.clone())).await.unwrap();
         let addr = srv.local_addr();
+        let quic = Server::bind_quic(ServerConfig::new("127.0.0.1:0".parse().unwrap(), tls)).await.unwrap();
+        let quic_addr = quic.local_addr();
         let points = SuccessPoints::load(store.clone()).await.unwrap();
-        let hub = Arc::new(CloudHub::new(cfg, points, vec![srv]));
+        let hub = Arc::new(CloudHub::new(cfg, points, vec![srv, quic]));
         let controller = Arc::new(EdgeController::with_lifecycle(store.clone(), lifecycle));
         let sync = Arc::new(SyncController::new(store.clone(), SyncConfig { interval: Duration::from_millis(200) }));
         let mut b = Beehive::builder();
@@ -69,7 +72,7 @@ impl Cloud {
                 hive.run(stop).await;
             }
         });
-        Cloud { store, hub, controller, sync, addr, ca, stop, hive: Some(running), _dir: dir }
+        Cloud { store, hub, controller, sync, addr, quic_addr, ca, stop, hive: Some(running), _dir: dir }
     }
 
     pub async fn stop(mut self) {
