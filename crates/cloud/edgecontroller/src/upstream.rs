@@ -58,6 +58,43 @@ fn wrapped(obj: &edgehive_store::Object) -> Content {
 }
 
 impl Controller {
+    /// NodeRestriction for pods: bound to this node.
+    fn own_pod(&self, node: &str, ns: &str, name: &str) -> Result<(), Refusal> {
+        match self.index.pod(ns, name) {
+            Some(p) if p.node == node => Ok(()),
+            Some(_) => Err(Refusal::Forbidden(format!("pod {ns}/{name} is bound to another node"))),
+            None => Err(Refusal::Forbidden(format!("pod {ns}/{name} is not bound to node {node}"))),
+        }
+    }
+
+    /// A strategic merge patch (kubelet's node and pod status patches).
+    async fn patch(
+        &self,
+        res: &'static edgehive_store::resources::ResourceDef,
+        ns: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<edgehive_store::Object, Refusal> {
+        let mut bad = None;
+        let obj = self
+            .store
+            .update_with(res, ns, name, |cur| {
+                let mut v = cur.to_value()?;
+                match edgehive_apiserver::patch::strategic_merge_patch(&mut v, patch, res.group, res.kind) {
+                    Ok(()) => Ok(Some(v)),
+                    Err(e) => {
+                        bad = Some(e.to_string());
+                        Ok(None)
+                    }
+                }
+            })
+            .await?;
+        match bad {
+            Some(e) => Err(Refusal::Invalid(format!("patch does not apply: {e}"))),
+            None => Ok(obj),
+        }
+    }
+
     pub(crate) async fn on_message(&mut self, m: Message) {
         if m.route.source == source::CLOUDHUB {
             if m.route.operation == op::CONNECTED
@@ -197,6 +234,18 @@ impl Controller {
                     .await?;
                 Ok(None)
             }
+            (op::PATCH, rt::NODEPATCH) => {
+                own(node, name, "node")?;
+                let patch = patch_of(m)?;
+                let obj = self.patch(&NODES, "", name, &patch).await?;
+                Ok(Some(reply(m, wrapped(&obj), Some(obj.rev()))))
+            }
+            (op::PATCH, rt::PODPATCH) => {
+                self.own_pod(node, ns, name)?;
+                let patch = patch_of(m)?;
+                let obj = self.patch(&PODS, ns, name, &patch).await?;
+                Ok(Some(reply(m, wrapped(&obj), Some(obj.rev()))))
+            }
             (op::DELETE, rt::POD) => {
                 // The edge confirms a graceful deletion: the pod goes now.
                 let pod = self
@@ -251,6 +300,15 @@ fn object_from(m: &Message, api_version: &str, kind: &str, namespace: &str, name
         v["metadata"]["namespace"] = json!(namespace);
     }
     Ok(v)
+}
+
+/// A `patch` message's patch: KubeEdge sends it as a JSON string.
+fn patch_of(m: &Message) -> Result<Value, Refusal> {
+    let v = match m.content.as_text() {
+        Some(text) => serde_json::from_str(&text).map_err(|e| Refusal::Invalid(format!("patch is not JSON: {e}")))?,
+        None => m.content.to_value(),
+    };
+    if v.is_object() { Ok(v) } else { Err(Refusal::Invalid("patch must be a JSON object".into())) }
 }
 
 fn own(node: &str, name: &str, what: &str) -> Result<(), Refusal> {

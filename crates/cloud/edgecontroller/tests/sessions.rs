@@ -195,3 +195,56 @@ async fn a_node_may_touch_only_what_is_its_own() {
     assert_eq!(unknown.route.operation, "response");
     cloud.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_style_patches_apply_to_own_node_and_pods_only() {
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    cloud.edge_node("a").await;
+    cloud.edge_node("b").await;
+    cloud.pod("a-pod", "a", None).await;
+    cloud.pod("b-pod", "b", None).await;
+    let a = Edge::connect(&cloud, "a").await;
+    eventually("a has its pod", WAIT, || a.has("default/pod/a-pod").is_some()).await;
+
+    // nodepatch: the patch travels as a JSON string; conditions merge by type.
+    let patch = r#"{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady"}]}}"#;
+    let m =
+        Message::new().with_route("edged", "meta", "default/nodepatch/a", "patch").with_content(Content::string(patch));
+    let answer = ask(&a, m).await;
+    assert_eq!(answer.route.operation, "response");
+    assert_eq!(answer.content.to_value()["Object"]["status"]["conditions"][0]["reason"], "KubeletReady");
+    assert!(!answer.header.resource_version.is_empty());
+    let stored = cloud.store.get(&NODES, "", "a").await.unwrap();
+    assert_eq!(stored.value().unwrap()["status"]["conditions"][0]["status"], "True");
+
+    // podpatch of its own pod.
+    let m = Message::new()
+        .with_route("edged", "meta", "default/podpatch/a-pod", "patch")
+        .with_content(Content::string(r#"{"status":{"phase":"Running"}}"#));
+    assert_eq!(ask(&a, m).await.route.operation, "response");
+    assert_eq!(
+        cloud.store.get(&PODS, "default", "a-pod").await.unwrap().value().unwrap()["status"]["phase"],
+        "Running"
+    );
+
+    // Someone else's node or pod: refused, unchanged.
+    let b_rev = cloud.store.get(&NODES, "", "b").await.unwrap().rev();
+    let m =
+        Message::new().with_route("edged", "meta", "default/nodepatch/b", "patch").with_content(Content::string(patch));
+    assert_eq!(ask(&a, m).await.route.operation, "error");
+    let m = Message::new()
+        .with_route("edged", "meta", "default/podpatch/b-pod", "patch")
+        .with_content(Content::string(r#"{"status":{"phase":"Failed"}}"#));
+    assert_eq!(ask(&a, m).await.route.operation, "error");
+    assert_eq!(cloud.store.get(&NODES, "", "b").await.unwrap().rev(), b_rev);
+    // A patch that is not JSON is refused with the reason; the session goes on.
+    let m = Message::new()
+        .with_route("edged", "meta", "default/nodepatch/a", "patch")
+        .with_content(Content::string("{nope"));
+    let bad = ask(&a, m).await;
+    assert_eq!(bad.route.operation, "error");
+    assert!(bad.content.as_text().unwrap().contains("not JSON"));
+    let again = ask(&a, req("query", "default/node/a", json!(null))).await;
+    assert_eq!(again.route.operation, "response");
+    cloud.stop().await;
+}
