@@ -25,6 +25,9 @@ use crate::{CA_CERT_FILE, CA_KEY_FILE, CA_VALIDITY, CSR_SIZE_LIMIT, PkiError, RE
 /// behind still accepts a certificate issued a moment ago.
 const BACKDATE: time::Duration = time::Duration::minutes(5);
 
+/// Lowercase hexadecimal digits, for [`Ca::cert_sha256_hex`].
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
 /// Longest validity accepted for an issued certificate.
 const MAX_VALIDITY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
@@ -219,6 +222,33 @@ impl Ca {
     /// The CA certificate, PEM.
     pub fn cert_pem(&self) -> &str {
         &self.cert_pem
+    }
+
+    /// The lowercase hex SHA-256 of the CA certificate's DER: the first part
+    /// of a join token (KubeEdge's "caHash"), which a node compares with the
+    /// hash of the certificate it downloads before trusting it.
+    ///
+    /// ```
+    /// let ca = edgehive_pki::Ca::generate("edgehive-ca")?;
+    /// let hash = ca.cert_sha256_hex();
+    /// assert_eq!(hash.len(), 64);
+    /// assert!(hash.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+    /// # Ok::<(), edgehive_pki::PkiError>(())
+    /// ```
+    pub fn cert_sha256_hex(&self) -> String {
+        let digest = ring::digest::digest(&ring::digest::SHA256, &self.cert_der);
+        let mut hex = String::with_capacity(64);
+        for byte in digest.as_ref() {
+            hex.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
+            hex.push(char::from(HEX_DIGITS[usize::from(byte & 0x0F)]));
+        }
+        hex
+    }
+
+    /// The CA private key, PKCS#8 DER: the HMAC key of join tokens. Never
+    /// leaves the crate.
+    pub(crate) fn key_der(&self) -> &[u8] {
+        self.issuer.key().serialized_der()
     }
 
     /// Issues a serving certificate for a new ECDSA P-256 key.

@@ -33,10 +33,23 @@
 //! # Ok::<(), edgehive_pki::PkiError>(())
 //! ```
 //!
-//! Not here (yet): the SHA-256 fingerprint of the CA certificate that
-//! KubeEdge join tokens carry. No dependency of this crate exposes a
-//! digest function (ring is reachable only inside rcgen and x509-parser),
-//! and a hand-written SHA-256 has no place in a CA.
+//! Join tokens live here too, because their key is the CA's: [`issue_token`]
+//! makes KubeEdge's `{caHash}.{jwt}` token (the CA certificate's SHA-256,
+//! [`Ca::cert_sha256_hex`], then an HS256 JWT keyed with the CA private
+//! key), [`verify_token`] and [`verify_jwt`] check one at a given time, and
+//! [`TokenSource`] keeps the current token and replaces it every
+//! [`TOKEN_REFRESH`]. Tokens are stateless: nothing records which were
+//! issued, and any unexpired one signed with the CA key is valid.
+//!
+//! ```
+//! let ca = edgehive_pki::Ca::generate("edgehive-ca")?;
+//! let now = time::OffsetDateTime::now_utc();
+//! let token = edgehive_pki::issue_token(&ca, now, edgehive_pki::TOKEN_VALIDITY);
+//! let (ca_hash, jwt) = token.split_once('.').expect("four parts");
+//! assert_eq!(ca_hash, ca.cert_sha256_hex());
+//! assert!(edgehive_pki::verify_jwt(&ca, jwt, now).is_ok());
+//! # Ok::<(), edgehive_pki::PkiError>(())
+//! ```
 
 mod ca;
 mod der;
@@ -45,6 +58,7 @@ mod files;
 mod inspect;
 mod kubeconfig;
 mod reuse;
+mod token;
 
 use std::time::Duration;
 
@@ -54,6 +68,9 @@ pub use files::write_private_file;
 pub use inspect::{Identity, identity_of};
 pub use kubeconfig::kubeconfig;
 pub use reuse::{load_or_issue_client, load_or_issue_server};
+pub use token::{
+    TOKEN_REFRESH, TOKEN_VALIDITY, TokenClaims, TokenError, TokenSource, issue_token, verify_jwt, verify_token,
+};
 
 /// The CA certificate's file name in the CA directory (PEM).
 pub const CA_CERT_FILE: &str = "ca.crt";

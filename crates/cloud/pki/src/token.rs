@@ -1,0 +1,466 @@
+//! Join tokens: what a new node presents to get its first certificate.
+//!
+//! A token is `{caHash}.{header}.{payload}.{signature}`, KubeEdge's format:
+//! the lowercase hex SHA-256 of the CA certificate ([`Ca::cert_sha256_hex`]),
+//! then a JSON Web Token signed with HMAC-SHA256 (`HS256`) whose key is the
+//! CA private key's DER bytes. The header is exactly
+//! `{"alg":"HS256","typ":"JWT"}`, the claims are exactly `{"exp":<unix
+//! seconds>}`, each part base64url without padding.
+//!
+//! The node uses the hash to check the CA certificate it downloads
+//! unauthenticated, and sends the JWT alone (`Authorization: Bearer
+//! {header}.{payload}.{signature}`) when it asks for its certificate.
+//!
+//! Tokens are stateless: any token signed with this CA's key, naming this
+//! CA's hash and not yet expired is valid. There is no list of tokens and no
+//! way to revoke one before it expires, which is why they live one day.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ring::hmac;
+use serde_json::Value;
+use std::sync::Arc;
+use thiserror::Error;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::Ca;
+
+/// How often a new token is made: every 12 hours (KubeEdge's
+/// `tokenRefreshDuration`).
+pub const TOKEN_REFRESH: Duration = Duration::from_secs(12 * 3600);
+
+/// How long a token is valid: twice the refresh interval, 24 hours, so the
+/// token handed out just before a refresh still has 12 hours to live.
+pub const TOKEN_VALIDITY: Duration = Duration::from_secs(2 * 12 * 3600);
+
+/// The latest `exp` written: 9999-12-31T23:59:59Z, the end of the range
+/// `time` represents, so that an absurd validity still gives a token that
+/// verifies.
+const MAX_EXP: i64 = 253_402_300_799;
+
+/// The JWT header of every token, before base64url.
+const HEADER: &str = r#"{"alg":"HS256","typ":"JWT"}"#;
+
+/// What a valid token says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TokenClaims {
+    /// When the token stops being valid (its `exp` claim).
+    pub expires_at: OffsetDateTime,
+}
+
+/// Why a token was refused. The messages can be shown to the node's
+/// operator as they are; none of them reveals the key.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum TokenError {
+    /// Not a token of ours at all: wrong number of parts, bad base64, bad
+    /// JSON, an algorithm other than HS256 (including `none`), no `exp`.
+    #[error("malformed token: {0}")]
+    Malformed(String),
+    /// A well-formed token that names another CA: it was made by another
+    /// cloud, or this cloud's CA has been replaced since.
+    #[error("token is for another CA (its CA hash is {got}, this CA's is {expected})")]
+    WrongCa {
+        /// This CA's hash.
+        expected: String,
+        /// The hash in the token.
+        got: String,
+    },
+    /// The signature does not verify with this CA's key: forged, altered,
+    /// or signed by another CA's key.
+    #[error("token signature does not verify with this CA's key")]
+    BadSignature,
+    /// The token was valid until `at`.
+    #[error("token expired at {}", rfc3339(*at))]
+    Expired {
+        /// The token's `exp`.
+        at: OffsetDateTime,
+    },
+}
+
+fn rfc3339(at: OffsetDateTime) -> String {
+    at.format(&Rfc3339).unwrap_or_else(|_| at.unix_timestamp().to_string())
+}
+
+fn malformed(reason: impl Into<String>) -> TokenError {
+    TokenError::Malformed(reason.into())
+}
+
+/// Makes a join token for `ca`, valid for `validity` from `now`.
+///
+/// ```
+/// use edgehive_pki::{Ca, TOKEN_VALIDITY, issue_token, verify_token};
+/// use time::OffsetDateTime;
+///
+/// let ca = Ca::generate("edgehive-ca")?;
+/// let now = OffsetDateTime::now_utc();
+/// let token = issue_token(&ca, now, TOKEN_VALIDITY);
+/// assert!(token.starts_with(&format!("{}.", ca.cert_sha256_hex())));
+/// let claims = verify_token(&ca, &token, now).expect("a fresh token is valid");
+/// assert!(claims.expires_at > now);
+/// # Ok::<(), edgehive_pki::PkiError>(())
+/// ```
+pub fn issue_token(ca: &Ca, now: OffsetDateTime, validity: Duration) -> String {
+    let validity = i64::try_from(validity.as_secs()).unwrap_or(i64::MAX);
+    let exp = now.unix_timestamp().saturating_add(validity).min(MAX_EXP);
+    let payload = serde_json::json!({ "exp": exp }).to_string();
+    format!("{}.{}", ca.cert_sha256_hex(), sign_jwt(ca, HEADER, &payload))
+}
+
+/// Checks a whole join token (four parts) against `ca` at `now`.
+///
+/// The checks, in order: four parts; the first is this CA's hash
+/// ([`TokenError::WrongCa`]); then [`verify_jwt`] on the other three.
+pub fn verify_token(ca: &Ca, token: &str, now: OffsetDateTime) -> Result<TokenClaims, TokenError> {
+    let parts = token.split('.').count();
+    if parts != 4 {
+        return Err(malformed(format!("expected 4 parts separated by '.', found {parts}")));
+    }
+    let (hash, jwt) = token.split_once('.').ok_or_else(|| malformed("no '.'"))?;
+    if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return Err(malformed("the CA hash is not 64 lowercase hexadecimal digits"));
+    }
+    let expected = ca.cert_sha256_hex();
+    if hash != expected {
+        return Err(TokenError::WrongCa { expected, got: hash.to_owned() });
+    }
+    verify_jwt(ca, jwt, now)
+}
+
+/// Checks the JWT of a join token (three parts, without the CA hash: what a
+/// node sends as `Authorization: Bearer ...`) against `ca` at `now`.
+///
+/// The checks, in order: three base64url parts; a header with `alg` HS256;
+/// the HMAC, compared in constant time ([`TokenError::BadSignature`]); the
+/// claims, with an integer `exp`; and `now` before `exp`
+/// ([`TokenError::Expired`]). Nothing in the payload is read before its
+/// signature has been checked.
+pub fn verify_jwt(ca: &Ca, jwt: &str, now: OffsetDateTime) -> Result<TokenClaims, TokenError> {
+    let parts: Vec<&str> = jwt.split('.').collect();
+    let [header_b64, payload_b64, signature_b64] = parts[..] else {
+        return Err(malformed(format!("expected a JWT of 3 parts separated by '.', found {}", parts.len())));
+    };
+    let header = decode("header", header_b64)?;
+    let header: Value =
+        serde_json::from_slice(&header).map_err(|e| malformed(format!("the header is not JSON: {e}")))?;
+    match header.get("alg") {
+        Some(Value::String(alg)) if alg == "HS256" => {}
+        Some(Value::String(alg)) => return Err(malformed(format!("algorithm {alg:?} is not HS256"))),
+        Some(_) => return Err(malformed("the header's alg is not a string")),
+        None => return Err(malformed("the header has no alg")),
+    }
+    match header.get("typ") {
+        None => {}
+        Some(Value::String(typ)) if typ.eq_ignore_ascii_case("JWT") => {}
+        Some(other) => return Err(malformed(format!("type {other} is not JWT"))),
+    }
+    let payload = decode("payload", payload_b64)?;
+    let signature = decode("signature", signature_b64)?;
+
+    let signed = &jwt[..header_b64.len() + 1 + payload_b64.len()];
+    hmac::verify(&hmac_key(ca), signed.as_bytes(), &signature).map_err(|_| TokenError::BadSignature)?;
+
+    let claims: Value =
+        serde_json::from_slice(&payload).map_err(|e| malformed(format!("the claims are not JSON: {e}")))?;
+    let exp = match claims.get("exp") {
+        Some(Value::Number(n)) => n.as_i64().ok_or_else(|| malformed(format!("exp {n} is not an integer")))?,
+        Some(other) => return Err(malformed(format!("exp {other} is not a number"))),
+        None => return Err(malformed("the claims have no exp")),
+    };
+    let expires_at =
+        OffsetDateTime::from_unix_timestamp(exp).map_err(|_| malformed(format!("exp {exp} is out of range")))?;
+    // RFC 7519: not accepted on or after its expiration time.
+    if now >= expires_at {
+        return Err(TokenError::Expired { at: expires_at });
+    }
+    Ok(TokenClaims { expires_at })
+}
+
+fn decode(what: &str, part: &str) -> Result<Vec<u8>, TokenError> {
+    if part.is_empty() {
+        return Err(malformed(format!("the {what} is empty")));
+    }
+    URL_SAFE_NO_PAD.decode(part).map_err(|e| malformed(format!("the {what} is not base64url: {e}")))
+}
+
+fn hmac_key(ca: &Ca) -> hmac::Key {
+    hmac::Key::new(hmac::HMAC_SHA256, ca.key_der())
+}
+
+/// `{header}.{payload}.{signature}` for the given JSON texts.
+fn sign_jwt(ca: &Ca, header: &str, payload: &str) -> String {
+    let signed = format!("{}.{}", URL_SAFE_NO_PAD.encode(header), URL_SAFE_NO_PAD.encode(payload));
+    let tag = hmac::sign(&hmac_key(ca), signed.as_bytes());
+    format!("{signed}.{}", URL_SAFE_NO_PAD.encode(tag.as_ref()))
+}
+
+/// The current join token, remade when it is older than the refresh
+/// interval.
+///
+/// It does no I/O and reads no clock: the caller passes `now`, and asks
+/// [`TokenSource::next_refresh`] when to come back (to publish the new token,
+/// say).
+///
+/// ```
+/// use std::sync::Arc;
+/// use edgehive_pki::{Ca, TOKEN_REFRESH, TokenSource, verify_token};
+/// use time::OffsetDateTime;
+///
+/// let ca = Arc::new(Ca::generate("edgehive-ca")?);
+/// let mut source = TokenSource::new(Arc::clone(&ca));
+/// let now = OffsetDateTime::now_utc();
+/// let first = source.token(now).to_owned();
+/// assert_eq!(source.token(now + time::Duration::hours(1)), first);
+/// let later = now + TOKEN_REFRESH;
+/// assert_ne!(source.token(later), first);
+/// assert!(verify_token(&ca, &first, later).is_ok(), "the old token is still valid");
+/// # Ok::<(), edgehive_pki::PkiError>(())
+/// ```
+#[derive(Debug)]
+pub struct TokenSource {
+    ca: Arc<Ca>,
+    refresh: Duration,
+    validity: Duration,
+    /// The token and when it was made.
+    current: Option<(String, OffsetDateTime)>,
+}
+
+impl TokenSource {
+    /// A source with KubeEdge's intervals: a new token every
+    /// [`TOKEN_REFRESH`], each valid for [`TOKEN_VALIDITY`].
+    pub fn new(ca: Arc<Ca>) -> TokenSource {
+        TokenSource::with_intervals(ca, TOKEN_REFRESH, TOKEN_VALIDITY)
+    }
+
+    /// A source making a new token every `refresh`, each valid for
+    /// `validity`. A token is remade before it expires even if `validity`
+    /// is shorter than `refresh`.
+    pub fn with_intervals(ca: Arc<Ca>, refresh: Duration, validity: Duration) -> TokenSource {
+        TokenSource { ca, refresh, validity, current: None }
+    }
+
+    /// The current token, made now if there is none yet, if it is
+    /// `refresh` old or older, or if it has expired. A clock that went back
+    /// keeps the current token.
+    pub fn token(&mut self, now: OffsetDateTime) -> &str {
+        let stale = match &self.current {
+            None => true,
+            Some((_, made)) => self.deadline(*made).is_some_and(|deadline| now >= deadline),
+        };
+        if stale {
+            self.current = Some((issue_token(&self.ca, now, self.validity), now));
+        }
+        self.current.as_ref().map_or("", |(token, _)| token.as_str())
+    }
+
+    /// When [`TokenSource::token`] will next make a new token; `None`
+    /// before the first one, or when that time is beyond the calendar.
+    pub fn next_refresh(&self) -> Option<OffsetDateTime> {
+        self.current.as_ref().and_then(|(_, made)| self.deadline(*made))
+    }
+
+    /// When a token made at `made` is replaced; `None` (never) for
+    /// intervals that overflow the calendar.
+    fn deadline(&self, made: OffsetDateTime) -> Option<OffsetDateTime> {
+        let after = self.refresh.min(self.validity);
+        time::Duration::try_from(after).ok().and_then(|d| made.checked_add(d))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t0() -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(1_750_000_000).unwrap()
+    }
+
+    fn ca() -> Ca {
+        Ca::generate("token-test-ca").unwrap()
+    }
+
+    /// A token signed with `ca`'s key over arbitrary header and claims.
+    fn crafted(ca: &Ca, header: &str, claims: &str) -> String {
+        format!("{}.{}", ca.cert_sha256_hex(), sign_jwt(ca, header, claims))
+    }
+
+    /// `token` with the character at `index` replaced by another base64url
+    /// character, so the result still decodes.
+    fn flip(token: &str, index: usize) -> String {
+        let mut bytes = token.as_bytes().to_vec();
+        bytes[index] = if bytes[index] == b'A' { b'B' } else { b'A' };
+        String::from_utf8(bytes).unwrap()
+    }
+
+    fn malformed_reason(result: Result<TokenClaims, TokenError>) -> String {
+        match result {
+            Err(TokenError::Malformed(reason)) => reason,
+            other => panic!("expected Malformed, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn hash_is_lowercase_hex_sha256_of_the_der() {
+        let ca = ca();
+        let digest = ring::digest::digest(&ring::digest::SHA256, ca.cert_der());
+        let expected: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(ca.cert_sha256_hex(), expected);
+    }
+
+    #[test]
+    fn round_trip() {
+        let ca = ca();
+        let token = issue_token(&ca, t0(), TOKEN_VALIDITY);
+        let parts: Vec<&str> = token.split('.').collect();
+        assert_eq!(parts.len(), 4);
+        assert_eq!(parts[0], ca.cert_sha256_hex());
+        assert_eq!(URL_SAFE_NO_PAD.decode(parts[1]).unwrap(), br#"{"alg":"HS256","typ":"JWT"}"#);
+        let exp = t0().unix_timestamp() + 24 * 3600;
+        assert_eq!(URL_SAFE_NO_PAD.decode(parts[2]).unwrap(), format!(r#"{{"exp":{exp}}}"#).as_bytes());
+
+        let claims = verify_token(&ca, &token, t0()).unwrap();
+        assert_eq!(claims.expires_at, t0() + time::Duration::hours(24));
+        let jwt = token.split_once('.').unwrap().1;
+        assert_eq!(verify_jwt(&ca, jwt, t0()).unwrap(), claims);
+        // The same CA loaded again (same key) accepts it too: nothing is kept.
+        assert_eq!(verify_token(&ca, &token, t0() + time::Duration::hours(23)).unwrap(), claims);
+    }
+
+    #[test]
+    fn expired_on_and_after_exp() {
+        let ca = ca();
+        let token = issue_token(&ca, t0(), Duration::from_secs(3600));
+        let exp = t0() + time::Duration::hours(1);
+        assert!(verify_token(&ca, &token, exp - time::Duration::seconds(1)).is_ok());
+        for now in [exp, exp + time::Duration::days(3)] {
+            let err = verify_token(&ca, &token, now).unwrap_err();
+            assert_eq!(err, TokenError::Expired { at: exp });
+            assert_eq!(err.to_string(), "token expired at 2025-06-15T16:06:40Z");
+        }
+    }
+
+    #[test]
+    fn altered_signature_or_payload_is_refused() {
+        let ca = ca();
+        let token = issue_token(&ca, t0(), TOKEN_VALIDITY);
+        let signature_at = token.rfind('.').unwrap() + 1;
+        let payload_at = token[..signature_at - 1].rfind('.').unwrap() + 1;
+        for index in [signature_at, payload_at] {
+            let forged = flip(&token, index);
+            assert_ne!(forged, token);
+            assert_eq!(verify_token(&ca, &forged, t0()), Err(TokenError::BadSignature), "{forged}");
+        }
+        // A later exp with the old signature.
+        let [hash, header, _, signature] = token.split('.').collect::<Vec<_>>()[..] else { unreachable!() };
+        let later = URL_SAFE_NO_PAD.encode(format!(r#"{{"exp":{}}}"#, t0().unix_timestamp() + 365 * 86400));
+        let extended = format!("{hash}.{header}.{later}.{signature}");
+        assert_eq!(verify_token(&ca, &extended, t0()), Err(TokenError::BadSignature));
+    }
+
+    #[test]
+    fn token_of_another_ca_is_refused() {
+        let (ours, theirs) = (ca(), ca());
+        let token = issue_token(&theirs, t0(), TOKEN_VALIDITY);
+        assert_eq!(
+            verify_token(&ours, &token, t0()),
+            Err(TokenError::WrongCa { expected: ours.cert_sha256_hex(), got: theirs.cert_sha256_hex() })
+        );
+        // Their JWT under our hash: the key gives it away.
+        let jwt = token.split_once('.').unwrap().1;
+        let relabelled = format!("{}.{jwt}", ours.cert_sha256_hex());
+        assert_eq!(verify_token(&ours, &relabelled, t0()), Err(TokenError::BadSignature));
+        assert_eq!(verify_jwt(&ours, jwt, t0()), Err(TokenError::BadSignature));
+    }
+
+    #[test]
+    fn malformed_tokens_are_refused() {
+        let ca = ca();
+        let good = issue_token(&ca, t0(), TOKEN_VALIDITY);
+        let hash = ca.cert_sha256_hex();
+        let jwt = good.split_once('.').unwrap().1;
+        let exp = t0().unix_timestamp() + 3600;
+        let claims = format!(r#"{{"exp":{exp}}}"#);
+
+        assert!(malformed_reason(verify_token(&ca, jwt, t0())).contains("found 3"));
+        assert!(malformed_reason(verify_token(&ca, &format!("{good}.x"), t0())).contains("found 5"));
+        assert!(malformed_reason(verify_token(&ca, "", t0())).contains("found 1"));
+        assert!(malformed_reason(verify_token(&ca, "...", t0())).contains("hash"));
+        assert!(malformed_reason(verify_token(&ca, &good.to_uppercase(), t0())).contains("hash"));
+        let not_base64 = format!("{hash}.!!!.{}", jwt.split_once('.').unwrap().1);
+        assert!(malformed_reason(verify_token(&ca, &not_base64, t0())).contains("header is not base64url"));
+        let padded = format!("{good}=");
+        assert!(malformed_reason(verify_token(&ca, &padded, t0())).contains("signature is not base64url"));
+
+        // alg "none", with an empty signature as such tokens carry, and with ours.
+        let none_header = URL_SAFE_NO_PAD.encode(r#"{"alg":"none","typ":"JWT"}"#);
+        let payload = URL_SAFE_NO_PAD.encode(&claims);
+        assert!(
+            malformed_reason(verify_token(&ca, &format!("{hash}.{none_header}.{payload}."), t0())).contains("none")
+        );
+        let none = crafted(&ca, r#"{"alg":"none","typ":"JWT"}"#, &claims);
+        assert!(malformed_reason(verify_token(&ca, &none, t0())).contains("\"none\" is not HS256"));
+        let rs256 = crafted(&ca, r#"{"alg":"RS256","typ":"JWT"}"#, &claims);
+        assert!(malformed_reason(verify_token(&ca, &rs256, t0())).contains("\"RS256\" is not HS256"));
+        let no_alg = crafted(&ca, r#"{"typ":"JWT"}"#, &claims);
+        assert!(malformed_reason(verify_token(&ca, &no_alg, t0())).contains("no alg"));
+        let not_json = crafted(&ca, HEADER, "exp=1");
+        assert!(malformed_reason(verify_token(&ca, &not_json, t0())).contains("not JSON"));
+
+        let no_exp = crafted(&ca, HEADER, r#"{"nbf":1}"#);
+        assert!(malformed_reason(verify_token(&ca, &no_exp, t0())).contains("no exp"));
+        let text_exp = crafted(&ca, HEADER, &format!(r#"{{"exp":"{exp}"}}"#));
+        assert!(malformed_reason(verify_token(&ca, &text_exp, t0())).contains("not a number"));
+        let float_exp = crafted(&ca, HEADER, &format!(r#"{{"exp":{exp}.5}}"#));
+        assert!(malformed_reason(verify_token(&ca, &float_exp, t0())).contains("not an integer"));
+        let far_exp = crafted(&ca, HEADER, r#"{"exp":9223372036854775807}"#);
+        assert!(malformed_reason(verify_token(&ca, &far_exp, t0())).contains("out of range"));
+
+        // The same checks through verify_jwt, which takes three parts only.
+        assert!(malformed_reason(verify_jwt(&ca, &good, t0())).contains("found 4"));
+        assert!(verify_jwt(&ca, jwt, t0()).is_ok());
+    }
+
+    #[test]
+    fn absurd_validity_still_verifies() {
+        let ca = ca();
+        let token = issue_token(&ca, t0(), Duration::MAX);
+        let claims = verify_token(&ca, &token, t0()).unwrap();
+        assert_eq!(claims.expires_at.year(), 9999);
+    }
+
+    #[test]
+    fn source_remakes_the_token_after_the_refresh_interval() {
+        let ca = Arc::new(ca());
+        let mut source = TokenSource::new(Arc::clone(&ca));
+        assert_eq!(source.next_refresh(), None);
+        let first = source.token(t0()).to_owned();
+        assert_eq!(source.next_refresh(), Some(t0() + time::Duration::hours(12)));
+        let almost = t0() + time::Duration::hours(12) - time::Duration::seconds(1);
+        assert_eq!(source.token(almost), first);
+        assert_eq!(source.token(t0() - time::Duration::hours(5)), first, "a clock that went back");
+
+        let refreshed = t0() + time::Duration::hours(12);
+        let second = source.token(refreshed).to_owned();
+        assert_ne!(second, first);
+        assert_eq!(source.next_refresh(), Some(t0() + time::Duration::hours(24)));
+        assert_eq!(verify_token(&ca, &second, refreshed).unwrap().expires_at, t0() + time::Duration::hours(36));
+        // The first token outlives the refresh by half its life.
+        assert!(verify_token(&ca, &first, refreshed).is_ok());
+        assert!(verify_token(&ca, &first, t0() + time::Duration::hours(24)).is_err());
+    }
+
+    #[test]
+    fn source_never_hands_out_an_expired_token() {
+        let ca = Arc::new(ca());
+        let mut source = TokenSource::with_intervals(Arc::clone(&ca), TOKEN_REFRESH, Duration::from_secs(600));
+        let first = source.token(t0()).to_owned();
+        let later = t0() + time::Duration::minutes(10);
+        let second = source.token(later).to_owned();
+        assert_ne!(first, second);
+        assert!(verify_token(&ca, &second, later).is_ok());
+    }
+}
