@@ -36,7 +36,7 @@ impl Cloud {
         let child = Command::new(env!("CARGO_BIN_EXE_edgehive"))
             .args(["cloud", "--data-dir"])
             .arg(dir.path().join("data"))
-            .args(["--websocket-bind", "127.0.0.1:0", "--no-quic"])
+            .args(["--websocket-bind", "127.0.0.1:0", "--no-quic", "--join-bind", "127.0.0.1:0"])
             .args(["--bind", &format!("127.0.0.1:{port}")])
             .args(extra)
             .env("EDGEHIVE_LOG", "warn")

@@ -48,7 +48,15 @@ impl Cloud {
         let child = Command::new(env!("CARGO_BIN_EXE_edgehive"))
             .args(["cloud", "--data-dir"])
             .arg(&data)
-            .args(["--bind", &format!("127.0.0.1:{api}"), "--websocket-bind", &format!("127.0.0.1:{ws}"), "--no-quic"])
+            .args([
+                "--bind",
+                &format!("127.0.0.1:{api}"),
+                "--websocket-bind",
+                &format!("127.0.0.1:{ws}"),
+                "--no-quic",
+                "--join-bind",
+                "127.0.0.1:0",
+            ])
             .args(&extra)
             .env("EDGEHIVE_LOG", "warn")
             .stdout(Stdio::null())

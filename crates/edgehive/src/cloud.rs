@@ -1,7 +1,8 @@
 //! `edgehive cloud`: the control plane on one machine — the object store
 //! (embedded SQLite by default, or etcd), the Kubernetes-compatible API that
 //! kubectl drives, and the cloud modules on beehive: CloudHub (edge
-//! sessions over WebSocket and QUIC), EdgeController and SyncController.
+//! sessions over WebSocket and QUIC), EdgeController and SyncController, and
+//! the edge join service.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use edgehive_apiserver::{ApiServer, ApiServerConfig, MetricsSource};
 use edgehive_beehive::Beehive;
 use edgehive_cloudhub::{CloudHub, CloudHubConfig, SuccessPoints};
 use edgehive_edgecontroller::{EdgeController, LifecycleConfig};
+use edgehive_join::{JoinConfig, JoinServer};
 use edgehive_store::{BackendConfig, Store, StoreConfig};
 use edgehive_synccontroller::{SyncConfig, SyncController};
 use edgehive_viaduct::{Identity, Server, ServerConfig, ServerTls};
@@ -62,6 +64,10 @@ pub(crate) struct Args {
     /// Do not serve QUIC.
     #[arg(long)]
     no_quic: bool,
+    /// Edge join service address (KubeEdge's port 10002): CA download and
+    /// certificate signing with a join token.
+    #[arg(long, default_value = "0.0.0.0:10002")]
+    join_bind: SocketAddr,
     /// Most edge nodes connected at once.
     #[arg(long, default_value_t = 10_000)]
     node_limit: usize,
@@ -90,7 +96,7 @@ pub(crate) struct Args {
     sync_interval: u64,
 }
 
-fn default_data_dir() -> PathBuf {
+pub(crate) fn default_data_dir() -> PathBuf {
     let root =
         std::env::var_os("USER").is_some_and(|u| u == "root") || std::env::var_os("HOME").is_some_and(|h| h == "/root");
     match std::env::var_os("HOME") {
@@ -116,10 +122,20 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     // CloudHub's certificate names every address edges use.
     let tls_dir = args.data_dir.join("tls");
     let ca = edgehive_pki::Ca::load_or_create(&tls_dir, "edgehive-ca").context("load the CA")?;
-    let sans = edge_sans(&args.advertise);
+    let sans = edgehive_apiserver::default_sans(&args.websocket_bind, &args.advertise);
     let hub_cert = edgehive_pki::load_or_issue_server(&tls_dir, &ca, "cloudhub", "edgehive-cloudhub", &sans)
         .context("CloudHub serving certificate")?;
     let identity = Identity { cert_chain: vec![hub_cert.cert_der.clone()], key: hub_cert.key_der.clone_key() };
+    let ca = Arc::new(ca);
+    let join = JoinServer::bind(
+        JoinConfig::new(args.join_bind),
+        ca.clone(),
+        (vec![hub_cert.cert_der.clone()], hub_cert.key_der.clone_key()),
+    )
+    .await
+    .context("edge join server")?;
+    let join_stats = join.stats();
+    tracing::info!(addr = %join.local_addr(), "edge join service listening");
     let tls = ServerTls { identity, client_ca: vec![ca.cert_der().clone()] };
     let mut servers = Vec::new();
     let mut ws = ServerConfig::new(args.websocket_bind, tls.clone());
@@ -166,6 +182,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     config.extra_metrics = vec![MetricsSource(Arc::new({
         let (hub, controller, sync) = (hub.clone(), controller.clone(), sync.clone());
         move |out: &mut String| {
+            join_stats.render_metrics(out);
             hub.metrics().render(out);
             controller.metrics().render(out);
             sync.metrics().render(out);
@@ -181,6 +198,8 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         server.kubeconfig_path().display()
     );
     let stop = CancellationToken::new();
+    let tokens = tokio::spawn(publish_tokens(store.clone(), ca, stop.clone()));
+    let joining = tokio::spawn(join.serve(stop.clone()));
     let serving = tokio::spawn(server.serve(stop.clone()));
     let modules = tokio::spawn(hive.run(stop.clone()));
     shutdown_signal().await;
@@ -188,26 +207,49 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     stop.cancel();
     let _ = serving.await;
     let _ = modules.await;
+    let _ = tokens.await;
+    let _ = joining.await;
     store.close().await;
     Ok(())
 }
 
-/// SANs of the certificates edges check: loopback, the host name, and what
-/// the operator advertises.
-fn edge_sans(advertise: &[String]) -> Vec<String> {
-    let mut sans = vec!["127.0.0.1".to_string(), "localhost".to_string()];
-    if let Ok(host) = std::fs::read_to_string("/etc/hostname") {
-        let host = host.trim();
-        if !host.is_empty() {
-            sans.push(host.to_string());
+/// Keeps a fresh join token in the Secret `kubeedge/tokensecret` (key
+/// `tokendata`), where KubeEdge's tools read it: a new one at start and
+/// every 12 h, each valid 24 h.
+async fn publish_tokens(store: Store, ca: Arc<edgehive_pki::Ca>, stop: CancellationToken) {
+    use base64::Engine as _;
+    use edgehive_store::resources::{NAMESPACES, SECRETS};
+    let mut source = edgehive_pki::TokenSource::new(ca);
+    loop {
+        let token = source.token(time::OffsetDateTime::now_utc()).to_owned();
+        let data = base64::engine::general_purpose::STANDARD.encode(&token);
+        let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubeedge"}});
+        let _ = store.create(&NAMESPACES, ns).await;
+        let secret = serde_json::json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": "tokensecret", "namespace": "kubeedge"}, "data": {"tokendata": data}});
+        let written = match store.create(&SECRETS, secret).await {
+            Err(edgehive_store::StoreError::AlreadyExists { .. }) => store
+                .update_with(&SECRETS, "kubeedge", "tokensecret", |cur| {
+                    let mut v = cur.to_value()?;
+                    v["data"]["tokendata"] = serde_json::json!(data);
+                    Ok(Some(v))
+                })
+                .await
+                .map(|_| ()),
+            other => other.map(|_| ()),
+        };
+        if let Err(e) = written {
+            tracing::warn!(error = %e, "store the join token in kubeedge/tokensecret");
+        }
+        let wait = source
+            .next_refresh()
+            .map(|t| (t - time::OffsetDateTime::now_utc()).try_into().unwrap_or(Duration::from_secs(60)))
+            .unwrap_or(Duration::from_secs(60));
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(wait.max(Duration::from_secs(1))) => {}
         }
     }
-    for a in advertise {
-        if !sans.contains(a) {
-            sans.push(a.clone());
-        }
-    }
-    sans
 }
 
 /// beehive's queue depths, one gauge per module.

@@ -9,6 +9,7 @@ mod cloud;
 mod demo;
 mod inspect;
 mod logging;
+mod token;
 
 /// KubeEdge's cloud–edge framework, rebuilt in Rust.
 #[derive(Debug, Parser)]
@@ -26,13 +27,16 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the cloud control plane: the object store (SQLite by default,
-    /// or etcd) and the Kubernetes-compatible API kubectl drives.
-    Cloud(cloud::Args),
+    /// Run the cloud: the object store (SQLite by default, or etcd), the
+    /// Kubernetes-compatible API kubectl drives, CloudHub, the controllers
+    /// and the edge join service.
+    Cloud(Box<cloud::Args>),
     /// Run the beehive bus with KubeEdge's edge modules wired as in EdgeCore,
     /// and trace a pod insert from the hub to the metadata manager and its ACK
     /// back, printing each message in KubeEdge's wire JSON.
     Demo(demo::Args),
+    /// Print a join token for edge nodes (KubeEdge's format, valid 24 h).
+    Token(token::Args),
     /// Read KubeEdge wire messages (one JSON per line) from stdin, check them,
     /// and print what they say.
     Inspect(inspect::Args),
@@ -45,9 +49,10 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let result = match cli.command {
-        Command::Cloud(args) => cloud::run(args),
+        Command::Cloud(args) => cloud::run(*args),
         Command::Demo(args) => demo::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Token(args) => token::run(args),
     };
     match result {
         Ok(code) => code,

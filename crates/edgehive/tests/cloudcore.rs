@@ -1,7 +1,7 @@
 //! The cloud as a process: a simulated edge (a viaduct client that persists
 //! and ACKs) against `edgehive cloud`, which is killed with SIGKILL in the
 //! middle of delivering and restarted. Nothing is lost.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -25,11 +25,16 @@ struct CloudProcess {
 
 impl CloudProcess {
     fn start(data: &Path, api: u16, ws: u16, log: PathBuf) -> CloudProcess {
+        CloudProcess::start_with(data, api, ws, log, &["--join-bind", "127.0.0.1:0"])
+    }
+
+    fn start_with(data: &Path, api: u16, ws: u16, log: PathBuf, extra: &[&str]) -> CloudProcess {
         let out = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_edgehive"))
             .args(["cloud", "--data-dir"])
             .arg(data)
             .args(["--bind", &format!("127.0.0.1:{api}"), "--websocket-bind", &format!("127.0.0.1:{ws}"), "--no-quic"])
+            .args(extra)
             .args(["--sync-interval", "1"])
             .env("EDGEHIVE_LOG", "info")
             .stdout(Stdio::null())
@@ -206,4 +211,128 @@ async fn a_cloud_killed_mid_delivery_and_restarted_loses_nothing() {
     assert!(edge.connects.load(Ordering::SeqCst) >= 2, "the edge reconnected to the new process");
     edge.task.abort();
     drop(cloud);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_tokens_from_the_command_and_the_token_secret_are_valid() {
+    let dir = TempDir::new("cloudcore-token");
+    let data = dir.path().join("data");
+    // Before the cloud ever ran there is no CA to sign with.
+    let out = Command::new(env!("CARGO_BIN_EXE_edgehive")).args(["token", "--data-dir"]).arg(&data).output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("start `edgehive cloud"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let cloud = CloudProcess::start(&data, free_port(), free_port(), dir.path().join("cloud.log"));
+    let out = Command::new(env!("CARGO_BIN_EXE_edgehive")).args(["token", "--data-dir"]).arg(&data).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert_eq!(token.split('.').count(), 4, "{token}");
+    let ca = edgehive_pki::Ca::load_or_create(&data.join("tls"), "edgehive-ca").unwrap();
+    assert_eq!(token.split('.').next().unwrap(), ca.cert_sha256_hex());
+    edgehive_pki::verify_token(&ca, &token, time::OffsetDateTime::now_utc()).unwrap();
+
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(cloud.client().await, "kubeedge");
+    let mut secret = None;
+    let end = Instant::now() + Duration::from_secs(20);
+    while secret.is_none() && Instant::now() < end {
+        secret = secrets.get_opt("tokensecret").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let data = secret.expect("kubeedge/tokensecret").data.unwrap();
+    let stored = String::from_utf8(data["tokendata"].0.clone()).unwrap();
+    edgehive_pki::verify_token(&ca, &stored, time::OffsetDateTime::now_utc()).unwrap();
+}
+
+/// One HTTPS request to the join service, trusting `ca`; (status, body).
+async fn https(port: u16, ca: &edgehive_pki::Ca, request_head: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.cert_der().clone()).unwrap();
+    let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(cfg)).connect(name, tcp).await.unwrap();
+    let head = format!("{request_head}Host: 127.0.0.1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+    tls.write_all(head.as_bytes()).await.unwrap();
+    tls.write_all(body).await.unwrap();
+    let mut raw = Vec::new();
+    let _ = tls.read_to_end(&mut raw).await;
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let status = std::str::from_utf8(&raw[9..12]).unwrap().parse().unwrap();
+    (status, raw[split + 4..].to_vec())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_joins_with_a_token_and_connects_with_the_issued_certificate() {
+    let dir = TempDir::new("cloudcore-join");
+    let data = dir.path().join("data");
+    let (api, ws, join) = (free_port(), free_port(), free_port());
+    let cloud = CloudProcess::start_with(
+        &data,
+        api,
+        ws,
+        dir.path().join("cloud.log"),
+        &["--join-bind", &format!("127.0.0.1:{join}")],
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_edgehive")).args(["token", "--data-dir"]).arg(&data).output().unwrap();
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let (ca_hash, jwt) = token.split_once('.').unwrap();
+    let ca = edgehive_pki::Ca::load_or_create(&data.join("tls"), "edgehive-ca").unwrap();
+
+    // 1. The CA, checked against the token.
+    let (status, ca_der) = https(join, &ca, "GET /ca.crt HTTP/1.1\r\n", b"").await;
+    assert_eq!(status, 200);
+    assert_eq!(ca_der, ca.cert_der().to_vec());
+    assert_eq!(ca_hash, ca.cert_sha256_hex());
+
+    // 2. A certificate for a CSR such as a KubeEdge v1.15 edge sends.
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.distinguished_name.push(rcgen::DnType::CommonName, "kubeedge.io");
+    params.distinguished_name.push(rcgen::DnType::OrganizationName, "kubeEdge");
+    let csr = params.serialize_request(&key).unwrap();
+    let head = format!("GET /edge.crt HTTP/1.1\r\nAuthorization: Bearer {jwt}\r\nNodeName: edge-j\r\n");
+    let (status, cert_der) = https(join, &ca, &head, csr.der()).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&cert_der));
+    let id = edgehive_pki::identity_of(&cert_der).unwrap();
+    assert_eq!(id.common_name, "system:node:edge-j");
+    assert_eq!(id.organizations, ["system:nodes"]);
+    // A forged token issues nothing.
+    let (status, _) = https(join, &ca, &head.replace(jwt, &format!("{jwt}x")), csr.der()).await;
+    assert_eq!(status, 401);
+
+    // 3. That certificate opens a session: a pod bound to edge-j arrives.
+    let client = cloud.client().await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = serde_json::from_value(
+        serde_json::json!({"metadata": {"name": "edge-j", "labels": {"node-role.kubernetes.io/edge": ""}}}),
+    )
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let tls = ClientTls {
+        identity: Identity {
+            cert_chain: vec![rustls_pki_types::CertificateDer::from(cert_der)],
+            key: rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        },
+        server_ca: vec![ca.cert_der().clone()],
+    };
+    let edge = SimEdge::start(ClientConfig::new(format!("127.0.0.1:{ws}"), "edge-j", tls));
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let pod = serde_json::from_value(serde_json::json!({"metadata": {"name": "hello"},
+        "spec": {"nodeName": "edge-j", "containers": [{"name": "c", "image": "busybox"}]}}))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    eventually("the pod reaches the joined edge", Duration::from_secs(20), || {
+        edge.db.lock().unwrap().contains_key("default/pod/hello")
+    })
+    .await;
+    edge.task.abort();
 }
