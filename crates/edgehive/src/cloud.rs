@@ -91,6 +91,10 @@ pub(crate) struct Args {
     /// costs only re-sends).
     #[arg(long, default_value_t = 50)]
     success_point_flush_ms: u64,
+    /// Most success-point writes to the store per second; above it, changes
+    /// coalesce in memory and wait.
+    #[arg(long, default_value_t = 250)]
+    success_point_write_rate: usize,
     /// Seconds between SyncController passes.
     #[arg(long, default_value_t = 5)]
     sync_interval: u64,
@@ -155,6 +159,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             node_limit: args.node_limit,
             require_node_certificate: !args.allow_unnamed_node_certificates,
             points_flush_interval: Duration::from_millis(args.success_point_flush_ms),
+            points_write_rate: args.success_point_write_rate.max(1),
             ..CloudHubConfig::default()
         },
         points,

@@ -37,6 +37,8 @@ pub struct CloudHubConfig {
     pub inbox: usize,
     /// Success points gather this long before being written.
     pub points_flush_interval: Duration,
+    /// Most success-point writes per second (the rest coalesce and wait).
+    pub points_write_rate: usize,
 }
 
 impl Default for CloudHubConfig {
@@ -48,6 +50,7 @@ impl Default for CloudHubConfig {
             pool: PoolConfig::default(),
             inbox: 1024,
             points_flush_interval: Duration::from_millis(50),
+            points_write_rate: 250,
         }
     }
 }
@@ -65,11 +68,29 @@ pub(crate) struct Shared {
     pub(crate) metrics: HubMetrics,
     sessions: Mutex<HashMap<Text, SessionHandle>>,
     next_id: AtomicU64,
+    /// The identity of the last object content read: a fanned-out object
+    /// reaches every node's session with the same shared content, so it is
+    /// read once, not once per node.
+    last_meta: Mutex<Option<(edgehive_model::Content, rules::ObjectMeta)>>,
 }
 
 impl Shared {
     fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<Text, SessionHandle>> {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// [`rules::object_meta`], remembered for the last content seen.
+    pub(crate) fn object_meta(&self, m: &Message) -> rules::ObjectMeta {
+        let mut last = self.last_meta.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((content, meta)) = last.as_ref()
+            && content.ptr_eq(&m.content)
+            && !m.content.is_null()
+        {
+            return meta.clone();
+        }
+        let meta = rules::object_meta(m);
+        *last = Some((m.content.clone(), meta.clone()));
+        meta
     }
 }
 
@@ -99,6 +120,7 @@ impl CloudHub {
                 metrics: HubMetrics::default(),
                 sessions: Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(1),
+                last_meta: Mutex::new(None),
             }),
             servers: servers.into_iter().map(|s| Arc::new(tokio::sync::Mutex::new(s))).collect(),
         }
@@ -133,8 +155,11 @@ impl CloudHub {
                 tasks.clone(),
             ));
         }
-        let writer =
-            tokio::spawn(self.shared.points.clone().run_writer(stop.clone(), self.shared.cfg.points_flush_interval));
+        let writer = tokio::spawn(self.shared.points.clone().run_writer(
+            stop.clone(),
+            self.shared.cfg.points_flush_interval,
+            self.shared.cfg.points_write_rate,
+        ));
         while let Some(m) = ctx.receive_until(&cancel).await {
             dispatch(&self.shared, m);
         }

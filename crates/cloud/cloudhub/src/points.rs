@@ -171,23 +171,30 @@ impl SuccessPoints {
     }
 
     /// Writes changes to the store until `cancel`, then flushes what is left.
-    /// Changes to one pair are coalesced (only the latest is written);
-    /// failed writes are retried.
-    pub async fn run_writer(self: Arc<Self>, cancel: CancellationToken, interval: Duration) {
+    /// Changes to one pair are coalesced (only the latest is written), at
+    /// most `max_rate` writes per second, so that persisting success points
+    /// never takes the CPU that delivery needs: under a higher ACK rate more
+    /// changes coalesce and the store lags a little further behind memory
+    /// (a crash then costs more re-sends, never data). Failed writes are
+    /// retried.
+    pub async fn run_writer(self: Arc<Self>, cancel: CancellationToken, interval: Duration, max_rate: usize) {
+        let per_round = ((max_rate as f64 * interval.as_secs_f64()).ceil() as usize).max(1);
         loop {
-            tokio::select! {
-                _ = cancel.cancelled() => break,
-                _ = self.wake.notified() => {}
+            if self.unflushed() == 0 {
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    _ = self.wake.notified() => {}
+                }
             }
-            // Let a burst of ACKs gather into one flush.
+            // Let a burst of ACKs gather; pace the writes.
             tokio::select! {
                 _ = cancel.cancelled() => break,
                 _ = tokio::time::sleep(interval) => {}
             }
-            if !self.flush().await {
+            if !self.flush_some(per_round).await {
                 tokio::select! {
                     _ = cancel.cancelled() => break,
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => self.wake.notify_one(),
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                 }
             }
         }
@@ -196,7 +203,20 @@ impl SuccessPoints {
 
     /// Writes every pending change; true if all were written.
     pub async fn flush(&self) -> bool {
-        let batch: Vec<_> = lock(&self.dirty).drain().collect();
+        self.flush_some(usize::MAX).await
+    }
+
+    /// Writes up to `limit` pending changes; true if all of those were written.
+    async fn flush_some(&self, limit: usize) -> bool {
+        let batch: Vec<_> = {
+            let mut dirty = lock(&self.dirty);
+            if limit >= dirty.len() {
+                dirty.drain().collect()
+            } else {
+                let keys: Vec<_> = dirty.keys().take(limit).cloned().collect();
+                keys.into_iter().filter_map(|k| dirty.remove_entry(&k)).collect()
+            }
+        };
         if batch.is_empty() {
             return true;
         }

@@ -139,7 +139,7 @@ impl Session {
                 return;
             }
         };
-        let meta = rules::object_meta(&m);
+        let meta = self.shared.object_meta(&m);
         let key = match (&meta.uid, m.route.operation.as_str()) {
             (_, op::RESPONSE) | (None, _) => Key::Message(m.header.msg_id.clone()),
             (Some(uid), _) => Key::Object(uid.clone()),
