@@ -28,4 +28,4 @@ mod session;
 
 pub use hub::{CloudHub, CloudHubConfig};
 pub use metrics::HubMetrics;
-pub use points::SuccessPoints;
+pub use points::{SuccessPoints, UidKey};

@@ -2,8 +2,9 @@
 //! acknowledged. They decide what a (re)connecting node still needs, so a
 //! node offline for a day gets only what changed.
 //!
-//! Kept in memory (one small entry per pair, shared strings) and persisted
-//! behind the hot path as KubeEdge's `ObjectSync` (namespaced objects) and
+//! Kept in memory as small as a pair can be — the uid (16 bytes for the
+//! UUIDs Kubernetes assigns) and the version (8 bytes), in a per-node hash
+//! table — and persisted behind the hot path as KubeEdge's `ObjectSync` (namespaced objects) and
 //! `ClusterObjectSync` (cluster-scoped objects), named `{node}.{uid}`, so
 //! they are visible with `kubectl get objectsyncs`. Persisting lags an ACK
 //! by at most one flush; a point lost in a crash only makes the object be
@@ -23,7 +24,41 @@ use tokio_util::sync::CancellationToken;
 
 use crate::pool::PointRef;
 
-/// One acknowledged object.
+/// An object uid as a hash key: a UUID as its 128 bits, anything else as text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum UidKey {
+    /// A UUID (what Kubernetes assigns), its 128 bits as two halves (a
+    /// `u128` would align the entry to 16 bytes and make it 48).
+    Uuid(u64, u64),
+    /// Any other uid.
+    Other(Text),
+}
+
+impl UidKey {
+    /// The key of a uid string.
+    pub fn of(uid: &str) -> UidKey {
+        parse_uuid(uid)
+            .map_or_else(|| UidKey::Other(Text::copy_from(uid)), |v| UidKey::Uuid((v >> 64) as u64, v as u64))
+    }
+}
+
+/// `8-4-4-4-12` lowercase or uppercase hex.
+fn parse_uuid(s: &str) -> Option<u128> {
+    let b = s.as_bytes();
+    if b.len() != 36 || b[8] != b'-' || b[13] != b'-' || b[18] != b'-' || b[23] != b'-' {
+        return None;
+    }
+    let mut v: u128 = 0;
+    for (i, c) in b.iter().enumerate() {
+        if matches!(i, 8 | 13 | 18 | 23) {
+            continue;
+        }
+        v = (v << 4) | u128::from((*c as char).to_digit(16)?);
+    }
+    Some(v)
+}
+
+/// One acknowledged object, as written to the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Point {
     /// resourceVersion the node has.
@@ -38,8 +73,8 @@ pub struct Point {
     pub kind: Text,
 }
 
-/// One node's points by object uid.
-pub type NodePoints = HashMap<Text, Point>;
+/// One node's points: acknowledged resourceVersion by object uid.
+pub type NodePoints = HashMap<UidKey, u64>;
 
 #[derive(Debug, Clone)]
 enum Change {
@@ -76,14 +111,7 @@ impl SuccessPoints {
                 for obj in &page.items {
                     match obj.value().ok().and_then(|v| SyncRecord::parse(res, v)) {
                         Some(r) => {
-                            let p = Point {
-                                rv: r.rv,
-                                namespace: Text::from(r.namespace),
-                                name: Text::from(r.name),
-                                api_version: Text::from(r.api_version),
-                                kind: Text::from(r.kind),
-                            };
-                            lock(&points.node(&r.node)).insert(Text::from(r.uid), p);
+                            lock(&points.node(&r.node)).insert(UidKey::of(&r.uid), r.rv);
                             loaded += 1;
                         }
                         None => tracing::warn!(key = obj.key(), "skipping a success point that does not parse"),
@@ -110,7 +138,7 @@ impl SuccessPoints {
     /// The acknowledged version of an object on a node.
     pub fn get(&self, node: &str, uid: &str) -> Option<u64> {
         let n = self.nodes.read().unwrap_or_else(|p| p.into_inner()).get(node).cloned()?;
-        lock(&n).get(uid).map(|p| p.rv)
+        lock(&n).get(&UidKey::of(uid)).copied()
     }
 
     /// Records that `node` has `point` at `rv` (an ACK of an insert or update).
@@ -125,29 +153,36 @@ impl SuccessPoints {
         {
             let n = self.node(node);
             let mut n = lock(&n);
-            if n.get(&point.uid).is_some_and(|old| old.rv >= rv) {
+            let key = UidKey::of(&point.uid);
+            if n.get(&key).is_some_and(|old| *old >= rv) {
                 return;
             }
-            n.insert(point.uid.clone(), p.clone());
+            n.insert(key, rv);
         }
         self.mark(node, &point.uid, Change::Set(p));
     }
 
     /// Forgets an object on `node` (an ACK of its delete).
-    pub fn remove(&self, node: &Text, uid: &Text) {
-        let removed = lock(&self.node(node)).remove(uid);
-        if let Some(p) = removed {
-            self.mark(node, uid, Change::Remove(p));
+    pub fn remove(&self, node: &Text, point: &PointRef) {
+        let removed = lock(&self.node(node)).remove(&UidKey::of(&point.uid));
+        if removed.is_some() {
+            let p = Point {
+                rv: 0,
+                namespace: point.namespace.clone(),
+                name: point.name.clone(),
+                api_version: point.api_version.clone(),
+                kind: point.kind.clone(),
+            };
+            self.mark(node, &point.uid, Change::Remove(p));
         }
     }
 
-    /// Forgets every point of a deleted node.
+    /// Forgets every point of a deleted node, and its unwritten changes.
+    /// The stored ones are SyncController's to remove: it keeps the full
+    /// records, and removes the points of every node that no longer exists.
     pub fn remove_node(&self, node: &str) {
-        let Some(n) = self.nodes.write().unwrap_or_else(|p| p.into_inner()).remove(node) else { return };
-        let node = Text::copy_from(node);
-        for (uid, p) in lock(&n).drain() {
-            self.mark(&node, &uid, Change::Remove(p));
-        }
+        self.nodes.write().unwrap_or_else(|p| p.into_inner()).remove(node);
+        lock(&self.dirty).retain(|(n, _), _| n.as_str() != node);
     }
 
     /// Pairs known (all nodes).
@@ -283,5 +318,23 @@ impl SuccessPoints {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuids_become_128_bit_keys_and_others_stay_text() {
+        let k = UidKey::of("8d3e4f5a-1234-5678-9abc-def012345678");
+        assert_eq!(k, UidKey::Uuid(0x8d3e_4f5a_1234_5678, 0x9abc_def0_1234_5678));
+        assert_eq!(UidKey::of("8D3E4F5A-1234-5678-9ABC-DEF012345678"), k);
+        assert_eq!(UidKey::of("not-a-uuid"), UidKey::Other(Text::from("not-a-uuid")));
+        assert_eq!(
+            UidKey::of("8d3e4f5a-1234-5678-9abc-def01234567g"),
+            UidKey::Other(Text::from("8d3e4f5a-1234-5678-9abc-def01234567g"))
+        );
+        assert_eq!(std::mem::size_of::<(UidKey, u64)>(), 32);
     }
 }

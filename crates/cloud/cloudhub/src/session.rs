@@ -185,7 +185,7 @@ impl Session {
                 metrics.observe_ack(acked.latency);
                 if let Some(p) = &acked.delivery.point {
                     if acked.delivery.delete {
-                        self.shared.points.remove(&self.node, &p.uid);
+                        self.shared.points.remove(&self.node, p);
                     } else {
                         self.shared.points.record(&self.node, p, acked.delivery.rv);
                     }

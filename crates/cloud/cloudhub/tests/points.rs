@@ -13,7 +13,9 @@ use edgehive_testkit::fixtures::TempDir;
 use tokio_util::sync::CancellationToken;
 
 async fn open(dir: &TempDir) -> Store {
-    Store::open(StoreConfig::new(BackendConfig::Sqlite { path: dir.path().join("state.db"), fsync: false })).await.unwrap()
+    Store::open(StoreConfig::new(BackendConfig::Sqlite { path: dir.path().join("state.db"), fsync: false }))
+        .await
+        .unwrap()
 }
 
 fn point(i: usize) -> PointRef {
