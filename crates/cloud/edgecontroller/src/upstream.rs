@@ -207,13 +207,7 @@ impl Controller {
                 Ok(Some(answer))
             }
             (op::UPDATE, rt::PODSTATUS) => {
-                let pod = self
-                    .index
-                    .pod(ns, name)
-                    .ok_or_else(|| Refusal::Forbidden(format!("pod {ns}/{name} is not bound to node {node}")))?;
-                if pod.node != node.as_str() {
-                    return Err(Refusal::Forbidden(format!("pod {ns}/{name} is bound to another node")));
-                }
+                self.own_pod(node, ns, name)?;
                 let req = m.content.to_value();
                 let status = req
                     .get("Status")
@@ -248,13 +242,7 @@ impl Controller {
             }
             (op::DELETE, rt::POD) => {
                 // The edge confirms a graceful deletion: the pod goes now.
-                let pod = self
-                    .index
-                    .pod(ns, name)
-                    .ok_or_else(|| Refusal::Forbidden(format!("pod {ns}/{name} is not bound to node {node}")))?;
-                if pod.node != node.as_str() {
-                    return Err(Refusal::Forbidden(format!("pod {ns}/{name} is bound to another node")));
-                }
+                self.own_pod(node, ns, name)?;
                 let uid = m.content.to_value().pointer("/metadata/uid").and_then(Value::as_str).map(str::to_owned);
                 let opts = DeleteOptions { uid, grace_period_seconds: Some(0), ..DeleteOptions::default() };
                 match self.store.delete(&PODS, ns, name, &opts).await {
