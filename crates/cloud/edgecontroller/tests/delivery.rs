@@ -132,14 +132,16 @@ async fn ten_quick_updates_collapse_to_the_latest() {
     cloud.edge_node("edge-1").await;
     let edge = Edge::connect(&cloud, "edge-1").await;
     eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
-    // The first version's ACK is lost, so the updates pile up behind it.
-    edge.drop_acks.store(1, Ordering::SeqCst);
+    // The first version is not acknowledged yet, so the updates pile up
+    // behind it (however long they take: it is resent, never replaced).
+    edge.hold_acks.store(true, Ordering::SeqCst);
     cloud.pod("web", "edge-1", None).await;
     eventually("first version", WAIT, || !edge.receipts("default/pod/web").is_empty()).await;
     let mut last = None;
     for i in 0..10 {
         last = Some(cloud.touch_pod("web", &i.to_string()).await);
     }
+    edge.hold_acks.store(false, Ordering::SeqCst);
     let last = last.unwrap().rev().to_string();
     eventually("latest version at the edge", WAIT, || edge.has("default/pod/web").is_some_and(|(rv, _)| rv == last))
         .await;
@@ -210,6 +212,7 @@ async fn a_stuck_node_does_not_slow_the_others() {
     }
     eventually("the good node has all its pods", WAIT, || good.db.lock().unwrap().len() == 100).await;
     // The stuck node has only its window's worth in flight.
+    eventually("the stuck node's window", WAIT, || stuck.received.lock().unwrap().len() >= 8).await;
     assert_eq!(stuck.received.lock().unwrap().len(), 8);
     cloud.stop().await;
 }

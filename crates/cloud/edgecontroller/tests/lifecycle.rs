@@ -45,18 +45,19 @@ async fn a_silent_node_goes_not_ready_keeps_its_pods_and_comes_back() {
     // The edge reports again: Ready.
     let edge = Edge::connect(&cloud, "edge-1").await;
     let node = cloud.store.get(&NODES, "", "edge-1").await.unwrap();
-    let now = edgehive_store::now_rfc3339();
-    let status = json!({"UID": node.uid(), "Status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
-    edge.tx
-        .try_write(
-            Message::new()
-                .with_route("edged", "meta", "default/nodestatus/edge-1", "update")
-                .with_content(Content::from_serialize(&status).unwrap()),
-        )
-        .unwrap();
+    // The edge reports like a kubelet: again and again, each with a fresh heartbeat.
     eventually_async("Ready again", WAIT, || {
-        let cloud = &cloud;
-        async move { node_ready(cloud, "edge-1").await == "True" }
+        let (cloud, edge, uid) = (&cloud, &edge, node.uid().unwrap().to_owned());
+        async move {
+            let now = edgehive_store::now_rfc3339();
+            let status = json!({"UID": uid, "Status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
+            let m = Message::new()
+                .with_route("edged", "meta", "default/nodestatus/edge-1", "update")
+                .with_content(Content::from_serialize(&status).unwrap());
+            edge.tx.try_write(m).unwrap();
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            node_ready(cloud, "edge-1").await == "True"
+        }
     })
     .await;
     cloud.stop().await;
