@@ -41,7 +41,7 @@ pub(crate) async fn delete(shared: &Shared, name: &str, dry_run: bool) -> Result
     }
     match store.delete(&NAMESPACES, "", name, &DeleteOptions::default()).await.map_err(err)? {
         DeleteOutcome::Deleted(o) => object_response(StatusCode::OK, &o, &Format::Json),
-        DeleteOutcome::Pending(_) => {
+        DeleteOutcome::Pending(pending) => {
             let marked = store
                 .update_with(&NAMESPACES, "", name, |cur| {
                     let mut v = cur.to_value()?;
@@ -51,9 +51,15 @@ pub(crate) async fn delete(shared: &Shared, name: &str, dry_run: bool) -> Result
                     v["status"] = json!({"phase": "Terminating"});
                     Ok(Some(v))
                 })
-                .await
-                .map_err(err)?;
-            object_response(StatusCode::OK, &marked, &Format::Json)
+                .await;
+            match marked {
+                Ok(marked) => object_response(StatusCode::OK, &marked, &Format::Json),
+                // The namespace controller saw the deletion mark, emptied the
+                // namespace and removed it before the phase was written: the
+                // delete has succeeded, so answer with the marked object.
+                Err(StoreError::NotFound { .. }) => object_response(StatusCode::OK, &pending, &Format::Json),
+                Err(e) => Err(err(e)),
+            }
         }
     }
 }

@@ -443,3 +443,30 @@ async fn delete_collection_and_event_selectors() {
     assert_eq!(names, ["e1"]);
     c.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_namespace_always_succeeds() {
+    // The namespace controller may empty and remove a namespace before the
+    // DELETE that marked it has written its Terminating phase; the DELETE
+    // still succeeded and must say so (it once answered 404 in that race).
+    let c = Cluster::start().await;
+    let client = c.admin().await;
+    for i in 0..100 {
+        let name = format!("race-{i}");
+        let made = raw(
+            &client,
+            "POST",
+            "/api/v1/namespaces",
+            "application/json",
+            json!({"metadata": {"name": name}}).to_string(),
+        )
+        .await;
+        assert_eq!(made.code, 201);
+        let cm = json!({"metadata": {"name": "c"}, "data": {"a": "1"}}).to_string();
+        let made = raw(&client, "POST", &format!("/api/v1/namespaces/{name}/configmaps"), "application/json", cm).await;
+        assert_eq!(made.code, 201);
+        let gone = raw(&client, "DELETE", &format!("/api/v1/namespaces/{name}"), "", "").await;
+        assert_eq!(gone.code, 200, "{name}: {}", gone.body);
+        assert!(gone.body["metadata"]["deletionTimestamp"].is_string());
+    }
+}
