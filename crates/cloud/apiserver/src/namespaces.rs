@@ -7,9 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use edgehive_store::resources::{ALL, NAMESPACES};
-use edgehive_store::{
-    DeleteOptions, DeleteOutcome, ListOptions, Store, StoreError, WatchFilter, WatchOptions, WatchStart,
-};
+use edgehive_store::{DeleteOptions, ListOptions, Store, StoreError, WatchFilter, WatchOptions, WatchStart};
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -39,29 +37,10 @@ pub(crate) async fn delete(shared: &Shared, name: &str, dry_run: bool) -> Result
         let cur = store.get(&NAMESPACES, "", name).await.map_err(err)?;
         return object_response(StatusCode::OK, &cur, &Format::Json);
     }
-    match store.delete(&NAMESPACES, "", name, &DeleteOptions::default()).await.map_err(err)? {
-        DeleteOutcome::Deleted(o) => object_response(StatusCode::OK, &o, &Format::Json),
-        DeleteOutcome::Pending(pending) => {
-            let marked = store
-                .update_with(&NAMESPACES, "", name, |cur| {
-                    let mut v = cur.to_value()?;
-                    if v.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating") {
-                        return Ok(None);
-                    }
-                    v["status"] = json!({"phase": "Terminating"});
-                    Ok(Some(v))
-                })
-                .await;
-            match marked {
-                Ok(marked) => object_response(StatusCode::OK, &marked, &Format::Json),
-                // The namespace controller saw the deletion mark, emptied the
-                // namespace and removed it before the phase was written: the
-                // delete has succeeded, so answer with the marked object.
-                Err(StoreError::NotFound { .. }) => object_response(StatusCode::OK, &pending, &Format::Json),
-                Err(e) => Err(err(e)),
-            }
-        }
-    }
+    // Gone at once, or marked Terminating (in the same write) for the
+    // controller to empty and remove.
+    let outcome = store.delete(&NAMESPACES, "", name, &DeleteOptions::default()).await.map_err(err)?;
+    object_response(StatusCode::OK, outcome.object(), &Format::Json)
 }
 
 /// PUT `/api/v1/namespaces/{name}/finalize`: replaces `spec.finalizers`.

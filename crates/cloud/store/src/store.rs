@@ -625,6 +625,14 @@ impl Store {
             let meta = meta_mut(&mut new)?;
             meta.insert("deletionTimestamp".into(), Value::String(rfc3339(deadline)));
             meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
+            if std::ptr::eq(res, &crate::resources::NAMESPACES) {
+                // A namespace is Terminating from the same write that marks
+                // it, so no reader ever sees it marked but still Active.
+                if !new.get("status").is_some_and(Value::is_object) {
+                    new["status"] = json!({});
+                }
+                new["status"]["phase"] = json!("Terminating");
+            }
             let raw = self.encode(cur.key(), &new)?;
             match self.inner.backend.update(cur.key(), raw.clone(), cur.rev()).await {
                 Ok(rev) => {
