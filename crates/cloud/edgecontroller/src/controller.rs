@@ -50,23 +50,36 @@ pub(crate) fn resource_of(ty: &str) -> Option<&'static ResourceDef> {
     }
 }
 
-/// A downstream message for `node` carrying `obj`.
-pub(crate) fn object_message(node: &str, operation: &'static str, obj: &Object) -> Option<Message> {
-    let res = obj.resource();
-    let ns = if res.namespaced { obj.namespace() } else { edgehive_model::well_known::NULL_NAMESPACE };
-    let json = obj.json().ok()?;
-    let content = Content::from_json(String::from_utf8_lossy(json).into_owned()).ok()?;
-    Some(
-        Message::new()
-            .with_route(
-                source::EDGECONTROLLER,
-                edgehive_model::group::RESOURCE,
-                format!("node/{node}/{ns}/{}/{}", type_of(res), obj.name()),
-                operation,
-            )
-            .with_resource_version(obj.rev().to_string())
-            .with_content(content),
-    )
+/// An object's JSON as message content.
+pub(crate) fn object_content(obj: &Object) -> Option<Content> {
+    Content::from_json(String::from_utf8_lossy(obj.json().ok()?).into_owned()).ok()
+}
+
+/// A downstream message: `node/{node}/{namespace|null}/{type}/{name}`.
+fn message(node: &str, namespace: &str, ty: &str, name: &str, operation: &'static str, content: Content) -> Message {
+    let ns = if namespace.is_empty() { edgehive_model::well_known::NULL_NAMESPACE } else { namespace };
+    Message::new()
+        .with_route(
+            source::EDGECONTROLLER,
+            edgehive_model::group::RESOURCE,
+            format!("node/{node}/{ns}/{ty}/{name}"),
+            operation,
+        )
+        .with_content(content)
+}
+
+/// A downstream message for `node` carrying `obj` (or its shared `content`)
+/// at its resourceVersion.
+fn object_message(node: &str, operation: &'static str, obj: &Object, content: Content) -> Message {
+    let ns = if obj.resource().namespaced { obj.namespace() } else { "" };
+    message(node, ns, type_of(obj.resource()), obj.name(), operation, content)
+        .with_resource_version(obj.rev().to_string())
+}
+
+/// A `delete` of an object the controller knows only by name.
+fn delete_message(node: &str, namespace: &str, ty: &str, name: &str) -> Message {
+    let content = Content::from_serialize(&serde_json::json!({"metadata": {"namespace": namespace, "name": name}}));
+    message(node, namespace, ty, name, op::DELETE, content.unwrap_or_default())
 }
 
 impl Controller {
@@ -112,11 +125,7 @@ impl Controller {
     }
 
     async fn send_object(&self, node: &str, operation: &'static str, obj: &Object) {
-        if let Some(m) = object_message(node, operation, obj) {
-            self.send(m).await;
-        } else {
-            tracing::warn!(key = obj.key(), "object does not encode; not sent");
-        }
+        self.fan_out(&[node.to_owned()], operation, obj).await;
     }
 
     /// Sends a configmap or secret a node started to need.
@@ -132,18 +141,7 @@ impl Controller {
 
     /// Tells a node to drop a configmap or secret it no longer needs.
     async fn delete_ref(&self, node: &str, r: &Ref) {
-        let m = Message::new()
-            .with_route(
-                source::EDGECONTROLLER,
-                edgehive_model::group::RESOURCE,
-                format!("node/{node}/{}/{}/{}", r.namespace, r.kind, r.name),
-                op::DELETE,
-            )
-            .with_content(
-                Content::from_serialize(&serde_json::json!({"metadata": {"namespace": r.namespace, "name": r.name}}))
-                    .unwrap_or_default(),
-            );
-        self.send(m).await;
+        self.send(delete_message(node, &r.namespace, r.kind, &r.name)).await;
     }
 
     /// Sends everything `node` should have as `update`s; CloudHub sends only
@@ -170,38 +168,24 @@ impl Controller {
             Change::Upsert { object, added } => self.upsert(&object, added).await,
             Change::Deleted(object) => self.deleted(&object).await,
             Change::Relisted { resource, objects } => {
-                // Objects the controller knew that are gone now.
-                let names: std::collections::HashSet<(String, String)> =
-                    objects.iter().map(|o| (o.namespace().to_owned(), o.name().to_owned())).collect();
                 if std::ptr::eq(resource, &PODS) {
-                    let known: Vec<(String, String)> = self
+                    // Pods the controller knew that are gone now.
+                    let names: std::collections::HashSet<(&str, &str)> =
+                        objects.iter().map(|o| (o.namespace(), o.name())).collect();
+                    let gone: Vec<(String, String)> = self
                         .index
-                        .edge_nodes()
+                        .pods()
+                        .filter(|(ns, n)| !names.contains(&(ns.as_str(), n.as_str())))
                         .cloned()
-                        .collect::<Vec<_>>()
-                        .iter()
-                        .flat_map(|n| self.index.pods_on(n).cloned().collect::<Vec<_>>())
-                        .filter(|k| !names.contains(k))
                         .collect();
-                    for (ns, name) in known {
+                    for (ns, name) in gone {
                         let node = self.index.pod(&ns, &name).map(|p| p.node.clone()).unwrap_or_default();
                         let lost = self.index.remove_pod(&ns, &name).lost;
-                        let m = Message::new()
-                            .with_route(
-                                source::EDGECONTROLLER,
-                                edgehive_model::group::RESOURCE,
-                                format!("node/{node}/{ns}/pod/{name}"),
-                                op::DELETE,
-                            )
-                            .with_content(
-                                Content::from_serialize(
-                                    &serde_json::json!({"metadata": {"namespace": ns, "name": name}}),
-                                )
-                                .unwrap_or_default(),
-                            );
-                        self.send(m).await;
-                        for (n, r) in lost {
-                            self.delete_ref(&n, &r).await;
+                        if self.index.is_edge(&node) {
+                            self.send(delete_message(&node, &ns, "pod", &name)).await;
+                        }
+                        for (n, r) in lost.iter().filter(|(n, _)| self.index.is_edge(n)) {
+                            self.delete_ref(n, r).await;
                         }
                     }
                 }
@@ -309,29 +293,19 @@ impl Controller {
         self.index.users(&r).filter(|n| self.index.is_edge(n)).cloned().collect()
     }
 
-    /// One object to many nodes: encoded once, the content shared by every
-    /// message (only the resource differs).
+    /// One object to one or many nodes: encoded once, the content shared by
+    /// every message (only the resource differs).
     async fn fan_out(&self, nodes: &[String], operation: &'static str, obj: &Object) {
-        let Some((first, rest)) = nodes.split_first() else { return };
-        let Some(template) = object_message(first, operation, obj) else {
+        if nodes.is_empty() {
+            return;
+        }
+        let Some(content) = object_content(obj) else {
             tracing::warn!(key = obj.key(), "object does not encode; not sent");
             return;
         };
-        let suffix = template.route.resource.strip_prefix(&format!("node/{first}/")).unwrap_or_default().to_owned();
-        for node in rest {
-            let mut m = Message::new()
-                .with_route(
-                    source::EDGECONTROLLER,
-                    edgehive_model::group::RESOURCE,
-                    format!("node/{node}/{suffix}"),
-                    operation,
-                )
-                .with_resource_version(template.header.resource_version.clone())
-                .with_content(template.content.clone());
-            m.header.timestamp = template.header.timestamp;
-            self.send(m).await;
+        for node in nodes {
+            self.send(object_message(node, operation, obj, content.clone())).await;
         }
-        self.send(template).await;
     }
 }
 

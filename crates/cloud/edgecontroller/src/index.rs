@@ -117,6 +117,11 @@ impl Index {
         self.pods.get(&(namespace.to_owned(), name.to_owned()))
     }
 
+    /// Every bound pod, as (namespace, name).
+    pub fn pods(&self) -> impl Iterator<Item = &(String, String)> {
+        self.pods.keys()
+    }
+
     /// Pods bound to `node`.
     pub fn pods_on(&self, node: &str) -> impl Iterator<Item = &(String, String)> {
         self.pods_by_node.get(node).into_iter().flatten()

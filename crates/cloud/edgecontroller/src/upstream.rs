@@ -9,7 +9,7 @@ use edgehive_store::resources::{CONFIGMAPS, LEASES, NODES, PODS, SECRETS};
 use edgehive_store::{DeleteOptions, StoreError};
 use serde_json::{Value, json};
 
-use crate::controller::Controller;
+use crate::controller::{Controller, object_content};
 use crate::index::{EDGE_LABEL, Ref};
 
 /// Why an upstream request was refused.
@@ -45,10 +45,6 @@ fn reply(to: &Message, content: Content, rv: Option<u64>) -> Message {
 fn status_error(code: u16, reason: &str, message: &str) -> Content {
     Content::from_serialize(&json!({"ErrStatus": {"metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}}))
         .unwrap_or_default()
-}
-
-fn object_content(obj: &edgehive_store::Object) -> Content {
-    obj.json().ok().and_then(|j| Content::from_json(String::from_utf8_lossy(j).into_owned()).ok()).unwrap_or_default()
 }
 
 /// `{"Object": obj, "Err": null}`, KubeEdge's reply to registration and leases.
@@ -159,12 +155,12 @@ impl Controller {
                 }
                 let res = if ty == rt::CONFIGMAP { &CONFIGMAPS } else { &SECRETS };
                 let obj = self.store.get(res, ns, name).await?;
-                Ok(Some(reply(m, object_content(&obj), Some(obj.rev()))))
+                Ok(Some(reply(m, object_content(&obj).unwrap_or_default(), Some(obj.rev()))))
             }
             (op::QUERY, rt::NODE) => {
                 own(node, name, "node")?;
                 let obj = self.store.get(&NODES, "", name).await?;
-                Ok(Some(reply(m, object_content(&obj), Some(obj.rev()))))
+                Ok(Some(reply(m, object_content(&obj).unwrap_or_default(), Some(obj.rev()))))
             }
             (op::INSERT, rt::NODE) => {
                 own(node, name, "node")?;
