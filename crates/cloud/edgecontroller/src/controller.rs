@@ -7,7 +7,7 @@ use std::time::Duration;
 use edgehive_beehive::{Context, ModuleContext};
 use edgehive_model::{Content, Message, op, source};
 use edgehive_store::informer::{Change, inform};
-use edgehive_store::resources::{CONFIGMAPS, NODES, PODS, ResourceDef, SECRETS};
+use edgehive_store::resources::{CONFIGMAPS, LEASES, NODES, PODS, ResourceDef, SECRETS};
 use edgehive_store::{Object, Store, StoreError};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -16,6 +16,9 @@ use crate::index::{Index, Ref};
 use crate::lifecycle::{self, LifecycleConfig};
 use crate::metrics::Metrics;
 use crate::scheduler::{self, Placement};
+
+/// Where nodes' Leases live.
+const NODE_LEASES: &str = "kube-node-lease";
 
 /// Longest wait for room in CloudHub's mailbox.
 const SEND_DEADLINE: Duration = Duration::from_secs(10);
@@ -88,7 +91,7 @@ impl Controller {
         let stop = cancel.child_token();
         let mut watches = Vec::new();
         // Nodes first, so that pods find their node's role known.
-        for res in [&NODES, &PODS, &CONFIGMAPS, &SECRETS] {
+        for res in [&NODES, &PODS, &CONFIGMAPS, &SECRETS, &LEASES] {
             watches.push(tokio::spawn(inform(self.store.clone(), res, tx.clone(), stop.clone())));
         }
         drop(tx);
@@ -202,6 +205,12 @@ impl Controller {
             return;
         };
         let res = obj.resource();
+        if std::ptr::eq(res, &LEASES) {
+            if obj.namespace() == NODE_LEASES {
+                self.index.set_lease(obj.name(), Some(value));
+            }
+            return;
+        }
         if std::ptr::eq(res, &NODES) {
             let was = self.index.is_edge(obj.name());
             let before = self.index.node_info(obj.name()).cloned();
@@ -257,6 +266,12 @@ impl Controller {
 
     async fn deleted(&mut self, obj: &Object) {
         let res = obj.resource();
+        if std::ptr::eq(res, &LEASES) {
+            if obj.namespace() == NODE_LEASES {
+                self.index.set_lease(obj.name(), None);
+            }
+            return;
+        }
         if std::ptr::eq(res, &NODES) {
             let was_edge = self.index.is_edge(obj.name());
             self.index.remove_node(obj.name());
@@ -367,37 +382,47 @@ impl Controller {
     /// pods only if configured.
     async fn check_nodes(&mut self) {
         let now = time::OffsetDateTime::now_utc();
-        let nodes: Vec<String> = self.index.edge_nodes().cloned().collect();
-        for node in nodes {
-            let Ok(obj) = self.store.get(&NODES, "", &node).await else { continue };
-            let Ok(value) = obj.value() else { continue };
-            let lease = self.store.get(&edgehive_store::resources::LEASES, "kube-node-lease", &node).await.ok();
-            let lease = lease.as_ref().and_then(|l| l.value().ok());
-            let Some(beat) = lifecycle::last_heartbeat(value, lease) else { continue };
-            let silent: std::time::Duration = (now - beat).try_into().unwrap_or_default();
-            if silent > self.lifecycle.grace {
-                let stamp = edgehive_store::rfc3339(now);
-                let marked = self
-                    .store
-                    .update_with(&NODES, "", &node, |cur| Ok(lifecycle::mark_unknown(cur.value()?, &stamp)))
-                    .await;
-                match marked {
-                    Ok(o) if o.rev() != obj.rev() => {
-                        self.metrics.not_ready.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        tracing::warn!(%node, silent = ?silent, "no heartbeat; node is NotReady (its pods keep running at the edge)");
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(%node, error = %e, "mark node NotReady"),
-                }
-            }
-            if let Some(after) = self.lifecycle.evict_after
-                && lifecycle::not_ready_for(value, now).is_some_and(|d| d > after)
+        let mut silent_nodes = Vec::new();
+        let mut evict = Vec::new();
+        for node in self.index.edge_nodes() {
+            let Some(live) = self.index.liveness(node) else { continue };
+            if let Some(beat) = live.last_beat()
+                && !live.unknown
+                && lifecycle::elapsed(beat, now) > self.lifecycle.grace
             {
-                let pods: Vec<(String, String)> = self.index.pods_on(&node).cloned().collect();
-                for (ns, name) in pods {
-                    tracing::warn!(%node, pod = %name, namespace = %ns, "evicting a pod of a node NotReady too long");
-                    let _ = self.store.delete(&PODS, &ns, &name, &Default::default()).await;
+                silent_nodes.push((node.clone(), lifecycle::elapsed(beat, now)));
+            }
+            if let (Some(after), Some(since)) = (self.lifecycle.evict_after, live.not_ready_since)
+                && lifecycle::elapsed(since, now) > after
+            {
+                evict.push(node.clone());
+            }
+        }
+        let stamp = edgehive_store::rfc3339(now);
+        for (node, silent) in silent_nodes {
+            let mut marked = false;
+            let result = self
+                .store
+                .update_with(&NODES, "", &node, |cur| {
+                    let v = lifecycle::mark_unknown(cur.value()?, &stamp);
+                    marked = v.is_some();
+                    Ok(v)
+                })
+                .await;
+            match result {
+                Ok(_) if marked => {
+                    self.metrics.not_ready.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::warn!(%node, silent = ?silent, "no heartbeat; node is NotReady (its pods keep running at the edge)");
                 }
+                Ok(_) | Err(StoreError::NotFound { .. }) => {}
+                Err(e) => tracing::warn!(%node, error = %e, "mark node NotReady"),
+            }
+        }
+        for node in evict {
+            let pods: Vec<(String, String)> = self.index.pods_on(&node).cloned().collect();
+            for (ns, name) in pods {
+                tracing::warn!(%node, pod = %name, namespace = %ns, "evicting a pod of a node NotReady too long");
+                let _ = self.store.delete(&PODS, &ns, &name, &Default::default()).await;
             }
         }
     }

@@ -40,11 +40,33 @@ pub struct NodeInfo {
     pub unschedulable: bool,
 }
 
+/// What the node lifecycle needs of a node, kept from the informers so that
+/// a check reads nothing from the store.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Liveness {
+    /// The Ready condition's `lastHeartbeatTime`.
+    pub status_beat: Option<time::OffsetDateTime>,
+    /// The node's Lease `renewTime` (namespace `kube-node-lease`).
+    pub lease_renew: Option<time::OffsetDateTime>,
+    /// The Ready condition is Unknown already.
+    pub unknown: bool,
+    /// Not Ready since (the Ready condition's `lastTransitionTime`).
+    pub not_ready_since: Option<time::OffsetDateTime>,
+}
+
+impl Liveness {
+    /// The latest heartbeat of either kind.
+    pub fn last_beat(&self) -> Option<time::OffsetDateTime> {
+        self.status_beat.max(self.lease_renew)
+    }
+}
+
 /// The per-node view.
 #[derive(Debug, Default)]
 pub struct Index {
     edge_nodes: HashSet<String>,
     nodes: HashMap<String, NodeInfo>,
+    liveness: HashMap<String, Liveness>,
     /// Pods waiting for a node.
     pub unscheduled: BTreeSet<(String, String)>,
     pods: HashMap<(String, String), PodEntry>,
@@ -88,13 +110,28 @@ impl Index {
             .is_some_and(|c| c["status"] == "True");
         let unschedulable = node.pointer("/spec/unschedulable").and_then(Value::as_bool).unwrap_or(false);
         self.nodes.insert(name.to_owned(), NodeInfo { labels, ready, unschedulable });
+        let live = self.liveness.entry(name.to_owned()).or_default();
+        live.status_beat = crate::lifecycle::status_heartbeat(node);
+        live.unknown = crate::lifecycle::ready_status(node) == Some("Unknown");
+        live.not_ready_since = crate::lifecycle::not_ready_since(node);
         edge
+    }
+
+    /// Records a node Lease's renewal (`None`: the Lease is gone).
+    pub fn set_lease(&mut self, node: &str, lease: Option<&Value>) {
+        self.liveness.entry(node.to_owned()).or_default().lease_renew = lease.and_then(crate::lifecycle::lease_renewal);
+    }
+
+    /// Lifecycle facts of a node.
+    pub fn liveness(&self, node: &str) -> Option<&Liveness> {
+        self.liveness.get(node)
     }
 
     /// Forgets a node.
     pub fn remove_node(&mut self, name: &str) {
         self.edge_nodes.remove(name);
         self.nodes.remove(name);
+        self.liveness.remove(name);
     }
 
     /// Scheduling facts of a node.

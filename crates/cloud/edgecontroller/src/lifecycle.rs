@@ -36,12 +36,14 @@ fn ready_condition(node: &Value) -> Option<&Value> {
     node.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == "Ready")
 }
 
-/// The latest heartbeat: the Ready condition's `lastHeartbeatTime`, or the
-/// Lease's `renewTime` if later.
-pub fn last_heartbeat(node: &Value, lease: Option<&Value>) -> Option<OffsetDateTime> {
-    let status = ready_condition(node).and_then(|c| parse(&c["lastHeartbeatTime"]));
-    let renew = lease.and_then(|l| l.pointer("/spec/renewTime")).and_then(parse);
-    status.max(renew)
+/// The node's own heartbeat: its Ready condition's `lastHeartbeatTime`.
+pub fn status_heartbeat(node: &Value) -> Option<OffsetDateTime> {
+    ready_condition(node).and_then(|c| parse(&c["lastHeartbeatTime"]))
+}
+
+/// A node Lease's heartbeat: its `renewTime`.
+pub fn lease_renewal(lease: &Value) -> Option<OffsetDateTime> {
+    lease.pointer("/spec/renewTime").and_then(parse)
 }
 
 /// The node with every condition Unknown ("Kubelet stopped posting node
@@ -64,15 +66,24 @@ pub fn mark_unknown(node: &Value, now: &str) -> Option<Value> {
     Some(v)
 }
 
-/// How long the node has been not Ready (from the Ready condition's
+/// The Ready condition's status (`True`, `False`, `Unknown`).
+pub fn ready_status(node: &Value) -> Option<&str> {
+    ready_condition(node)?["status"].as_str()
+}
+
+/// When the node stopped being Ready (the Ready condition's
 /// `lastTransitionTime`); `None` while Ready.
-pub fn not_ready_for(node: &Value, now: OffsetDateTime) -> Option<Duration> {
+pub fn not_ready_since(node: &Value) -> Option<OffsetDateTime> {
     let ready = ready_condition(node)?;
     if ready["status"] == "True" {
         return None;
     }
-    let since = parse(&ready["lastTransitionTime"])?;
-    Some((now - since).try_into().unwrap_or(Duration::ZERO))
+    parse(&ready["lastTransitionTime"])
+}
+
+/// How long `since` is before `now` (zero if it is not).
+pub fn elapsed(since: OffsetDateTime, now: OffsetDateTime) -> Duration {
+    (now - since).try_into().unwrap_or(Duration::ZERO)
 }
 
 #[cfg(test)]
@@ -88,10 +99,17 @@ mod tests {
     #[test]
     fn heartbeat_is_the_later_of_status_and_lease() {
         let n = node("True", "2026-01-01T00:00:00Z");
-        assert_eq!(last_heartbeat(&n, None), edgehive_store::parse_rfc3339("2026-01-01T00:00:00Z"));
+        let mut ix = crate::index::Index::default();
+        ix.set_node("e1", &n);
+        assert_eq!(ix.liveness("e1").unwrap().last_beat(), edgehive_store::parse_rfc3339("2026-01-01T00:00:00Z"));
         let lease = json!({"spec": {"renewTime": "2026-01-01T00:00:30.000000Z"}});
-        assert_eq!(last_heartbeat(&n, Some(&lease)), edgehive_store::parse_rfc3339("2026-01-01T00:00:30.000000Z"));
-        assert_eq!(last_heartbeat(&json!({}), None), None);
+        ix.set_lease("e1", Some(&lease));
+        assert_eq!(
+            ix.liveness("e1").unwrap().last_beat(),
+            edgehive_store::parse_rfc3339("2026-01-01T00:00:30.000000Z")
+        );
+        assert_eq!(status_heartbeat(&json!({})), None);
+        assert_eq!(lease_renewal(&json!({})), None);
     }
 
     #[test]
@@ -102,8 +120,12 @@ mod tests {
         assert!(conds.iter().all(|c| c["status"] == "Unknown" && c["reason"] == "NodeStatusUnknown"));
         assert!(mark_unknown(&v, "2026-01-01T00:02:00Z").is_none());
         assert!(mark_unknown(&json!({"status": {}}), "t").is_none());
-        let since = not_ready_for(&v, edgehive_store::parse_rfc3339("2026-01-01T00:01:30Z").unwrap()).unwrap();
-        assert_eq!(since, Duration::from_secs(30));
-        assert_eq!(not_ready_for(&n, OffsetDateTime::now_utc()), None);
+        let since = not_ready_since(&v).unwrap();
+        assert_eq!(
+            elapsed(since, edgehive_store::parse_rfc3339("2026-01-01T00:01:30Z").unwrap()),
+            Duration::from_secs(30)
+        );
+        assert_eq!(not_ready_since(&n), None);
+        assert_eq!(ready_status(&v), Some("Unknown"));
     }
 }
