@@ -258,7 +258,7 @@ async fn publish_tokens(store: Store, ca: Arc<edgehive_pki::Ca>, stop: Cancellat
 }
 
 /// beehive's queue depths, one gauge per module.
-fn render_bus(bus: &edgehive_beehive::Context, out: &mut String) {
+pub(crate) fn render_bus(bus: &edgehive_beehive::Context, out: &mut String) {
     use std::fmt::Write as _;
     let stats = bus.stats();
     let _ = writeln!(out, "# HELP edgehive_beehive_queue_depth Messages waiting in a module's mailbox.");
@@ -268,7 +268,7 @@ fn render_bus(bus: &edgehive_beehive::Context, out: &mut String) {
     }
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

@@ -7,6 +7,8 @@ use clap::{Parser, Subcommand};
 
 mod cloud;
 mod demo;
+mod edge;
+mod edge_config;
 mod inspect;
 mod logging;
 mod token;
@@ -35,6 +37,8 @@ enum Command {
     /// and trace a pod insert from the hub to the metadata manager and its ACK
     /// back, printing each message in KubeEdge's wire JSON.
     Demo(demo::Args),
+    /// Run an edge node: EdgeHub, MetaManager and the node agent.
+    Edge(edge::Args),
     /// Print a join token for edge nodes (KubeEdge's format, valid 24 h).
     Token(token::Args),
     /// Read KubeEdge wire messages (one JSON per line) from stdin, check them,
@@ -51,6 +55,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Cloud(args) => cloud::run(*args),
         Command::Demo(args) => demo::run(args),
+        Command::Edge(args) => edge::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Token(args) => token::run(args),
     };

@@ -1,0 +1,533 @@
+//! The EdgeHub module (name `websocket`, group `hub`, as in KubeEdge): keeps
+//! the link to the cloud, sends keepalives, routes what the cloud sends to
+//! the edge modules and writes what they send to the cloud.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use edgehive_beehive::{Module, ModuleContext, ModuleFuture};
+use edgehive_model::{Content, Message, group, op, source, well_known};
+use edgehive_viaduct::quic::QuicClient;
+use edgehive_viaduct::{ClientConfig, ConnConfig, ConnRx, ConnTx, ConnectError, Connection};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::backoff::Backoff;
+use crate::certs::EdgeCerts;
+use crate::limiter::RateLimiter;
+use crate::metrics::EdgeHubMetrics;
+use crate::outbox::{Outbox, Refused};
+
+/// EdgeHub's module name: edge modules send to `websocket` what goes to the cloud.
+pub const MODULE: &str = source::WEBSOCKET;
+
+/// Edge modules told of connection changes (KubeEdge: twin, meta, bus;
+/// here also edged, which reports the node's status).
+const CONNECTION_GROUPS: [&str; 4] = [group::TWIN, group::META, group::BUS, group::EDGED];
+
+/// How long a downstream message may wait for room in a module's mailbox;
+/// past that it is dropped (the cloud re-sends what needs an ACK).
+const DELIVERY_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How the edge reaches one cloud endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// WebSocket over TLS (KubeEdge's default, port 10000).
+    WebSocket,
+    /// QUIC (port 10001).
+    Quic,
+}
+
+/// One cloud endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloudEndpoint {
+    /// WebSocket or QUIC.
+    pub transport: Transport,
+    /// `host:port`.
+    pub server: String,
+}
+
+/// Settings of EdgeHub.
+#[derive(Debug, Clone)]
+pub struct EdgeHubConfig {
+    /// This node's name (`node_id`).
+    pub node_name: String,
+    /// KubeEdge project id.
+    pub project_id: String,
+    /// Cloud endpoints, tried in turn.
+    pub endpoints: Vec<CloudEndpoint>,
+    /// Keepalive period (KubeEdge `heartbeat`: 15 s).
+    pub heartbeat: Duration,
+    /// Upstream messages a second (KubeEdge `messageQPS`: 30).
+    pub message_qps: f64,
+    /// Upstream burst (KubeEdge `messageBurst`: 60).
+    pub message_burst: u32,
+    /// First reconnect delay ceiling.
+    pub backoff_base: Duration,
+    /// Largest reconnect delay.
+    pub backoff_cap: Duration,
+    /// Objects whose status reports are kept while disconnected.
+    pub outbox_capacity: usize,
+    /// TCP + TLS + upgrade deadline (KubeEdge: 30 s).
+    pub handshake_timeout: Duration,
+    /// Deadline of one write (KubeEdge: 15 s).
+    pub write_timeout: Duration,
+}
+
+impl EdgeHubConfig {
+    /// KubeEdge's defaults for a node and its endpoints.
+    pub fn new(node_name: impl Into<String>, endpoints: Vec<CloudEndpoint>) -> EdgeHubConfig {
+        EdgeHubConfig {
+            node_name: node_name.into(),
+            project_id: well_known::DEFAULT_PROJECT_ID.to_owned(),
+            endpoints,
+            heartbeat: Duration::from_secs(15),
+            message_qps: 30.0,
+            message_burst: 60,
+            backoff_base: Duration::from_secs(1),
+            backoff_cap: Duration::from_secs(30),
+            outbox_capacity: 1024,
+            handshake_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(15),
+        }
+    }
+
+    fn conn(&self) -> ConnConfig {
+        ConnConfig {
+            write_timeout: self.write_timeout,
+            // The cloud answers WebSocket pings; a link that carries nothing
+            // for three heartbeats is dead even if TCP has not noticed.
+            ping_interval: Some(self.heartbeat),
+            read_timeout: Some(self.heartbeat * 3),
+            ..ConnConfig::default()
+        }
+    }
+}
+
+/// The EdgeHub beehive module.
+pub struct EdgeHub {
+    cfg: EdgeHubConfig,
+    certs: watch::Receiver<Arc<EdgeCerts>>,
+    metrics: Arc<EdgeHubMetrics>,
+}
+
+impl std::fmt::Debug for EdgeHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EdgeHub").field("config", &self.cfg).finish_non_exhaustive()
+    }
+}
+
+impl EdgeHub {
+    /// A hub that connects with the certificates `certs` holds (and
+    /// reconnects when a renewed one is published there).
+    pub fn new(cfg: EdgeHubConfig, certs: watch::Receiver<Arc<EdgeCerts>>) -> EdgeHub {
+        EdgeHub { cfg, certs, metrics: Arc::default() }
+    }
+
+    /// The hub's counters.
+    pub fn metrics(&self) -> Arc<EdgeHubMetrics> {
+        Arc::clone(&self.metrics)
+    }
+}
+
+impl Module for EdgeHub {
+    fn name(&self) -> &str {
+        MODULE
+    }
+
+    fn group(&self) -> &str {
+        group::HUB
+    }
+
+    fn run(self: Arc<Self>, ctx: ModuleContext, cancel: CancellationToken) -> ModuleFuture {
+        Box::pin(async move {
+            let cfg = self.cfg.clone();
+            let link = Link {
+                backoff: Backoff::new(cfg.backoff_base, cfg.backoff_cap),
+                limiter: RateLimiter::new(cfg.message_qps, cfg.message_burst),
+                outbox: Outbox::new(cfg.outbox_capacity),
+                quic: HashMap::new(),
+                certs: self.certs.clone(),
+                metrics: Arc::clone(&self.metrics),
+                cfg,
+                ctx,
+                cancel,
+            };
+            link.run().await;
+            Ok(())
+        })
+    }
+}
+
+/// Why a connection ended.
+#[derive(Debug)]
+enum End {
+    /// Shutdown.
+    Stop,
+    /// A renewed certificate is to be used.
+    Renewed,
+    /// The link broke.
+    Lost(String),
+}
+
+enum Event {
+    Stop,
+    Certs,
+    Down(Option<Message>),
+    Beat,
+    Wake,
+    Up(Option<Message>),
+}
+
+struct Link {
+    cfg: EdgeHubConfig,
+    ctx: ModuleContext,
+    cancel: CancellationToken,
+    certs: watch::Receiver<Arc<EdgeCerts>>,
+    metrics: Arc<EdgeHubMetrics>,
+    backoff: Backoff,
+    limiter: RateLimiter,
+    outbox: Outbox,
+    /// One QUIC endpoint per cloud endpoint (it keeps the session tickets
+    /// for 0-RTT), with the certificate generation it was made with.
+    quic: HashMap<String, (usize, QuicClient)>,
+}
+
+impl Link {
+    async fn run(mut self) {
+        let node = self.cfg.node_name.clone();
+        let mut next = 0usize;
+        let mut cert_generation = 0usize;
+        loop {
+            if self.cfg.endpoints.is_empty() {
+                tracing::error!(node = %node, "no cloud endpoint configured");
+                self.serve_offline_until(None).await;
+                return;
+            }
+            let endpoint = self.cfg.endpoints[next % self.cfg.endpoints.len()].clone();
+            next += 1;
+            if self.certs.has_changed().unwrap_or(false) {
+                cert_generation += 1;
+                self.certs.mark_unchanged();
+            }
+            let certs = Arc::clone(&self.certs.borrow());
+            let dial = dial(&self.cfg, &endpoint, &certs, &mut self.quic, cert_generation);
+            let dialed = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return,
+                r = dial => r,
+            };
+            match dialed {
+                Ok(conn) => {
+                    self.backoff.reset();
+                    self.metrics.connects.fetch_add(1, Relaxed);
+                    tracing::info!(node = %node, server = %endpoint.server, transport = ?endpoint.transport, "connected to the cloud");
+                    let end = self.connected(conn).await;
+                    self.metrics.connected.store(0, Relaxed);
+                    self.publish(well_known::CLOUD_DISCONNECTED).await;
+                    match end {
+                        End::Stop => return,
+                        End::Renewed => {
+                            self.metrics.cert_reconnects.fetch_add(1, Relaxed);
+                            tracing::info!(node = %node, "reconnecting with the renewed certificate");
+                            next -= 1; // same endpoint, at once
+                            continue;
+                        }
+                        End::Lost(why) => {
+                            self.metrics.disconnects.fetch_add(1, Relaxed);
+                            tracing::warn!(node = %node, server = %endpoint.server, reason = %why, "connection to the cloud lost");
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.metrics.dial_failures.fetch_add(1, Relaxed);
+                    tracing::warn!(node = %node, server = %endpoint.server, error = %e, failures = self.backoff.failures() + 1, "cannot reach the cloud");
+                }
+            }
+            let delay = self.backoff.next_delay();
+            tracing::debug!(node = %node, delay_ms = delay.as_millis() as u64, "next connection attempt");
+            if !self.serve_offline_until(Some(Instant::now() + delay)).await {
+                return;
+            }
+        }
+    }
+
+    /// Handles what edge modules send while there is no link, until
+    /// `deadline` (or shutdown: returns false).
+    async fn serve_offline_until(&mut self, deadline: Option<Instant>) -> bool {
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return false,
+                () = &mut sleep => return true,
+                m = self.ctx.receive() => match m {
+                    Some(m) => self.offline(m),
+                    None => return false,
+                },
+            }
+        }
+    }
+
+    /// One upstream message while disconnected: status reports wait
+    /// (coalesced), requests are refused, the rest is counted as not sent.
+    fn offline(&mut self, m: Message) {
+        let sync = m.header.sync;
+        match self.outbox.push(m) {
+            Ok(replaced) => {
+                self.metrics.outbox_kept.fetch_add(1, Relaxed);
+                if replaced {
+                    self.metrics.outbox_coalesced.fetch_add(1, Relaxed);
+                }
+                self.metrics.outbox_depth.store(self.outbox.len() as i64, Relaxed);
+            }
+            Err((Refused::Full, m)) => {
+                self.metrics.outbox_overflow.fetch_add(1, Relaxed);
+                tracing::warn!(node = %self.cfg.node_name, resource = %m.route.resource, capacity = self.cfg.outbox_capacity, "disconnected and the status buffer is full: report refused");
+                if sync {
+                    let _ = self.ctx.send_resp(m.error_response("not connected, and the status buffer is full"));
+                }
+            }
+            Err((Refused::NotCoalescible, m)) => {
+                if sync {
+                    self.metrics.refused_disconnected.fetch_add(1, Relaxed);
+                    let _ = self.ctx.send_resp(m.error_response("not connected"));
+                } else {
+                    self.metrics.dropped_disconnected.fetch_add(1, Relaxed);
+                    tracing::debug!(node = %self.cfg.node_name, operation = %m.route.operation, resource = %m.route.resource, "not connected: message not sent");
+                }
+            }
+        }
+    }
+
+    async fn publish(&self, state: &str) {
+        let m = Message::new()
+            .with_route(source::EDGEHUB, group::META, well_known::NODE_CONNECTION, op::CONNECT)
+            .with_content(Content::string(state));
+        let stats = self.ctx.stats();
+        for g in CONNECTION_GROUPS {
+            // A group with no module is fine: that part is not running.
+            if stats.modules.iter().any(|s| s.group == g) {
+                let _ = tokio::time::timeout(DELIVERY_DEADLINE, self.ctx.send_to_group(g, m.clone())).await;
+            }
+        }
+    }
+
+    async fn connected(&mut self, conn: Connection) -> End {
+        let (tx, mut rx) = conn.split();
+        self.metrics.connected.store(1, Relaxed);
+        self.publish(well_known::CLOUD_CONNECTED).await;
+        if let Err(e) = self.keepalive(&tx).await {
+            return e;
+        }
+        let mut beat = tokio::time::interval_at(Instant::now() + self.cfg.heartbeat, self.cfg.heartbeat);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut held: Option<Message> = None;
+        let mut wake: Option<Instant> = None;
+        loop {
+            if held.is_none()
+                && let Some(m) = self.outbox.pop()
+            {
+                self.metrics.outbox_depth.store(self.outbox.len() as i64, Relaxed);
+                held = Some(m);
+            }
+            if let Some(m) = held.take() {
+                match self.limiter.try_take() {
+                    Ok(()) => {
+                        if let Err(end) = self.write(&tx, m).await {
+                            return end;
+                        }
+                        continue;
+                    }
+                    Err(at) => {
+                        self.metrics.throttled.fetch_add(1, Relaxed);
+                        held = Some(m);
+                        wake = Some(at);
+                    }
+                }
+            }
+            let waiting = held.is_some();
+            let event = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => Event::Stop,
+                r = self.certs.changed() => if r.is_ok() { Event::Certs } else { Event::Stop },
+                m = rx.recv() => Event::Down(m),
+                _ = beat.tick() => Event::Beat,
+                () = sleep_until_opt(wake), if waiting => Event::Wake,
+                m = self.ctx.receive(), if !waiting => Event::Up(m),
+            };
+            match event {
+                Event::Stop => {
+                    tx.close();
+                    return End::Stop;
+                }
+                Event::Certs => {
+                    if let Some(m) = held.take() {
+                        self.outbox.unpop(m);
+                    }
+                    tx.close();
+                    return End::Renewed;
+                }
+                Event::Down(Some(m)) => self.downstream(m).await,
+                Event::Down(None) => {
+                    if let Some(m) = held.take() {
+                        self.outbox.unpop(m);
+                    }
+                    return End::Lost(closed_reason(&rx));
+                }
+                Event::Beat => {
+                    if let Err(e) = self.keepalive(&tx).await {
+                        return e;
+                    }
+                }
+                Event::Wake => wake = None,
+                Event::Up(None) => return End::Stop,
+                Event::Up(Some(m)) => {
+                    if exempt(&m) {
+                        if let Err(end) = self.write(&tx, m).await {
+                            return end;
+                        }
+                    } else {
+                        held = Some(m);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn keepalive(&self, tx: &ConnTx) -> Result<(), End> {
+        let m = Message::new()
+            .with_route(source::WEBSOCKET, group::RESOURCE, well_known::NODE_PREFIX, op::KEEPALIVE)
+            .with_content(Content::string(well_known::KEEPALIVE_PING));
+        tx.write(m).await.map_err(|e| End::Lost(format!("keepalive: {e}")))?;
+        self.metrics.keepalives.fetch_add(1, Relaxed);
+        Ok(())
+    }
+
+    async fn write(&mut self, tx: &ConnTx, mut m: Message) -> Result<(), End> {
+        let sync = m.header.sync;
+        // KubeEdge writes every message as asynchronous.
+        m.header.sync = false;
+        let keep = m.clone();
+        let keep_sync = keep;
+        match tx.write(m).await {
+            Ok(()) => {
+                self.metrics.upstream.fetch_add(1, Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                // Not written: a status report waits for the next link, a
+                // request is told, anything else is counted.
+                let mut keep = keep_sync;
+                keep.header.sync = sync;
+                self.offline(keep);
+                if sync {
+                    tracing::debug!(node = %self.cfg.node_name, "request failed with the link");
+                }
+                Err(End::Lost(format!("write: {e}")))
+            }
+        }
+    }
+
+    /// Routes one message from the cloud (KubeEdge's EdgeHub rules).
+    async fn downstream(&mut self, m: Message) {
+        self.metrics.downstream.fetch_add(1, Relaxed);
+        let g = m.route.group.as_str();
+        if m.parent_id().is_some() && g != group::TWIN {
+            // The answer to a request some module is waiting for. If it gave
+            // up, the answer still goes to its module below (MetaManager
+            // stores a late query answer and ACKs it).
+            match self.ctx.send_resp(m) {
+                Ok(()) => return,
+                Err(e) => {
+                    let m = e.into_message();
+                    self.deliver(crate::METAMANAGER, m).await;
+                    return;
+                }
+            }
+        }
+        let target = match g {
+            group::RESOURCE | group::FUNC => crate::METAMANAGER,
+            group::TWIN => source::TWIN,
+            group::USER => match m.route.source.as_str() {
+                source::ROUTER_EVENTBUS => source::EVENTBUS,
+                source::ROUTER_SERVICEBUS => source::SERVICEBUS,
+                _ => group::BUS,
+            },
+            _ => {
+                self.metrics.downstream_undeliverable.fetch_add(1, Relaxed);
+                tracing::warn!(node = %self.cfg.node_name, group = g, operation = %m.route.operation, resource = %m.route.resource, "message from the cloud for an unknown group; dropped");
+                return;
+            }
+        };
+        self.deliver(target, m).await;
+    }
+
+    async fn deliver(&self, target: &str, m: Message) {
+        let sent = tokio::time::timeout(DELIVERY_DEADLINE, self.ctx.send(target, m)).await;
+        if !matches!(sent, Ok(Ok(()))) {
+            self.metrics.downstream_undeliverable.fetch_add(1, Relaxed);
+            tracing::warn!(node = %self.cfg.node_name, target, "message from the cloud not delivered");
+        }
+    }
+}
+
+/// ACKs and other answers to the cloud skip the rate limit: the cloud paces
+/// what it sends (its ACK window), and holding back an ACK only makes it
+/// re-send. Everything the edge starts itself is limited.
+fn exempt(m: &Message) -> bool {
+    m.route.operation == op::RESPONSE && m.parent_id().is_some()
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn closed_reason(rx: &ConnRx) -> String {
+    rx.close_reason().map_or_else(|| "closed".to_owned(), |r| r.to_string())
+}
+
+async fn dial(
+    cfg: &EdgeHubConfig,
+    endpoint: &CloudEndpoint,
+    certs: &EdgeCerts,
+    quic: &mut HashMap<String, (usize, QuicClient)>,
+    generation: usize,
+) -> Result<Connection, ConnectError> {
+    let mut client = ClientConfig::new(endpoint.server.clone(), cfg.node_name.clone(), certs.client_tls());
+    client.project_id = cfg.project_id.clone();
+    client.conn = cfg.conn();
+    client.handshake_timeout = cfg.handshake_timeout;
+    match endpoint.transport {
+        Transport::WebSocket => edgehive_viaduct::ws::connect(&client).await,
+        Transport::Quic => {
+            let stale = quic.get(&endpoint.server).is_none_or(|(g, _)| *g != generation);
+            if stale {
+                let bind: SocketAddr = if endpoint.server.starts_with('[') {
+                    (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+                } else {
+                    (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+                };
+                let q = QuicClient::new(client, bind)?;
+                quic.insert(endpoint.server.clone(), (generation, q));
+            }
+            match quic.get(&endpoint.server) {
+                Some((_, q)) => q.connect().await,
+                None => Err(ConnectError::Invalid("QUIC client missing".into())),
+            }
+        }
+    }
+}

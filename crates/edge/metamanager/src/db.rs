@@ -1,0 +1,267 @@
+//! The edge's local store: one SQLite database (WAL) with KubeEdge's `meta`
+//! table — `key` (the wire resource, e.g. `default/pod/nginx`), `type` (the
+//! resource type) and `value` (the object's JSON).
+//!
+//! Writes come in batches, one transaction each, committed with
+//! `synchronous=FULL`: when [`MetaDb::apply`] returns, the batch survives a
+//! power cut. MetaManager sends an ACK only after that.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OptionalExtension as _, params};
+
+/// A store failure.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// SQLite said no.
+    #[error("{path}: {source}")]
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// A row is damaged (its value is not JSON).
+    #[error("row {key:?} is damaged: {reason}")]
+    Corrupt {
+        /// The row's key.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// One change of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Insert or replace `key`, unless the stored object has a newer
+    /// `metadata.resourceVersion` than this one.
+    Put {
+        /// The wire resource.
+        key: String,
+        /// The resource type.
+        resource_type: String,
+        /// The object's JSON.
+        value: String,
+    },
+    /// Remove `key`.
+    Delete {
+        /// The wire resource.
+        key: String,
+    },
+}
+
+/// What a listing found.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// `(key, value)` of every readable row.
+    pub rows: Vec<(String, String)>,
+    /// Keys of damaged rows, skipped.
+    pub corrupt: Vec<(String, String)>,
+}
+
+/// The edge's `meta` table.
+#[derive(Debug)]
+pub struct MetaDb {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+fn resource_version(json: &str) -> Option<u64> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    v.pointer("/metadata/resourceVersion")?.as_str()?.parse().ok()
+}
+
+/// A row's value as text that parses as JSON, or why not.
+fn readable(value: ValueRef<'_>) -> Result<String, String> {
+    let text = match value {
+        ValueRef::Text(t) => std::str::from_utf8(t).map_err(|e| format!("value is not UTF-8: {e}"))?,
+        ValueRef::Null => return Err("value is NULL".into()),
+        other => return Err(format!("value is {:?}, not text", other.data_type())),
+    };
+    serde_json::from_str::<&serde_json::value::RawValue>(text).map_err(|e| format!("value is not JSON: {e}"))?;
+    Ok(text.to_owned())
+}
+
+impl MetaDb {
+    /// Opens (or creates) the database at `path`.
+    pub fn open(path: &Path) -> Result<MetaDb, DbError> {
+        let err = |source| DbError::Sqlite { path: path.to_owned(), source };
+        let conn = Connection::open(path).map_err(err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(err)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL;
+             PRAGMA synchronous=FULL;
+             CREATE TABLE IF NOT EXISTS meta (
+                 key   TEXT PRIMARY KEY NOT NULL,
+                 type  TEXT NOT NULL,
+                 value TEXT
+             );
+             CREATE INDEX IF NOT EXISTS meta_type ON meta(type);",
+        )
+        .map_err(err)?;
+        Ok(MetaDb { path: path.to_owned(), conn: Mutex::new(conn) })
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn err(&self, source: rusqlite::Error) -> DbError {
+        DbError::Sqlite { path: self.path.clone(), source }
+    }
+
+    /// Applies a batch in one durable transaction. Returns, per op, whether
+    /// it changed anything (a put older than the stored object does not).
+    pub fn apply(&self, ops: &[Op]) -> Result<Vec<bool>, DbError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let mut changed = Vec::with_capacity(ops.len());
+        {
+            let mut get = tx.prepare_cached("SELECT value FROM meta WHERE key = ?1").map_err(|e| self.err(e))?;
+            let mut put = tx
+                .prepare_cached("INSERT OR REPLACE INTO meta (key, type, value) VALUES (?1, ?2, ?3)")
+                .map_err(|e| self.err(e))?;
+            let mut del = tx.prepare_cached("DELETE FROM meta WHERE key = ?1").map_err(|e| self.err(e))?;
+            for op in ops {
+                match op {
+                    Op::Put { key, resource_type, value } => {
+                        let stored: Option<Option<String>> = get
+                            .query_row([key], |r| r.get::<_, Option<String>>(0))
+                            .optional()
+                            .map_err(|e| self.err(e))?;
+                        let newer_stored =
+                            match (stored.flatten().as_deref().and_then(resource_version), resource_version(value)) {
+                                (Some(have), Some(new)) => have > new,
+                                _ => false,
+                            };
+                        if newer_stored {
+                            changed.push(false);
+                        } else {
+                            put.execute(params![key, resource_type, value]).map_err(|e| self.err(e))?;
+                            changed.push(true);
+                        }
+                    }
+                    Op::Delete { key } => changed.push(del.execute([key]).map_err(|e| self.err(e))? > 0),
+                }
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(changed)
+    }
+
+    /// The value stored at `key`. A damaged row is an error naming the key.
+    pub fn get(&self, key: &str) -> Result<Option<String>, DbError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached("SELECT value FROM meta WHERE key = ?1").map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([key]).map_err(|e| self.err(e))?;
+        let Some(row) = rows.next().map_err(|e| self.err(e))? else { return Ok(None) };
+        let value = row.get_ref(0).map_err(|e| self.err(e))?;
+        readable(value).map(Some).map_err(|reason| DbError::Corrupt { key: key.to_owned(), reason })
+    }
+
+    /// Every row of a resource type, damaged ones set aside.
+    pub fn list_type(&self, resource_type: &str) -> Result<Listing, DbError> {
+        self.list("SELECT key, value FROM meta WHERE type = ?1 ORDER BY key", Some(resource_type))
+    }
+
+    /// Every row, damaged ones set aside.
+    pub fn list_all(&self) -> Result<Listing, DbError> {
+        self.list("SELECT key, value FROM meta ORDER BY key", None)
+    }
+
+    fn list(&self, sql: &str, arg: Option<&str>) -> Result<Listing, DbError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let mut rows = match arg {
+            Some(a) => stmt.query([a]),
+            None => stmt.query([]),
+        }
+        .map_err(|e| self.err(e))?;
+        let mut out = Listing::default();
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            let key = match row.get_ref(0).map_err(|e| self.err(e))? {
+                ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                other => format!("{other:?}"),
+            };
+            match readable(row.get_ref(1).map_err(|e| self.err(e))?) {
+                Ok(v) => out.rows.push((key, v)),
+                Err(reason) => {
+                    tracing::warn!(key = %key, %reason, "damaged row in the edge store; skipped");
+                    out.corrupt.push((key, reason));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Rows stored.
+    pub fn count(&self) -> Result<u64, DbError> {
+        let n: i64 = self.conn().query_row("SELECT COUNT(*) FROM meta", [], |r| r.get(0)).map_err(|e| self.err(e))?;
+        Ok(n.unsigned_abs())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(key: &str, ty: &str, value: &str) -> Op {
+        Op::Put { key: key.into(), resource_type: ty.into(), value: value.into() }
+    }
+
+    #[test]
+    fn batches_apply_and_older_versions_do_not_overwrite() {
+        let dir = edgehive_testkit::fixtures::TempDir::new("metadb");
+        let db = MetaDb::open(&dir.path().join("edge.db")).unwrap();
+        let v = |rv: &str| format!(r#"{{"metadata":{{"name":"a","resourceVersion":"{rv}"}}}}"#);
+        assert_eq!(
+            db.apply(&[put("default/pod/a", "pod", &v("5")), put("default/pod/b", "pod", "{}")]).unwrap(),
+            [true, true]
+        );
+        assert_eq!(db.apply(&[put("default/pod/a", "pod", &v("4"))]).unwrap(), [false]);
+        assert!(db.get("default/pod/a").unwrap().unwrap().contains("\"5\""));
+        assert_eq!(db.apply(&[put("default/pod/a", "pod", &v("6"))]).unwrap(), [true]);
+        assert_eq!(
+            db.apply(&[Op::Delete { key: "default/pod/b".into() }, Op::Delete { key: "nope".into() }]).unwrap(),
+            [true, false]
+        );
+        assert_eq!(db.list_type("pod").unwrap().rows.len(), 1);
+        drop(db);
+        // Durable across reopen.
+        let db = MetaDb::open(&dir.path().join("edge.db")).unwrap();
+        assert_eq!(db.count().unwrap(), 1);
+    }
+
+    #[test]
+    fn a_damaged_row_is_named_and_skipped() {
+        let dir = edgehive_testkit::fixtures::TempDir::new("metadb");
+        let path = dir.path().join("edge.db");
+        let db = MetaDb::open(&path).unwrap();
+        db.apply(&[put("default/configmap/good", "configmap", "{\"data\":{}}")]).unwrap();
+        {
+            let raw = Connection::open(&path).unwrap();
+            raw.execute("INSERT INTO meta VALUES ('default/configmap/bad', 'configmap', '{not json')", []).unwrap();
+            raw.execute("INSERT INTO meta VALUES ('default/configmap/null', 'configmap', NULL)", []).unwrap();
+            raw.execute("INSERT INTO meta VALUES ('default/configmap/blob', 'configmap', x'00ff')", []).unwrap();
+        }
+        let listing = db.list_type("configmap").unwrap();
+        assert_eq!(listing.rows.len(), 1);
+        assert_eq!(listing.rows[0].0, "default/configmap/good");
+        let bad: Vec<&str> = listing.corrupt.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(bad, ["default/configmap/bad", "default/configmap/blob", "default/configmap/null"]);
+        match db.get("default/configmap/bad") {
+            Err(DbError::Corrupt { key, reason }) => {
+                assert_eq!(key, "default/configmap/bad");
+                assert!(reason.contains("not JSON"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // A put over a damaged row repairs it.
+        db.apply(&[put("default/configmap/bad", "configmap", "{}")]).unwrap();
+        assert_eq!(db.get("default/configmap/bad").unwrap().as_deref(), Some("{}"));
+    }
+}

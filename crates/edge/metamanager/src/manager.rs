@@ -1,0 +1,458 @@
+//! The MetaManager module (name `metamanager`, group `meta`).
+//!
+//! - From the cloud (through EdgeHub): `insert`, `update`, `patch` and
+//!   `delete` are committed to the store in batches, and only then ACKed
+//!   (`response` "OK" to the cloud) and passed on to `edged`. An ACK always
+//!   means "persisted". `update` of an unknown object inserts it: the cloud
+//!   re-sends objects created while the edge was away as updates.
+//! - From edge modules: queries are answered from the store, or asked of the
+//!   cloud (configmaps, secrets, service account tokens, leases, the node,
+//!   volumes) while connected, with a deadline, storing the answer; offline,
+//!   or when the cloud does not answer, the store answers (edge autonomy).
+//!   Status reports are stored and passed to the cloud; other requests go
+//!   to the cloud as they are.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use edgehive_beehive::{Context, Module, ModuleContext, ModuleFuture};
+use edgehive_model::{Content, Message, ResourcePath, Text, group, op, resource_type as rt, source, well_known};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::db::{MetaDb, Op};
+
+/// MetaManager's module name.
+pub const MODULE: &str = source::METAMANAGER;
+/// Where EdgeHub takes messages for the cloud.
+const EDGEHUB: &str = source::WEBSOCKET;
+/// The module that runs pods (issue of the edged crate); absent is fine.
+const EDGED: &str = source::EDGED;
+
+/// Sources of messages made on the edge; anything else came from the cloud.
+const EDGE_SOURCES: [&str; 9] = [
+    source::EDGED,
+    source::METAMANAGER,
+    source::EDGEHUB,
+    source::WEBSOCKET,
+    source::TWIN,
+    source::BUS,
+    source::EVENTBUS,
+    source::SERVICEBUS,
+    source::EDGESTREAM,
+];
+
+/// Types asked of the cloud while connected (KubeEdge v1.15's list).
+const REMOTE_TYPES: [&str; 8] = [
+    rt::CONFIGMAP,
+    rt::SECRET,
+    rt::PERSISTENTVOLUME,
+    rt::PERSISTENTVOLUMECLAIM,
+    rt::VOLUMEATTACHMENT,
+    rt::NODE,
+    rt::SERVICEACCOUNTTOKEN,
+    rt::LEASE,
+];
+
+/// How long a message may wait for room in another module's mailbox.
+const SEND_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Settings of MetaManager.
+#[derive(Debug, Clone)]
+pub struct MetaConfig {
+    /// Deadline of a query asked of the cloud (KubeEdge `remoteQueryTimeout`: 60 s).
+    pub remote_query_timeout: Duration,
+    /// Most messages committed in one transaction.
+    pub batch: usize,
+    /// Remote queries in flight at once; more are answered from the store.
+    pub remote_queries: usize,
+    /// Fault injection for tests: abort the process just before committing
+    /// a batch that holds a change from the cloud (received, not stored,
+    /// not ACKed). The binary sets it from `EDGEHIVE_FAILPOINT=meta-before-commit`.
+    pub crash_before_commit: bool,
+}
+
+impl Default for MetaConfig {
+    fn default() -> Self {
+        MetaConfig {
+            remote_query_timeout: Duration::from_secs(60),
+            batch: 256,
+            remote_queries: 64,
+            crash_before_commit: false,
+        }
+    }
+}
+
+/// MetaManager's counters.
+#[derive(Debug, Default)]
+pub struct MetaMetrics {
+    /// Cloud changes committed (and ACKed).
+    pub committed: AtomicU64,
+    /// Transactions committed.
+    pub transactions: AtomicU64,
+    /// Cloud changes not committed (store failure; the cloud re-sends).
+    pub commit_failures: AtomicU64,
+    /// Queries answered from the store.
+    pub local_queries: AtomicU64,
+    /// Queries answered by the cloud.
+    pub remote_queries: AtomicU64,
+    /// Remote queries that failed and were answered from the store.
+    pub remote_fallbacks: AtomicU64,
+    /// Damaged rows met (skipped).
+    pub corrupt_rows: AtomicU64,
+}
+
+impl MetaMetrics {
+    /// Prometheus text exposition.
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let counters: [(&str, &str, &AtomicU64); 7] = [
+            ("edgehive_metamanager_committed_total", "Cloud changes committed and ACKed.", &self.committed),
+            ("edgehive_metamanager_transactions_total", "Store transactions committed.", &self.transactions),
+            ("edgehive_metamanager_commit_failures_total", "Cloud changes the store refused.", &self.commit_failures),
+            ("edgehive_metamanager_local_queries_total", "Queries answered from the store.", &self.local_queries),
+            ("edgehive_metamanager_remote_queries_total", "Queries answered by the cloud.", &self.remote_queries),
+            (
+                "edgehive_metamanager_remote_fallbacks_total",
+                "Remote queries answered from the store instead.",
+                &self.remote_fallbacks,
+            ),
+            ("edgehive_metamanager_corrupt_rows_total", "Damaged store rows skipped.", &self.corrupt_rows),
+        ];
+        for (name, help, v) in counters {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", v.load(Relaxed));
+        }
+    }
+}
+
+/// The MetaManager beehive module.
+#[derive(Debug)]
+pub struct MetaManager {
+    cfg: MetaConfig,
+    db: Arc<MetaDb>,
+    metrics: Arc<MetaMetrics>,
+}
+
+impl MetaManager {
+    /// A manager over `db`.
+    pub fn new(cfg: MetaConfig, db: Arc<MetaDb>) -> MetaManager {
+        MetaManager { cfg, db, metrics: Arc::default() }
+    }
+
+    /// Its counters.
+    pub fn metrics(&self) -> Arc<MetaMetrics> {
+        Arc::clone(&self.metrics)
+    }
+}
+
+impl Module for MetaManager {
+    fn name(&self) -> &str {
+        MODULE
+    }
+
+    fn group(&self) -> &str {
+        group::META
+    }
+
+    fn run(self: Arc<Self>, mut ctx: ModuleContext, cancel: CancellationToken) -> ModuleFuture {
+        Box::pin(async move {
+            let shared = Arc::new(Shared {
+                cfg: self.cfg.clone(),
+                db: Arc::clone(&self.db),
+                metrics: Arc::clone(&self.metrics),
+                ctx: ctx.context().clone(),
+                connected: AtomicBool::new(false),
+                remote: Semaphore::new(self.cfg.remote_queries),
+            });
+            let mut batch = Vec::with_capacity(self.cfg.batch);
+            loop {
+                let Some(first) = ctx.receive_until(&cancel).await else { return Ok(()) };
+                batch.push(first);
+                while batch.len() < self.cfg.batch {
+                    match ctx.try_receive() {
+                        Some(m) => batch.push(m),
+                        None => break,
+                    }
+                }
+                Arc::clone(&shared).process(std::mem::take(&mut batch)).await;
+            }
+        })
+    }
+}
+
+struct Shared {
+    cfg: MetaConfig,
+    db: Arc<MetaDb>,
+    metrics: Arc<MetaMetrics>,
+    ctx: Context,
+    connected: AtomicBool,
+    remote: Semaphore,
+}
+
+fn from_cloud(m: &Message) -> bool {
+    !EDGE_SOURCES.contains(&m.route.source.as_str())
+}
+
+fn key_and_type(m: &Message) -> Option<(String, Text)> {
+    let path = ResourcePath::parse_wire(&m.route.resource).ok()?;
+    Some((m.route.resource.to_string(), path.resource_type))
+}
+
+/// The object a cloud answer carries: KubeEdge wraps registration and
+/// lease answers as `{"Object": …, "Err": …}`.
+fn unwrap_object(content: &Content) -> Option<String> {
+    let v = content.to_value();
+    let obj = match v.get("Object") {
+        Some(o) => o.clone(),
+        None => v,
+    };
+    (obj.get("metadata").is_some_and(serde_json::Value::is_object)).then(|| obj.to_string())
+}
+
+impl Shared {
+    async fn send(&self, module: &str, m: Message) {
+        let what = (m.route.operation.clone(), m.route.resource.clone());
+        match tokio::time::timeout(SEND_DEADLINE, self.ctx.send(module, m)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(module, operation = %what.0, resource = %what.1, error = %e, "not delivered"),
+            Err(_) => {
+                tracing::warn!(module, operation = %what.0, resource = %what.1, "not delivered: mailbox full past the deadline")
+            }
+        }
+    }
+
+    async fn process(self: Arc<Self>, batch: Vec<Message>) {
+        let mut writes: Vec<(Message, Op)> = Vec::new();
+        for m in batch {
+            let operation = m.route.operation.as_str();
+            if m.route.source == source::EDGEHUB && operation == op::CONNECT {
+                let up = m.content.as_text().as_deref() == Some(well_known::CLOUD_CONNECTED);
+                self.connected.store(up, Relaxed);
+                continue;
+            }
+            if from_cloud(&m) {
+                match operation {
+                    op::INSERT | op::UPDATE | op::PATCH | op::DELETE => match cloud_op(&m) {
+                        Some(o) => writes.push((m, o)),
+                        None => {
+                            tracing::warn!(operation, resource = %m.route.resource, "change from the cloud with a bad resource; refused");
+                            self.send(EDGEHUB, m.error_response("bad resource")).await;
+                        }
+                    },
+                    op::RESPONSE => self.late_answer(m).await,
+                    op::ERROR => {
+                        tracing::warn!(resource = %m.route.resource, reason = ?m.content.as_text(), "error from the cloud")
+                    }
+                    _ => {
+                        tracing::debug!(operation, resource = %m.route.resource, "message from the cloud not handled here")
+                    }
+                }
+                continue;
+            }
+            match operation {
+                op::QUERY => Arc::clone(&self).query(m).await,
+                op::UPDATE | op::PATCH if coalescible_status(&m) => {
+                    if let Some((key, ty)) = key_and_type(&m) {
+                        let value = m.content.as_json().to_owned();
+                        writes.push((m, Op::Put { key, resource_type: ty.to_string(), value }));
+                    }
+                }
+                _ => self.send(EDGEHUB, m).await,
+            }
+        }
+        if !writes.is_empty() {
+            self.commit(writes).await;
+        }
+    }
+
+    /// Commits a batch, then ACKs and passes on what came from the cloud and
+    /// forwards status reports to it.
+    async fn commit(&self, writes: Vec<(Message, Op)>) {
+        let ops: Vec<Op> = writes.iter().map(|(_, o)| o.clone()).collect();
+        if self.cfg.crash_before_commit && writes.iter().any(|(m, _)| from_cloud(m)) {
+            tracing::error!("failpoint meta-before-commit: aborting before the commit");
+            std::process::abort();
+        }
+        let db = Arc::clone(&self.db);
+        let result = tokio::task::spawn_blocking(move || db.apply(&ops)).await;
+        match result {
+            Ok(Ok(_)) => {
+                self.metrics.transactions.fetch_add(1, Relaxed);
+                for (m, _) in writes {
+                    if from_cloud(&m) {
+                        self.metrics.committed.fetch_add(1, Relaxed);
+                        self.send(EDGEHUB, m.response(Content::string(well_known::ACK_OK))).await;
+                        if let Err(e) = self.ctx.try_send(EDGED, m)
+                            && !matches!(e.kind, edgehive_beehive::SendErrorKind::UnknownTarget)
+                        {
+                            tracing::warn!(error = %e, "edged did not take a change");
+                        }
+                    } else {
+                        // A status report: stored; the reporter is told OK,
+                        // and the cloud gets it (EdgeHub keeps it while offline).
+                        if m.header.sync && m.route.operation == op::UPDATE {
+                            let _ = self.ctx.send_resp(m.response(Content::string(well_known::ACK_OK)));
+                        }
+                        let mut up = m;
+                        if up.route.operation == op::UPDATE {
+                            up.header.sync = false;
+                        }
+                        self.send(EDGEHUB, up).await;
+                    }
+                }
+            }
+            Ok(Err(e)) => self.commit_failed(writes, &e.to_string()).await,
+            Err(e) => self.commit_failed(writes, &format!("store task: {e}")).await,
+        }
+    }
+
+    async fn commit_failed(&self, writes: Vec<(Message, Op)>, why: &str) {
+        tracing::error!(
+            error = why,
+            messages = writes.len(),
+            "edge store commit failed; nothing ACKed (the cloud re-sends)"
+        );
+        for (m, _) in writes {
+            if from_cloud(&m) {
+                self.metrics.commit_failures.fetch_add(1, Relaxed);
+            } else if m.header.sync {
+                let _ = self.ctx.send_resp(m.error_response(&format!("store: {why}")));
+            }
+        }
+    }
+
+    /// An answer from the cloud whose asker gave up: stored (an object the
+    /// edge may need offline) and ACKed.
+    async fn late_answer(&self, m: Message) {
+        let Some((key, ty)) = key_and_type(&m) else { return };
+        // Objects the edge reads offline; node, lease and token answers are
+        // for whoever asked, and need no ACK.
+        if !REMOTE_TYPES.contains(&ty.as_str()) || matches!(ty.as_str(), rt::SERVICEACCOUNTTOKEN | rt::NODE | rt::LEASE)
+        {
+            tracing::debug!(resource = %m.route.resource, "answer from the cloud nobody waits for; dropped");
+            return;
+        }
+        if let Some(value) = unwrap_object(&m.content) {
+            let db = Arc::clone(&self.db);
+            let op = Op::Put { key, resource_type: ty.to_string(), value };
+            if let Ok(Ok(_)) = tokio::task::spawn_blocking(move || db.apply(&[op])).await {
+                self.send(EDGEHUB, m.response(Content::string(well_known::ACK_OK))).await;
+            }
+        }
+    }
+
+    async fn query(self: Arc<Self>, m: Message) {
+        let Ok(path) = ResourcePath::parse_wire(&m.route.resource) else {
+            let _ = self.ctx.send_resp(m.error_response("bad resource"));
+            return;
+        };
+        let remote = REMOTE_TYPES.contains(&path.resource_type.as_str()) && self.connected.load(Relaxed);
+        if remote && let Ok(permit) = Arc::clone(&self).remote_permit() {
+            tokio::spawn(async move {
+                let _permit = permit;
+                self.remote_query(m).await;
+            });
+            return;
+        }
+        self.local_query(&m, path.name.is_some());
+    }
+
+    fn remote_permit(self: Arc<Self>) -> Result<RemotePermit, ()> {
+        if self.remote.try_acquire().map(std::mem::forget).is_err() {
+            return Err(());
+        }
+        Ok(RemotePermit(self))
+    }
+
+    async fn remote_query(&self, m: Message) {
+        let mut ask = m.clone();
+        ask.header.msg_id = edgehive_model::new_msg_id();
+        ask.header.parent_msg_id = Text::EMPTY;
+        let answer = self.ctx.send_sync(EDGEHUB, ask, self.cfg.remote_query_timeout).await;
+        match answer {
+            Ok(r) if r.route.operation != op::ERROR => {
+                self.metrics.remote_queries.fetch_add(1, Relaxed);
+                if let Some(value) = unwrap_object(&r.content)
+                    && let Some((key, ty)) = key_and_type(&m)
+                {
+                    let db = Arc::clone(&self.db);
+                    let op = Op::Put { key, resource_type: ty.to_string(), value };
+                    let _ = tokio::task::spawn_blocking(move || db.apply(&[op])).await;
+                }
+                let mut reply = m.response(r.content.clone());
+                reply.header.resource_version = r.header.resource_version.clone();
+                let _ = self.ctx.send_resp(reply);
+                self.send(EDGEHUB, r.response(Content::string(well_known::ACK_OK))).await;
+            }
+            other => {
+                self.metrics.remote_fallbacks.fetch_add(1, Relaxed);
+                let why = match other {
+                    Ok(r) => r.content.as_text().map(|t| t.into_owned()).unwrap_or_default(),
+                    Err(e) => e.to_string(),
+                };
+                tracing::debug!(resource = %m.route.resource, reason = %why, "remote query failed; answering from the store");
+                self.local_query(&m, true);
+            }
+        }
+    }
+
+    /// Answers from the store: a JSON array of the stored values (strings),
+    /// as KubeEdge does.
+    fn local_query(&self, m: &Message, by_key: bool) {
+        self.metrics.local_queries.fetch_add(1, Relaxed);
+        let values: Result<Vec<String>, String> = if by_key {
+            match self.db.get(&m.route.resource) {
+                Ok(v) => Ok(v.into_iter().collect()),
+                Err(crate::DbError::Corrupt { key, reason }) => {
+                    self.metrics.corrupt_rows.fetch_add(1, Relaxed);
+                    tracing::warn!(key = %key, %reason, "damaged row in the edge store; skipped");
+                    Ok(Vec::new())
+                }
+                Err(e) => Err(e.to_string()),
+            }
+        } else {
+            let ty =
+                ResourcePath::parse_wire(&m.route.resource).map(|p| p.resource_type.to_string()).unwrap_or_default();
+            self.db
+                .list_type(&ty)
+                .map(|l| {
+                    self.metrics.corrupt_rows.fetch_add(l.corrupt.len() as u64, Relaxed);
+                    l.rows.into_iter().map(|(_, v)| v).collect()
+                })
+                .map_err(|e| e.to_string())
+        };
+        let reply = match values {
+            Ok(values) => m.response(Content::from_serialize(&values).unwrap_or_default()),
+            Err(e) => m.error_response(&format!("store: {e}")),
+        };
+        let _ = self.ctx.send_resp(reply);
+    }
+}
+
+/// A remote-query slot, given back when dropped.
+struct RemotePermit(Arc<Shared>);
+
+impl Drop for RemotePermit {
+    fn drop(&mut self) {
+        self.0.remote.add_permits(1);
+    }
+}
+
+fn coalescible_status(m: &Message) -> bool {
+    let Ok(p) = ResourcePath::parse_wire(&m.route.resource) else { return false };
+    matches!(
+        (m.route.operation.as_str(), p.resource_type.as_str()),
+        (op::UPDATE, rt::NODESTATUS | rt::PODSTATUS) | (op::PATCH, rt::NODEPATCH | rt::PODPATCH)
+    )
+}
+
+/// The store change a cloud message asks for.
+fn cloud_op(m: &Message) -> Option<Op> {
+    let (key, ty) = key_and_type(m)?;
+    if m.route.operation == op::DELETE {
+        Some(Op::Delete { key })
+    } else {
+        Some(Op::Put { key, resource_type: ty.to_string(), value: m.content.as_json().to_owned() })
+    }
+}

@@ -1,0 +1,270 @@
+//! The node itself, until edged runs pods: registers the Node (labelled
+//! `node-role.kubernetes.io/edge`, capacity and addresses from the host),
+//! then keeps its Lease renewed and its status current, so `kubectl get
+//! nodes` shows it Ready — and NotReady once it is cut off.
+//!
+//! Everything goes through MetaManager as edged's reports do (source
+//! `edged`): status is stored locally and coalesced by EdgeHub while the
+//! link is down.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use edgehive_beehive::{Module, ModuleContext, ModuleFuture};
+use edgehive_model::{Content, Message, group, op, source, well_known};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::manager::MODULE as METAMANAGER;
+
+/// The node agent's module name.
+pub const MODULE: &str = "nodeagent";
+
+/// Facts about the host the Node reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostInfo {
+    /// `status.addresses` InternalIP.
+    pub internal_ip: Option<IpAddr>,
+    /// `status.addresses` Hostname.
+    pub hostname: String,
+    /// CPUs.
+    pub cpus: u32,
+    /// Memory, KiB.
+    pub memory_kib: u64,
+    /// `nodeInfo.kernelVersion`.
+    pub kernel: String,
+    /// `nodeInfo.osImage`.
+    pub os_image: String,
+    /// `nodeInfo.architecture` (Go's names: amd64, arm64, ...).
+    pub arch: String,
+    /// `nodeInfo.machineID`.
+    pub machine_id: String,
+}
+
+fn read_trimmed(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty())
+}
+
+impl HostInfo {
+    /// Reads the host (Linux `/proc`, `/etc/os-release`).
+    pub fn detect(internal_ip: Option<IpAddr>) -> HostInfo {
+        let memory_kib = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("MemTotal:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            })
+            .unwrap_or(0);
+        let os_image = std::fs::read_to_string("/etc/os-release")
+            .ok()
+            .and_then(|s| {
+                s.lines().find_map(|l| l.strip_prefix("PRETTY_NAME=")).map(|v| v.trim_matches('"').to_owned())
+            })
+            .unwrap_or_else(|| "Linux".into());
+        let arch = match std::env::consts::ARCH {
+            "x86_64" => "amd64",
+            "aarch64" => "arm64",
+            "arm" => "arm",
+            "riscv64" => "riscv64",
+            other => other,
+        }
+        .to_owned();
+        HostInfo {
+            internal_ip,
+            hostname: read_trimmed("/proc/sys/kernel/hostname").unwrap_or_else(|| "localhost".into()),
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+            memory_kib,
+            kernel: read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_default(),
+            os_image,
+            arch,
+            machine_id: read_trimmed("/etc/machine-id").unwrap_or_default(),
+        }
+    }
+}
+
+/// Settings of the node agent.
+#[derive(Debug, Clone)]
+pub struct NodeAgentConfig {
+    /// The node's name.
+    pub node_name: String,
+    /// The host.
+    pub host: HostInfo,
+    /// Lease renewal period (kubelet: 10 s, a quarter of the 40 s lease).
+    pub lease_interval: Duration,
+    /// `leaseDurationSeconds`.
+    pub lease_duration: Duration,
+    /// Full status report period when nothing changes (kubelet's
+    /// nodeStatusReportFrequency: 5 min); the Lease carries liveness.
+    pub status_interval: Duration,
+    /// `nodeInfo.kubeletVersion`.
+    pub version: String,
+}
+
+impl NodeAgentConfig {
+    /// Kubelet's defaults for a node on `host`.
+    pub fn new(node_name: impl Into<String>, host: HostInfo) -> NodeAgentConfig {
+        NodeAgentConfig {
+            node_name: node_name.into(),
+            host,
+            lease_interval: Duration::from_secs(10),
+            lease_duration: Duration::from_secs(40),
+            status_interval: Duration::from_secs(300),
+            version: format!("v1.33.0-edgehive-{}", env!("CARGO_PKG_VERSION")),
+        }
+    }
+}
+
+/// The node agent module (group `edged`).
+#[derive(Debug)]
+pub struct NodeAgent {
+    cfg: NodeAgentConfig,
+}
+
+impl NodeAgent {
+    /// An agent for the node `cfg` names.
+    pub fn new(cfg: NodeAgentConfig) -> NodeAgent {
+        NodeAgent { cfg }
+    }
+}
+
+/// Now as RFC 3339 in UTC, whole seconds (`Time`) or microseconds (`MicroTime`).
+fn now_rfc3339(micros: bool) -> String {
+    let now = time::OffsetDateTime::now_utc();
+    let nanos = if micros { now.nanosecond() / 1000 * 1000 } else { 0 };
+    now.replace_nanosecond(nanos)
+        .unwrap_or(now)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+impl NodeAgentConfig {
+    fn status(&self, now: &str) -> Value {
+        let h = &self.host;
+        let resources = json!({"cpu": h.cpus.to_string(), "memory": format!("{}Ki", h.memory_kib), "pods": "110"});
+        let mut addresses = Vec::new();
+        if let Some(ip) = h.internal_ip {
+            addresses.push(json!({"type": "InternalIP", "address": ip.to_string()}));
+        }
+        addresses.push(json!({"type": "Hostname", "address": h.hostname}));
+        json!({
+            "capacity": resources,
+            "allocatable": resources,
+            "addresses": addresses,
+            "conditions": [{
+                "type": "Ready", "status": "True", "reason": "EdgeReady",
+                "message": "edgehive is posting ready status",
+                "lastHeartbeatTime": now, "lastTransitionTime": now,
+            }],
+            "nodeInfo": {
+                "machineID": h.machine_id, "systemUUID": "", "bootID": "",
+                "kernelVersion": h.kernel, "osImage": h.os_image,
+                "containerRuntimeVersion": "", "kubeletVersion": self.version, "kubeProxyVersion": "",
+                "operatingSystem": "linux", "architecture": h.arch,
+            },
+        })
+    }
+
+    /// The Node this edge registers.
+    pub fn node_object(&self) -> Value {
+        let n = &self.node_name;
+        json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": n, "labels": {
+                "node-role.kubernetes.io/edge": "", "node-role.kubernetes.io/agent": "",
+                "kubernetes.io/hostname": n, "kubernetes.io/os": "linux", "kubernetes.io/arch": self.host.arch,
+            }},
+            "spec": {},
+            "status": self.status(&now_rfc3339(false)),
+        })
+    }
+
+    fn lease_object(&self) -> Value {
+        json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": self.node_name, "namespace": "kube-node-lease"},
+            "spec": {
+                "holderIdentity": self.node_name,
+                "leaseDurationSeconds": self.lease_duration.as_secs(),
+                "renewTime": now_rfc3339(true),
+            },
+        })
+    }
+}
+
+fn msg(operation: &'static str, resource: String, content: Content) -> Message {
+    Message::new().with_route(source::EDGED, group::META, resource, operation).with_content(content)
+}
+
+impl Module for NodeAgent {
+    fn name(&self) -> &str {
+        MODULE
+    }
+
+    fn group(&self) -> &str {
+        group::EDGED
+    }
+
+    fn run(self: Arc<Self>, mut ctx: ModuleContext, cancel: CancellationToken) -> ModuleFuture {
+        Box::pin(async move {
+            let cfg = &self.cfg;
+            let node = cfg.node_name.clone();
+            let mut connected = false;
+            let mut registered = false;
+            let mut lease = tokio::time::interval(cfg.lease_interval);
+            lease.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut next_status = Instant::now();
+            loop {
+                tokio::select! {
+                    () = cancel.cancelled() => return Ok(()),
+                    m = ctx.receive() => {
+                        let Some(m) = m else { return Ok(()) };
+                        if m.route.operation == op::CONNECT {
+                            connected = m.content.as_text().as_deref() == Some(well_known::CLOUD_CONNECTED);
+                            if connected {
+                                // Report at once: the cloud may have marked the node NotReady.
+                                next_status = Instant::now();
+                                lease.reset_immediately();
+                            }
+                        }
+                        continue;
+                    }
+                    _ = lease.tick() => {}
+                }
+                if !connected {
+                    continue;
+                }
+                if !registered {
+                    let content = Content::from_serialize(&cfg.node_object()).unwrap_or_default();
+                    let ask = msg(op::INSERT, format!("default/node/{node}"), content);
+                    match ctx.send_sync(METAMANAGER, ask, Duration::from_secs(30)).await {
+                        Ok(r) if r.route.operation != op::ERROR => {
+                            // The node may exist from an earlier start with its
+                            // conditions Unknown: the status below sets them.
+                            registered = true;
+                            tracing::info!(node = %node, "node registered");
+                        }
+                        Ok(r) => {
+                            tracing::warn!(node = %node, reason = ?r.content.as_text(), "node registration refused")
+                        }
+                        Err(e) => {
+                            tracing::debug!(node = %node, error = %e, "node registration not answered; will retry")
+                        }
+                    }
+                }
+                if registered && Instant::now() >= next_status {
+                    let patch = json!({"status": cfg.status(&now_rfc3339(false))}).to_string();
+                    let m = msg(op::PATCH, format!("default/nodepatch/{node}"), Content::string(&patch));
+                    if ctx.send(METAMANAGER, m).await.is_ok() {
+                        next_status = Instant::now() + cfg.status_interval;
+                    }
+                }
+                let content = Content::from_serialize(&cfg.lease_object()).unwrap_or_default();
+                let m = msg(op::UPDATE, format!("kube-node-lease/lease/{node}"), content);
+                let _ = ctx.send(METAMANAGER, m).await;
+            }
+        })
+    }
+}

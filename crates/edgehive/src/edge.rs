@@ -1,0 +1,239 @@
+//! `edgehive edge --config edge.yaml`: the edge agent — EdgeHub (the link
+//! to the cloud), MetaManager (the durable local store) and the node agent
+//! (the Node's registration, status and Lease) on one beehive.
+//!
+//! First start with a `token`: the CA is fetched and checked against the
+//! token, a certificate is requested, and CA, certificate and key are kept
+//! under `dataDir/certs`; later starts use them and ignore the token. The
+//! certificate is renewed at 70–90 % of its lifetime.
+
+use std::io::{Read as _, Write as _};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use edgehive_beehive::Beehive;
+use edgehive_edgehub::{Backoff, CertError, CertFiles, EdgeCerts, EdgeHub, EdgeHubConfig, certs};
+use edgehive_metamanager::{HostInfo, MetaConfig, MetaDb, MetaManager, NodeAgent, NodeAgentConfig};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::edge_config::EdgeConfig;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The edge's configuration (KubeEdge edgecore.yaml keys; see the README).
+    #[arg(long, env = "EDGEHIVE_EDGE_CONFIG")]
+    config: PathBuf,
+    /// Print what the edge's local store holds (key, type, resourceVersion)
+    /// and exit; works while the edge runs.
+    #[arg(long)]
+    show_store: bool,
+}
+
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let cfg = EdgeConfig::load(&args.config)?;
+    if args.show_store {
+        return show_store(&cfg);
+    }
+    // One thread runs the edge; SQLite commits run on the blocking pool.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(4)
+        .build()
+        .context("start the runtime")?;
+    rt.block_on(serve(cfg))
+}
+
+fn show_store(cfg: &EdgeConfig) -> anyhow::Result<ExitCode> {
+    if !cfg.database.exists() {
+        anyhow::bail!("no edge store at {} yet", cfg.database.display());
+    }
+    let db = MetaDb::open(&cfg.database).context("open the edge store")?;
+    let listing = db.list_all().context("read the edge store")?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{:<56} {:>10}", "KEY", "VERSION")?;
+    for (key, value) in &listing.rows {
+        let rv = serde_json::from_str::<serde_json::Value>(value)
+            .ok()
+            .and_then(|v| v.pointer("/metadata/resourceVersion").and_then(|r| r.as_str()).map(str::to_owned))
+            .unwrap_or_else(|| "-".into());
+        writeln!(out, "{key:<56} {rv:>10}")?;
+    }
+    for (key, reason) in &listing.corrupt {
+        writeln!(out, "{key:<56} DAMAGED: {reason}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Errors worth retrying on first join: the cloud may not be up yet.
+fn retryable(e: &CertError) -> bool {
+    match e {
+        CertError::Http(_) => true,
+        CertError::Refused { status, .. } => *status >= 500,
+        _ => false,
+    }
+}
+
+async fn obtain_certs(
+    cfg: &EdgeConfig,
+    files: &CertFiles,
+    stop: &CancellationToken,
+) -> anyhow::Result<Option<EdgeCerts>> {
+    if let Some(c) = EdgeCerts::load(files).context("load the edge certificate")? {
+        match c.node_name() {
+            Some(n) if n != cfg.node_name => anyhow::bail!(
+                "{} is node {n:?}'s certificate, but this edge is {:?} (modules.edged.hostnameOverride)",
+                files.cert.display(),
+                cfg.node_name
+            ),
+            _ => return Ok(Some(c)),
+        }
+    }
+    let (Some(server), Some(token)) = (&cfg.http_server, &cfg.token) else {
+        anyhow::bail!(
+            "no certificate at {} yet: set modules.edgeHub.token (from `edgehive token` on the cloud) and modules.edgeHub.httpServer to join",
+            files.cert.display()
+        );
+    };
+    let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+    loop {
+        match certs::join(server, &cfg.node_name, token, files, Duration::from_secs(30)).await {
+            Ok(c) => return Ok(Some(c)),
+            Err(e) if retryable(&e) => {
+                let delay = backoff.next_delay();
+                tracing::warn!(node = %cfg.node_name, error = %e, retry_in_ms = delay.as_millis() as u64, "cannot join yet");
+                tokio::select! {
+                    () = stop.cancelled() => return Ok(None),
+                    () = tokio::time::sleep(delay) => {}
+                }
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context("join the cloud")),
+        }
+    }
+}
+
+/// The address this host uses to reach the cloud (no packet is sent).
+fn local_ip_towards(server: &str) -> Option<IpAddr> {
+    let target = std::net::ToSocketAddrs::to_socket_addrs(server).ok()?.next()?;
+    let bind: SocketAddr =
+        if target.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
+    let socket = UdpSocket::bind(bind).ok()?;
+    socket.connect(target).ok()?;
+    socket.local_addr().ok().map(|a| a.ip())
+}
+
+async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
+    let stop = CancellationToken::new();
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            crate::cloud::shutdown_signal().await;
+            tracing::info!("shutting down");
+            stop.cancel();
+        }
+    });
+    edgehive_edgehub::create_private_dir(&cfg.data_dir).context("create the data directory")?;
+    let files = CertFiles { ca: cfg.ca_file.clone(), cert: cfg.cert_file.clone(), key: cfg.key_file.clone() };
+    let Some(certs) = obtain_certs(&cfg, &files, &stop).await? else { return Ok(ExitCode::SUCCESS) };
+    let (cert_tx, cert_rx) = watch::channel(Arc::new(certs));
+
+    if let Some(parent) = cfg.database.parent() {
+        edgehive_edgehub::create_private_dir(parent).context("create the database directory")?;
+    }
+    let db = Arc::new(MetaDb::open(&cfg.database).context("open the edge store")?);
+    let stored = db.count().unwrap_or(0);
+    tracing::info!(node = %cfg.node_name, objects = stored, db = %cfg.database.display(), "edge store open");
+
+    let mut hub_cfg = EdgeHubConfig::new(cfg.node_name.clone(), cfg.endpoints.clone());
+    hub_cfg.project_id = cfg.project_id.clone();
+    hub_cfg.heartbeat = cfg.heartbeat;
+    hub_cfg.message_qps = cfg.message_qps;
+    hub_cfg.message_burst = cfg.message_burst;
+    hub_cfg.backoff_base = cfg.backoff_base;
+    hub_cfg.backoff_cap = cfg.backoff_cap;
+    hub_cfg.outbox_capacity = cfg.outbox_capacity;
+    hub_cfg.handshake_timeout = cfg.handshake_timeout;
+    hub_cfg.write_timeout = cfg.write_timeout;
+    let hub = Arc::new(EdgeHub::new(hub_cfg, cert_rx));
+    let meta = Arc::new(MetaManager::new(
+        MetaConfig {
+            remote_query_timeout: cfg.remote_query_timeout,
+            crash_before_commit: std::env::var("EDGEHIVE_FAILPOINT").is_ok_and(|f| f == "meta-before-commit"),
+            ..MetaConfig::default()
+        },
+        Arc::clone(&db),
+    ));
+    let ip = cfg.node_ip.or_else(|| cfg.endpoints.first().and_then(|e| local_ip_towards(&e.server)));
+    let mut agent_cfg = NodeAgentConfig::new(cfg.node_name.clone(), HostInfo::detect(ip));
+    agent_cfg.lease_duration = cfg.lease_duration;
+    agent_cfg.lease_interval = cfg.lease_duration / 4;
+    agent_cfg.status_interval = cfg.status_report;
+    let agent = Arc::new(NodeAgent::new(agent_cfg));
+
+    let mut builder = Beehive::builder();
+    builder.register(hub.clone()).context("register edgehub")?;
+    builder.register(meta.clone()).context("register metamanager")?;
+    builder.register(agent).context("register the node agent")?;
+    let hive = builder.build();
+    let bus = hive.context();
+
+    let renewing = match (&cfg.http_server, cfg.rotate_certificates) {
+        (Some(server), true) => Some(tokio::spawn(certs::keep_renewed(
+            server.clone(),
+            cfg.node_name.clone(),
+            files.clone(),
+            cert_tx,
+            stop.clone(),
+        ))),
+        _ => None,
+    };
+    if let Some(addr) = cfg.metrics_address {
+        let render = move || {
+            let mut out = String::new();
+            hub.metrics().render(&mut out);
+            meta.metrics().render(&mut out);
+            crate::cloud::render_bus(&bus, &mut out);
+            out
+        };
+        let listener = std::net::TcpListener::bind(addr).with_context(|| format!("metrics address {addr}"))?;
+        tracing::info!(%addr, "metrics at /metrics");
+        std::thread::Builder::new()
+            .name("metrics".into())
+            .spawn(move || serve_metrics(listener, render))
+            .context("start the metrics thread")?;
+    }
+    tracing::info!(node = %cfg.node_name, endpoints = ?cfg.endpoints.iter().map(|e| e.server.as_str()).collect::<Vec<_>>(), "edgehive edge is up");
+    hive.run(stop.clone()).await;
+    stop.cancel();
+    if let Some(r) = renewing {
+        let _ = r.await;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A minimal `/metrics` endpoint on its own thread: one request per
+/// connection, two-second deadlines, nothing else served.
+fn serve_metrics(listener: std::net::TcpListener, render: impl Fn() -> String) {
+    for conn in listener.incoming() {
+        let Ok(mut conn) = conn else { continue };
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+        let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
+        let mut buf = [0u8; 1024];
+        let n = conn.read(&mut buf).unwrap_or(0);
+        let head = String::from_utf8_lossy(&buf[..n]);
+        let (status, body) = if head.starts_with("GET /metrics ") {
+            ("200 OK", render())
+        } else {
+            ("404 Not Found", "only /metrics is served here\n".to_owned())
+        };
+        let _ = write!(
+            conn,
+            "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    }
+}
