@@ -2,11 +2,15 @@
 # Edge figures for BENCHMARKS.md: `edgehive edge` RSS connected and idle with
 # 0 and 40 pods stored, upstream bytes per second while idle, and how fast
 # 1,000 pods created through the API are committed and ACKed by the edge.
-# Uses the release build, 127.0.0.1 and a temporary directory.
+# The cloud is the release build; the edge is the edge-only release build
+# (`--no-default-features --features edge`, what a small device runs).
+# Uses 127.0.0.1 and a temporary directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p edgehive >/dev/null
+cargo build --release -p edgehive --no-default-features --features edge --target-dir target/edge-only >/dev/null
 bin="$PWD/target/release/edgehive"
+edge_bin="$PWD/target/edge-only/release/edgehive"
 dir="$(mktemp -d)"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$dir"; }
@@ -26,13 +30,13 @@ modules:
     token: $("$bin" token --data-dir "$dir/cloud")
     websocket: {server: 127.0.0.1:$ws}
 YAML
-"$bin" edge --config "$dir/edge.yaml" >"$dir/edge.log" 2>&1 &
+"$edge_bin" edge --config "$dir/edge.yaml" >"$dir/edge.log" 2>&1 &
 edge=$!
 pids+=($edge)
 for _ in $(seq 300); do kubectl get node edge-1 >/dev/null 2>&1 && break; sleep 0.1; done
 kubectl wait --for=condition=Ready node/edge-1 --timeout=60s >/dev/null
-rss() { awk '/VmRSS/ {print $2}' /proc/$edge/status; }
-stored() { "$bin" edge --config "$dir/edge.yaml" --show-store | grep -c '/pod/' || true; }
+rss() { awk '/^(VmRSS|RssAnon):/ {printf "%s=%s ", $1, $2}' /proc/$edge/status; echo; }
+stored() { "$edge_bin" edge --config "$dir/edge.yaml" --show-store | grep -c '/pod/' || true; }
 pods() { # pods N FROM: N pods bound to edge-1, one kubectl call
     for i in $(seq "$2" $(($2 + $1 - 1))); do
         printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: p%d, namespace: default}\nspec:\n  nodeName: edge-1\n  containers: [{name: c, image: busybox, command: [sleep, "3600"]}]\n---\n' "$i"

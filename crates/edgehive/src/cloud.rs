@@ -144,6 +144,9 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let mut servers = Vec::new();
     let mut ws = ServerConfig::new(args.websocket_bind, tls.clone());
     ws.conn.read_timeout = Some(Duration::from_secs(args.keepalive_interval.max(1) * 2));
+    // Edges that offer it keep alive with WebSocket pings (edgehive edges;
+    // KubeEdge edges never offer and keep sending `keepalive` messages).
+    ws.ping_keepalive = true;
     servers.push(Server::bind_ws(ws).await.context("CloudHub WebSocket server")?);
     if !args.no_quic {
         servers.push(Server::bind_quic(ServerConfig::new(args.quic_bind, tls)).await.context("CloudHub QUIC server")?);
@@ -191,7 +194,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             hub.metrics().render(out);
             controller.metrics().render(out);
             sync.metrics().render(out);
-            render_bus(&bus, out);
+            crate::process::render_bus(&bus, out);
         }
     }))];
     let server = ApiServer::bind(config, store.clone()).await.context("start the API server")?;
@@ -207,7 +210,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let joining = tokio::spawn(join.serve(stop.clone()));
     let serving = tokio::spawn(server.serve(stop.clone()));
     let modules = tokio::spawn(hive.run(stop.clone()));
-    shutdown_signal().await;
+    crate::process::shutdown_signal().await;
     tracing::info!("shutting down");
     stop.cancel();
     let _ = serving.await;
@@ -255,35 +258,4 @@ async fn publish_tokens(store: Store, ca: Arc<edgehive_pki::Ca>, stop: Cancellat
             _ = tokio::time::sleep(wait.max(Duration::from_secs(1))) => {}
         }
     }
-}
-
-/// beehive's queue depths, one gauge per module.
-pub(crate) fn render_bus(bus: &edgehive_beehive::Context, out: &mut String) {
-    use std::fmt::Write as _;
-    let stats = bus.stats();
-    let _ = writeln!(out, "# HELP edgehive_beehive_queue_depth Messages waiting in a module's mailbox.");
-    let _ = writeln!(out, "# TYPE edgehive_beehive_queue_depth gauge");
-    for m in &stats.modules {
-        let _ = writeln!(out, "edgehive_beehive_queue_depth{{module=\"{}\"}} {}", m.name, m.queue_depth);
-    }
-}
-
-pub(crate) async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
 }

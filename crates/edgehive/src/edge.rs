@@ -131,7 +131,7 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
     tokio::spawn({
         let stop = stop.clone();
         async move {
-            crate::cloud::shutdown_signal().await;
+            crate::process::shutdown_signal().await;
             tracing::info!("shutting down");
             stop.cancel();
         }
@@ -158,6 +158,7 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
     hub_cfg.outbox_capacity = cfg.outbox_capacity;
     hub_cfg.handshake_timeout = cfg.handshake_timeout;
     hub_cfg.write_timeout = cfg.write_timeout;
+    hub_cfg.ping_keepalive = cfg.ping_keepalive;
     let hub = Arc::new(EdgeHub::new(hub_cfg, cert_rx));
     let meta = Arc::new(MetaManager::new(
         MetaConfig {
@@ -196,7 +197,7 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
             let mut out = String::new();
             hub.metrics().render(&mut out);
             meta.metrics().render(&mut out);
-            crate::cloud::render_bus(&bus, &mut out);
+            crate::process::render_bus(&bus, &mut out);
             out
         };
         let listener = std::net::TcpListener::bind(addr).with_context(|| format!("metrics address {addr}"))?;

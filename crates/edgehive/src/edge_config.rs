@@ -19,6 +19,7 @@
 //!     websocket: {enable: true, server: "cloud.example:10000,cloud2.example:10000"}
 //!     quic: {enable: false, server: cloud.example:10001}
 //!     reconnect: {base: 1, cap: 30}                  # seconds, full jitter
+//!     pingKeepalive: true                            # offer WebSocket pings as the heartbeat
 //!   metaManager: {remoteQueryTimeout: 60}
 //! ```
 
@@ -56,6 +57,7 @@ pub(crate) struct EdgeConfig {
     pub(crate) metrics_address: Option<SocketAddr>,
     pub(crate) lease_duration: Duration,
     pub(crate) status_report: Duration,
+    pub(crate) ping_keepalive: bool,
 }
 
 /// A reading error: the key's path and what is wrong.
@@ -212,6 +214,7 @@ const EDGEHUB: &[&str] = &[
     "quic",
     "reconnect",
     "offlineBufferSize",
+    "pingKeepalive",
 ];
 const LINK: &[&str] = &["enable", "server", "handshakeTimeout", "writeDeadline", "readDeadline"];
 const META: &[&str] = &["enable", "remoteQueryTimeout", "contextSendGroup", "contextSendModule", "metaServer"];
@@ -331,6 +334,7 @@ impl EdgeConfig {
             metrics_address,
             lease_duration: edged.seconds("nodeLeaseDurationSeconds", 40, 1.0, 3600.0)?,
             status_report: edged.seconds("nodeStatusReportFrequency", 300, 1.0, 86400.0)?,
+            ping_keepalive: hub.boolean("pingKeepalive", true)?,
             data_dir,
         })
     }

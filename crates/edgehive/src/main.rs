@@ -5,12 +5,17 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+#[cfg(feature = "cloud")]
 mod cloud;
 mod demo;
+#[cfg(feature = "edge")]
 mod edge;
+#[cfg(feature = "edge")]
 mod edge_config;
 mod inspect;
 mod logging;
+mod process;
+#[cfg(feature = "cloud")]
 mod token;
 
 /// KubeEdge's cloud–edge framework, rebuilt in Rust.
@@ -32,14 +37,17 @@ enum Command {
     /// Run the cloud: the object store (SQLite by default, or etcd), the
     /// Kubernetes-compatible API kubectl drives, CloudHub, the controllers
     /// and the edge join service.
+    #[cfg(feature = "cloud")]
     Cloud(Box<cloud::Args>),
     /// Run the beehive bus with KubeEdge's edge modules wired as in EdgeCore,
     /// and trace a pod insert from the hub to the metadata manager and its ACK
     /// back, printing each message in KubeEdge's wire JSON.
     Demo(demo::Args),
     /// Run an edge node: EdgeHub, MetaManager and the node agent.
+    #[cfg(feature = "edge")]
     Edge(edge::Args),
     /// Print a join token for edge nodes (KubeEdge's format, valid 24 h).
+    #[cfg(feature = "cloud")]
     Token(token::Args),
     /// Read KubeEdge wire messages (one JSON per line) from stdin, check them,
     /// and print what they say.
@@ -53,10 +61,13 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let result = match cli.command {
+        #[cfg(feature = "cloud")]
         Command::Cloud(args) => cloud::run(*args),
         Command::Demo(args) => demo::run(args),
+        #[cfg(feature = "edge")]
         Command::Edge(args) => edge::run(args),
         Command::Inspect(args) => inspect::run(args),
+        #[cfg(feature = "cloud")]
         Command::Token(args) => token::run(args),
     };
     match result {

@@ -126,9 +126,14 @@ impl Edge {
     /// Writes the configuration: `server` is the WebSocket address (the
     /// cloud's, or a proxy's); a token only when given.
     fn configure(&self, node: &str, server: &str, join: u16, token: Option<&str>) {
+        self.configure_with(node, server, join, token, "");
+    }
+
+    /// As `configure`, with more `edgeHub` keys (lines indented 4 spaces).
+    fn configure_with(&self, node: &str, server: &str, join: u16, token: Option<&str>, hub_extra: &str) {
         let token = token.map(|t| format!("    token: {t}\n")).unwrap_or_default();
         let yaml = format!(
-            "apiVersion: edgecore.config.kubeedge.io/v1alpha2\nkind: EdgeCore\ndataDir: {data}\nmodules:\n  edged: {{hostnameOverride: {node}, nodeLeaseDurationSeconds: 4}}\n  edgeHub:\n    heartbeat: 1\n    httpServer: https://127.0.0.1:{join}\n{token}    websocket: {{enable: true, server: '{server}'}}\n    reconnect: {{base: 0.1, cap: 0.5}}\n",
+            "apiVersion: edgecore.config.kubeedge.io/v1alpha2\nkind: EdgeCore\ndataDir: {data}\nmodules:\n  edged: {{hostnameOverride: {node}, nodeLeaseDurationSeconds: 4}}\n  edgeHub:\n    heartbeat: 1\n    httpServer: https://127.0.0.1:{join}\n{token}    websocket: {{enable: true, server: '{server}'}}\n    reconnect: {{base: 0.1, cap: 0.5}}\n{hub_extra}",
             data = self.dir.join("data").display()
         );
         std::fs::write(self.config(), yaml).unwrap();
@@ -342,7 +347,6 @@ fn an_edge_joins_gets_its_objects_and_restarts_without_the_token() {
     let node = cloud.json(&["get", "node", "edge-1"]);
     assert_eq!(node.pointer("/metadata/labels/node-role.kubernetes.io~1edge"), Some(&serde_json::json!("")));
     assert!(node.pointer("/status/capacity/cpu").is_some(), "{node}");
-    assert!(cloud.json(&["get", "lease", "-n", "kube-node-lease", "edge-1"]).pointer("/spec/renewTime").is_some());
 
     // Objects created with kubectl reach the edge's store.
     cloud.kubectl(&["apply", "-f", "-"], Some(&OBJECTS.replace("NODE", "edge-1")));
@@ -368,9 +372,17 @@ fn an_edge_killed_before_its_commit_gets_the_change_again_and_stores_it_once() {
     let dir = TempDir::new("edge-crash");
     let cloud = Cloud::start(dir.path(), &[]);
     let mut edge = Edge::new(dir.path());
-    edge.configure("edge-c", &format!("127.0.0.1:{}", cloud.ws), cloud.join, Some(&cloud.token()));
+    // This edge keeps alive as KubeEdge's does: keepalive messages and Lease renewals.
+    let server = format!("127.0.0.1:{}", cloud.ws);
+    edge.configure_with("edge-c", &server, cloud.join, Some(&cloud.token()), "    pingKeepalive: false\n");
     edge.start(&[("EDGEHIVE_FAILPOINT", "meta-before-commit")]);
     wait_until("the node is registered", || cloud.node_ready("edge-c").is_some());
+    let lease = || cloud.json(&["get", "lease", "-n", "kube-node-lease", "edge-c"])["spec"]["renewTime"].clone();
+    wait_until("the edge renews its Lease", || {
+        let first = lease();
+        std::thread::sleep(Duration::from_millis(1500));
+        first.is_string() && lease() != first
+    });
     cloud.kubectl(&["apply", "-f", "-"], Some(&pod_yaml("p", "edge-c")));
     // The edge receives the pod and dies before committing it: no ACK.
     let mut child = edge.child.take().unwrap();
@@ -392,6 +404,7 @@ fn an_edge_killed_before_its_commit_gets_the_change_again_and_stores_it_once() {
     assert!(!synced(&cloud), "no success point without an ACK");
 
     // Restarted, the edge gets the pod again, stores it once and ACKs it.
+    edge.configure_with("edge-c", &server, cloud.join, None, "    pingKeepalive: false\n");
     edge.start(&[]);
     wait_until("the pod is stored after the restart", || edge.rows().contains_key("default/pod/p"));
     wait_until("the cloud records the success point", || synced(&cloud));
@@ -408,6 +421,9 @@ fn an_edge_cut_off_converges_and_keeps_its_pods_while_notready() {
     edge.configure("edge-x", &proxy.addr(), cloud.join, Some(&cloud.token()));
     edge.start(&[]);
     wait_until("the node is Ready", || cloud.node_ready("edge-x").as_deref() == Some("True"));
+    // No Lease, no status reports: the link's pings keep it Ready past the grace period.
+    std::thread::sleep(Duration::from_secs(6));
+    assert_eq!(cloud.node_ready("edge-x").as_deref(), Some("True"));
     cloud.kubectl(&["apply", "-f", "-"], Some(&OBJECTS.replace("NODE", "edge-x")));
     cloud.kubectl(&["apply", "-f", "-"], Some(&pod_yaml("doomed", "edge-x")));
     wait_until("the first objects arrive", || {

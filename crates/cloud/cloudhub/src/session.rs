@@ -72,7 +72,13 @@ impl Session {
                 _ = sleep_until(wake) => {
                     let now = Instant::now();
                     if now >= keepalive_deadline {
-                        break End::KeepaliveExpired;
+                        // An edge keeping alive with WebSocket pings: any
+                        // frame within the interval counts.
+                        let idle = self.rx.idle_for();
+                        if !(self.rx.peer().ping_keepalive && idle < cfg.keepalive_interval) {
+                            break End::KeepaliveExpired;
+                        }
+                        keepalive_deadline = now + (cfg.keepalive_interval - idle);
                     }
                     pool.due(now, &mut resend);
                     for m in resend.drain(..) {

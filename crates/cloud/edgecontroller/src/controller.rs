@@ -29,6 +29,9 @@ pub(crate) struct Controller {
     pub(crate) index: Index,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) lifecycle: LifecycleConfig,
+    /// CloudHub sessions: `None` while a node is connected (its keepalives
+    /// prove it alive), the time it disconnected afterwards.
+    pub(crate) sessions: std::collections::HashMap<String, Option<time::OffsetDateTime>>,
 }
 
 /// The KubeEdge resource type of a store resource.
@@ -275,6 +278,7 @@ impl Controller {
         if std::ptr::eq(res, &NODES) {
             let was_edge = self.index.is_edge(obj.name());
             self.index.remove_node(obj.name());
+            self.sessions.remove(obj.name());
             if was_edge {
                 // CloudHub ends the session and forgets the node's success points.
                 self.send_object(obj.name(), op::DELETE, obj).await;
@@ -386,7 +390,13 @@ impl Controller {
         let mut evict = Vec::new();
         for node in self.index.edge_nodes() {
             let Some(live) = self.index.liveness(node) else { continue };
-            if let Some(beat) = live.last_beat()
+            // A node with a live session is alive: CloudHub ends sessions
+            // that stop keeping alive. After one ends, its end is a beat.
+            let session = self.sessions.get(node.as_str());
+            if matches!(session, Some(None)) {
+                continue;
+            }
+            if let Some(beat) = live.last_beat().max(session.copied().flatten())
                 && !live.unknown
                 && lifecycle::elapsed(beat, now) > self.lifecycle.grace
             {

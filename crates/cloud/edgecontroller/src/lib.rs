@@ -86,6 +86,7 @@ impl Module for EdgeController {
                 index: index::Index::default(),
                 metrics: self.metrics.clone(),
                 lifecycle: self.lifecycle.clone(),
+                sessions: std::collections::HashMap::new(),
             };
             controller.run(ctx, cancel).await;
             Ok(())

@@ -93,11 +93,16 @@ impl Controller {
 
     pub(crate) async fn on_message(&mut self, m: Message) {
         if m.route.source == source::CLOUDHUB {
-            if m.route.operation == op::CONNECTED
-                && let Some(node) = m.route.resource.strip_prefix("node/")
-            {
-                let node = node.to_owned();
-                self.resync_node(&node).await;
+            let Some(node) = m.route.resource.strip_prefix("node/").map(str::to_owned) else { return };
+            match m.route.operation.as_str() {
+                op::CONNECTED => {
+                    self.sessions.insert(node.clone(), None);
+                    self.resync_node(&node).await;
+                }
+                op::DISCONNECTED => {
+                    self.sessions.insert(node, Some(time::OffsetDateTime::now_utc()));
+                }
+                _ => {}
             }
             return;
         }

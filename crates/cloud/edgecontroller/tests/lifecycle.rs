@@ -140,3 +140,27 @@ async fn unbound_pods_go_to_the_least_loaded_matching_ready_edge_node() {
     .await;
     cloud.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connected_node_is_alive_without_reports_and_its_disconnect_starts_the_grace_period() {
+    let lifecycle =
+        LifecycleConfig { grace: Duration::from_millis(400), interval: Duration::from_millis(100), evict_after: None };
+    let cloud = Cloud::start_with(CloudHubConfig::default(), lifecycle).await;
+    cloud.ready_edge_node("edge-1", json!({})).await;
+    let edge = Edge::connect(&cloud, "edge-1").await;
+    // Connected, and CloudHub keeps the session (the edge's keepalives): no
+    // status or Lease needed to stay Ready, well past the grace period.
+    for _ in 0..12 {
+        edge.tx.try_write(keepalive()).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(node_ready(&cloud, "edge-1").await, "True");
+    // Gone: NotReady one grace period after the session ended.
+    let _db = edge.disconnect().await;
+    eventually_async("NotReady after the session ended", WAIT, || {
+        let cloud = &cloud;
+        async move { node_ready(cloud, "edge-1").await == "Unknown" }
+    })
+    .await;
+    cloud.stop().await;
+}

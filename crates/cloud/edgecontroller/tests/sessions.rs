@@ -108,6 +108,27 @@ async fn a_session_without_keepalive_expires() {
     cloud.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_that_agreed_on_ping_keepalive_stays_with_pings_alone() {
+    let cloud =
+        Cloud::start(CloudHubConfig { keepalive_interval: Duration::from_millis(300), ..CloudHubConfig::default() })
+            .await;
+    let cert = cloud.ca.node("edge-1");
+    let mut cfg = cloud.client_config("edge-1", &cert);
+    cfg.ping_keepalive = true;
+    cfg.conn.ping_interval = Some(Duration::from_millis(100));
+    let conn = edgehive_viaduct::ws::connect(&cfg).await.unwrap();
+    assert!(conn.peer().ping_keepalive);
+    let (_tx, mut rx) = conn.split();
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    // Five keepalive intervals without a keepalive message: the pings suffice.
+    let ended = tokio::time::timeout(Duration::from_millis(1500), rx.recv()).await;
+    assert!(ended.is_err(), "the session stays: {ended:?}");
+    assert_eq!(cloud.hub.connected_nodes().len(), 1);
+    assert_eq!(cloud.hub.metrics().keepalive_expired.load(Ordering::Relaxed), 0);
+    cloud.stop().await;
+}
+
 fn req(operation: &'static str, resource: &str, content: serde_json::Value) -> Message {
     Message::new()
         .with_route("edged", "meta", resource.to_string(), operation)

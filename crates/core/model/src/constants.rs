@@ -141,4 +141,8 @@ pub mod well_known {
     pub const KEEPALIVE_PING: &str = "ping";
     /// Default KubeEdge project id.
     pub const DEFAULT_PROJECT_ID: &str = "e632aba927ea4ac2b575ec1603d56f10";
+    /// edgehive, not KubeEdge: the beehive `type` of EdgeHub's
+    /// `cloud_connected` event when the cloud takes the link's WebSocket
+    /// pings as the node's heartbeat (no Lease renewals needed).
+    pub const SESSION_LIVENESS: &str = "session-liveness";
 }

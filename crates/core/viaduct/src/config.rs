@@ -86,6 +86,9 @@ pub struct ServerConfig {
     pub max_pending_handshakes: usize,
     /// Accepted connections not yet taken by `accept()`.
     pub accept_queue: usize,
+    /// Accept an edge's offer to keep its session alive with WebSocket pings
+    /// (see [`crate::ws::HEADER_KEEPALIVE`]).
+    pub ping_keepalive: bool,
 }
 
 impl ServerConfig {
@@ -98,6 +101,7 @@ impl ServerConfig {
             handshake_timeout: Duration::from_secs(30),
             max_pending_handshakes: 4096,
             accept_queue: 1024,
+            ping_keepalive: false,
         }
     }
 }
@@ -120,6 +124,10 @@ pub struct ClientConfig {
     pub conn: ConnConfig,
     /// TCP, TLS and WebSocket upgrade must finish within this (KubeEdge: 30 s).
     pub handshake_timeout: Duration,
+    /// Offer to keep the session alive with WebSocket pings (see
+    /// [`crate::ws::HEADER_KEEPALIVE`]); whether the server took the offer
+    /// is [`PeerInfo::ping_keepalive`](crate::PeerInfo::ping_keepalive).
+    pub ping_keepalive: bool,
 }
 
 impl ClientConfig {
@@ -133,6 +141,7 @@ impl ClientConfig {
             tls,
             conn: ConnConfig::default(),
             handshake_timeout: Duration::from_secs(30),
+            ping_keepalive: false,
         }
     }
 }

@@ -49,6 +49,10 @@ pub struct PeerInfo {
     /// The TLS session was resumed (QUIC: the handshake headers went out in
     /// accepted 0-RTT) rather than negotiated from scratch.
     pub resumed: bool,
+    /// Both ends agreed that WebSocket pings carry the edge's liveness
+    /// instead of `keepalive` messages (an edgehive edge and cloud; never
+    /// with KubeEdge peers). See [`crate::ws::HEADER_KEEPALIVE`].
+    pub ping_keepalive: bool,
 }
 
 /// State shared by the handles and the two tasks.
@@ -59,6 +63,10 @@ struct Shared {
     reason: Mutex<Option<CloseReason>>,
     pending: Mutex<HashMap<Text, oneshot::Sender<Message>>>,
     pending_count: AtomicUsize,
+    /// When the connection was made, and when something (a message, a ping
+    /// or a pong) last arrived, in milliseconds after that.
+    born: tokio::time::Instant,
+    last_received_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -305,6 +313,13 @@ impl ConnRx {
     pub fn close_reason(&self) -> Option<CloseReason> {
         self.shared.reason()
     }
+
+    /// How long since anything arrived (a message, a WebSocket ping or
+    /// pong); from the connection's start if nothing has.
+    pub fn idle_for(&self) -> Duration {
+        let last = Duration::from_millis(self.shared.last_received_ms.load(Ordering::Relaxed));
+        self.shared.born.elapsed().saturating_sub(last)
+    }
 }
 
 /// What a transport's reader produced.
@@ -350,6 +365,8 @@ pub(crate) fn spawn_conn<R: FrameRead, W: FrameWrite>(
         reason: Mutex::new(None),
         pending: Mutex::new(HashMap::new()),
         pending_count: AtomicUsize::new(0),
+        born: tokio::time::Instant::now(),
+        last_received_ms: std::sync::atomic::AtomicU64::new(0),
     });
     let span = tracing::info_span!("conn", node = %shared.info.node_id, remote = %shared.info.remote_addr);
     let tx = ConnTx { shared: shared.clone(), queue: queue_tx };
@@ -435,6 +452,10 @@ async fn read_loop<R: FrameRead>(mut reader: R, incoming: mpsc::Sender<Message>,
                 }
             } => n,
         };
+        if !matches!(next, ReadEvent::End(_)) {
+            let ms = u64::try_from(shared.born.elapsed().as_millis()).unwrap_or(u64::MAX);
+            shared.last_received_ms.store(ms, Ordering::Relaxed);
+        }
         let bytes = match next {
             ReadEvent::End(reason) => {
                 shared.close(reason);

@@ -168,6 +168,7 @@ async fn server_handshake(incoming: quinn::Incoming, cfg: &ServerConfig, stats: 
         local_addr,
         protocol: Protocol::Quic,
         resumed: false,
+        ping_keepalive: false,
     };
     tracing::info!(node = %info.node_id, %remote, "edge connected over QUIC");
     Some(spawn_quic(conn, send, recv, info, cfg.conn.clone()))
@@ -432,6 +433,7 @@ impl QuicClient {
             local_addr: self.endpoint.local_addr().unwrap_or(addr),
             protocol: Protocol::Quic,
             resumed,
+            ping_keepalive: false,
         };
         Ok(spawn_quic(conn, send, recv, info, cfg.conn.clone()))
     }

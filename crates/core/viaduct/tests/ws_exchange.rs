@@ -159,3 +159,26 @@ async fn upgrade_without_connection_use_msg_is_refused_with_a_reason() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn ping_keepalive_is_used_only_when_both_ends_agree() {
+    let pki = Pki::new();
+    for (offer, accept) in [(true, true), (true, false), (false, true), (false, false)] {
+        let mut cfg = edgehive_viaduct::ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+        cfg.ping_keepalive = accept;
+        let mut srv = edgehive_viaduct::Server::bind_ws(cfg).await.unwrap();
+        let mut client_cfg = client_config(&pki, srv.local_addr(), "edge-1");
+        client_cfg.ping_keepalive = offer;
+        client_cfg.conn.ping_interval = Some(Duration::from_millis(100));
+        let client = edgehive_viaduct::ws::connect(&client_cfg).await.unwrap();
+        let accepted = tokio::time::timeout(Duration::from_secs(10), srv.accept()).await.unwrap().unwrap();
+        let agreed = offer && accept;
+        assert_eq!(client.peer().ping_keepalive, agreed, "client, offer {offer} accept {accept}");
+        assert_eq!(accepted.peer().ping_keepalive, agreed, "server, offer {offer} accept {accept}");
+        // Pings alone keep the server's view of the edge fresh.
+        let (_ctx, _crx) = client.split();
+        let (_stx, srx) = accepted.split();
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(srx.idle_for() < Duration::from_millis(400), "idle for {:?}", srx.idle_for());
+    }
+}

@@ -76,6 +76,9 @@ pub struct EdgeHubConfig {
     pub handshake_timeout: Duration,
     /// Deadline of one write (KubeEdge: 15 s).
     pub write_timeout: Duration,
+    /// Offer the cloud to keep alive with WebSocket pings instead of
+    /// `keepalive` messages (only an edgehive cloud accepts).
+    pub ping_keepalive: bool,
 }
 
 impl EdgeHubConfig {
@@ -93,6 +96,7 @@ impl EdgeHubConfig {
             outbox_capacity: 1024,
             handshake_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(15),
+            ping_keepalive: true,
         }
     }
 
@@ -228,7 +232,7 @@ impl Link {
                     tracing::info!(node = %node, server = %endpoint.server, transport = ?endpoint.transport, "connected to the cloud");
                     let end = self.connected(conn).await;
                     self.metrics.connected.store(0, Relaxed);
-                    self.publish(well_known::CLOUD_DISCONNECTED).await;
+                    self.publish(well_known::CLOUD_DISCONNECTED, false).await;
                     match end {
                         End::Stop => return,
                         End::Renewed => {
@@ -310,10 +314,13 @@ impl Link {
         }
     }
 
-    async fn publish(&self, state: &str) {
-        let m = Message::new()
+    async fn publish(&self, state: &str, session_liveness: bool) {
+        let mut m = Message::new()
             .with_route(source::EDGEHUB, group::META, well_known::NODE_CONNECTION, op::CONNECT)
             .with_content(Content::string(state));
+        if session_liveness {
+            m.header.message_type = well_known::SESSION_LIVENESS.into();
+        }
         let stats = self.ctx.stats();
         for g in CONNECTION_GROUPS {
             // A group with no module is fine: that part is not running.
@@ -325,9 +332,12 @@ impl Link {
 
     async fn connected(&mut self, conn: Connection) -> End {
         let (tx, mut rx) = conn.split();
+        // Pings (every heartbeat, sent by viaduct) keep the session alive
+        // when the cloud agreed; otherwise `keepalive` messages do.
+        let pings = rx.peer().ping_keepalive;
         self.metrics.connected.store(1, Relaxed);
-        self.publish(well_known::CLOUD_CONNECTED).await;
-        if let Err(e) = self.keepalive(&tx).await {
+        self.publish(well_known::CLOUD_CONNECTED, pings).await;
+        if !pings && let Err(e) = self.keepalive(&tx).await {
             return e;
         }
         let mut beat = tokio::time::interval_at(Instant::now() + self.cfg.heartbeat, self.cfg.heartbeat);
@@ -386,7 +396,7 @@ impl Link {
                     return End::Lost(closed_reason(&rx));
                 }
                 Event::Beat => {
-                    if let Err(e) = self.keepalive(&tx).await {
+                    if !pings && let Err(e) = self.keepalive(&tx).await {
                         return e;
                     }
                 }
@@ -511,6 +521,7 @@ async fn dial(
     client.project_id = cfg.project_id.clone();
     client.conn = cfg.conn();
     client.handshake_timeout = cfg.handshake_timeout;
+    client.ping_keepalive = cfg.ping_keepalive;
     match endpoint.transport {
         Transport::WebSocket => edgehive_viaduct::ws::connect(&client).await,
         Transport::Quic => {

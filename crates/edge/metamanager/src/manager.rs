@@ -347,7 +347,10 @@ impl Shared {
             let _ = self.ctx.send_resp(m.error_response("bad resource"));
             return;
         };
-        let remote = REMOTE_TYPES.contains(&path.resource_type.as_str()) && self.connected.load(Relaxed);
+        // One named object may be asked of the cloud; lists are always local
+        // (the cloud answers only for objects this node may read).
+        let remote =
+            path.name.is_some() && REMOTE_TYPES.contains(&path.resource_type.as_str()) && self.connected.load(Relaxed);
         if remote && let Ok(permit) = Arc::clone(&self).remote_permit() {
             tokio::spawn(async move {
                 let _permit = permit;

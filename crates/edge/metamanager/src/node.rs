@@ -212,6 +212,10 @@ impl Module for NodeAgent {
             let cfg = &self.cfg;
             let node = cfg.node_name.clone();
             let mut connected = false;
+            // The cloud takes the link's pings as this node's heartbeat: no
+            // Lease renewals or periodic reports needed, status on connect
+            // (and on change) only.
+            let mut session_liveness = false;
             let mut registered = false;
             let mut lease = tokio::time::interval(cfg.lease_interval);
             lease.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -223,6 +227,7 @@ impl Module for NodeAgent {
                         let Some(m) = m else { return Ok(()) };
                         if m.route.operation == op::CONNECT {
                             connected = m.content.as_text().as_deref() == Some(well_known::CLOUD_CONNECTED);
+                            session_liveness = connected && m.header.message_type == well_known::SESSION_LIVENESS;
                             if connected {
                                 // Report at once: the cloud may have marked the node NotReady.
                                 next_status = Instant::now();
@@ -258,8 +263,15 @@ impl Module for NodeAgent {
                     let patch = json!({"status": cfg.status(&now_rfc3339(false))}).to_string();
                     let m = msg(op::PATCH, format!("default/nodepatch/{node}"), Content::string(&patch));
                     if ctx.send(METAMANAGER, m).await.is_ok() {
-                        next_status = Instant::now() + cfg.status_interval;
+                        next_status = if session_liveness {
+                            Instant::now() + Duration::from_secs(365 * 24 * 3600)
+                        } else {
+                            Instant::now() + cfg.status_interval
+                        };
                     }
+                }
+                if session_liveness {
+                    continue;
                 }
                 let content = Content::from_serialize(&cfg.lease_object()).unwrap_or_default();
                 let m = msg(op::UPDATE, format!("kube-node-lease/lease/{node}"), content);

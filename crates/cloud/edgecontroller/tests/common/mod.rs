@@ -52,7 +52,10 @@ impl Cloud {
             identity: Identity { cert_chain: vec![server.cert.clone()], key: server.key.clone_key() },
             client_ca: vec![ca.cert.clone()],
         };
-        let srv = Server::bind_ws(ServerConfig::new("127.0.0.1:0".parse().unwrap(), tls.clone())).await.unwrap();
+        // As `edgehive cloud`: edges that offer it keep alive with pings.
+        let mut ws = ServerConfig::new("127.0.0.1:0".parse().unwrap(), tls.clone());
+        ws.ping_keepalive = true;
+        let srv = Server::bind_ws(ws).await.unwrap();
         let addr = srv.local_addr();
         let quic = Server::bind_quic(ServerConfig::new("127.0.0.1:0".parse().unwrap(), tls)).await.unwrap();
         let quic_addr = quic.local_addr();

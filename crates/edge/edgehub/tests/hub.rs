@@ -1,0 +1,255 @@
+//! EdgeHub on a real beehive against a viaduct server on 127.0.0.1: routing
+//! both ways, keepalives (messages, or pings when the cloud agrees),
+//! endpoints tried in turn, status reports kept coalesced while the cloud is
+//! away, requests refused at once, and the upstream rate limit.
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use edgehive_beehive::{Beehive, Context, FnModule, ModuleContext, ModuleFuture};
+use edgehive_edgehub::{CloudEndpoint, EdgeCerts, EdgeHub, EdgeHubConfig, EdgeHubMetrics, Transport};
+use edgehive_model::{Content, Message, group, op, source, well_known};
+use edgehive_testkit::fixtures::free_port;
+use edgehive_testkit::pki::TestCa;
+use edgehive_viaduct::{Connection, Identity, Server, ServerConfig, ServerTls};
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+struct Cloud {
+    ca: TestCa,
+}
+
+impl Cloud {
+    fn new() -> Cloud {
+        Cloud { ca: TestCa::new("edgehub-test-ca") }
+    }
+
+    async fn server(&self, addr: SocketAddr, ping_keepalive: bool) -> Server {
+        let s = self.ca.server();
+        let tls = ServerTls {
+            identity: Identity { cert_chain: vec![s.cert.clone()], key: s.key.clone_key() },
+            client_ca: vec![self.ca.cert.clone()],
+        };
+        let mut cfg = ServerConfig::new(addr, tls);
+        cfg.ping_keepalive = ping_keepalive;
+        Server::bind_ws(cfg).await.unwrap()
+    }
+
+    fn certs(&self) -> EdgeCerts {
+        let node = self.ca.node("edge-1");
+        EdgeCerts {
+            ca: self.ca.cert.clone(),
+            cert: node.cert,
+            key: node.key,
+            not_before: SystemTime::now(),
+            not_after: SystemTime::now() + Duration::from_secs(86400),
+        }
+    }
+}
+
+/// A beehive with EdgeHub and a `metamanager` that records what it gets.
+struct Edge {
+    ctx: Context,
+    got: Arc<Mutex<Vec<Message>>>,
+    metrics: Arc<EdgeHubMetrics>,
+    _certs: tokio::sync::watch::Sender<Arc<EdgeCerts>>,
+    _stop: tokio_util::sync::DropGuard,
+}
+
+fn edge(cloud: &Cloud, cfg: EdgeHubConfig) -> Edge {
+    let (certs, rx) = tokio::sync::watch::channel(Arc::new(cloud.certs()));
+    let hub = Arc::new(EdgeHub::new(cfg, rx));
+    let metrics = hub.metrics();
+    let got: Arc<Mutex<Vec<Message>>> = Arc::default();
+    let got2 = got.clone();
+    let meta =
+        FnModule::new(source::METAMANAGER, group::META, move |mut ctx: ModuleContext, cancel: CancellationToken| {
+            let got = got2.clone();
+            Box::pin(async move {
+                while let Some(m) = ctx.receive_until(&cancel).await {
+                    got.lock().unwrap().push(m);
+                }
+                Ok(())
+            }) as ModuleFuture
+        });
+    let mut b = Beehive::builder();
+    b.register(hub).unwrap();
+    b.register(Arc::new(meta)).unwrap();
+    let hive = b.build();
+    let ctx = hive.context();
+    let stop = CancellationToken::new();
+    tokio::spawn(hive.run(stop.clone()));
+    Edge { ctx, got, metrics, _certs: certs, _stop: stop.drop_guard() }
+}
+
+fn config(servers: &[SocketAddr]) -> EdgeHubConfig {
+    let endpoints =
+        servers.iter().map(|a| CloudEndpoint { transport: Transport::WebSocket, server: a.to_string() }).collect();
+    let mut cfg = EdgeHubConfig::new("edge-1", endpoints);
+    cfg.backoff_base = Duration::from_millis(50);
+    cfg.backoff_cap = Duration::from_millis(200);
+    cfg.heartbeat = Duration::from_millis(300);
+    cfg.ping_keepalive = false;
+    cfg
+}
+
+async fn accept(server: &mut Server) -> Connection {
+    tokio::time::timeout(WAIT, server.accept()).await.expect("the edge connects").unwrap()
+}
+
+async fn next(conn: &mut edgehive_viaduct::ConnRx) -> Message {
+    tokio::time::timeout(WAIT, conn.recv()).await.expect("a message in time").unwrap()
+}
+
+async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !cond() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn status(name: &str, n: u32) -> Message {
+    Message::new()
+        .with_route(source::EDGED, group::META, format!("default/podstatus/{name}"), op::UPDATE)
+        .with_content(Content::string(&n.to_string()))
+}
+
+#[tokio::test]
+async fn it_keeps_alive_and_routes_both_ways() {
+    let cloud = Cloud::new();
+    let mut server = cloud.server("127.0.0.1:0".parse().unwrap(), false).await;
+    let e = edge(&cloud, config(&[server.local_addr()]));
+    let (tx, mut rx) = accept(&mut server).await.split();
+    // A keepalive at once, then every heartbeat.
+    for _ in 0..2 {
+        let k = next(&mut rx).await;
+        assert_eq!((k.route.operation.as_str(), k.route.resource.as_str()), (op::KEEPALIVE, "node"));
+        assert_eq!(k.route.source, source::WEBSOCKET);
+    }
+    // The edge modules hear of the connection; the cloud's pod goes to MetaManager.
+    let pod = Message::new()
+        .with_route(source::EDGECONTROLLER, group::RESOURCE, "default/pod/p", op::INSERT)
+        .with_resource_version("5");
+    tx.write(pod.clone()).await.unwrap();
+    eventually("connect event and pod reach metamanager", || {
+        let got = e.got.lock().unwrap();
+        got.iter().any(|m| m.content.as_text().as_deref() == Some(well_known::CLOUD_CONNECTED))
+            && got.iter().any(|m| m.header.msg_id == pod.header.msg_id)
+    })
+    .await;
+    // A request from the edge gets the cloud's answer through its waiter.
+    let asking = tokio::spawn({
+        let ctx = e.ctx.clone();
+        async move {
+            let q = Message::new().with_route(source::METAMANAGER, group::META, "default/configmap/c", op::QUERY);
+            ctx.send_sync(edgehive_edgehub::MODULE, q, WAIT).await
+        }
+    });
+    let q = loop {
+        let m = next(&mut rx).await;
+        if m.route.operation == op::QUERY {
+            break m;
+        }
+    };
+    assert!(!q.header.sync, "written as asynchronous, as KubeEdge does");
+    tx.write(q.response(Content::string("answer"))).await.unwrap();
+    let answer = asking.await.unwrap().unwrap();
+    assert_eq!(answer.content.as_text().as_deref(), Some("answer"));
+}
+
+#[tokio::test]
+async fn while_the_cloud_is_away_reports_wait_coalesced_and_requests_fail_fast() {
+    let cloud = Cloud::new();
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let e = edge(&cloud, config(&[addr]));
+    for (name, n) in [("a", 1), ("b", 1), ("a", 2), ("a", 3)] {
+        e.ctx.send(edgehive_edgehub::MODULE, status(name, n)).await.unwrap();
+    }
+    // A request is refused at once, not after its deadline.
+    let insert = Message::new().with_route(source::EDGED, group::META, "default/node/edge-1", op::INSERT);
+    let started = tokio::time::Instant::now();
+    let r = e.ctx.send_sync(edgehive_edgehub::MODULE, insert, WAIT).await.unwrap();
+    assert_eq!(r.route.operation, op::ERROR);
+    assert_eq!(r.content.as_text().as_deref(), Some("not connected"));
+    assert!(started.elapsed() < WAIT / 2);
+    eventually("reports kept", || e.metrics.outbox_kept.load(std::sync::atomic::Ordering::Relaxed) == 4).await;
+
+    // The cloud comes up: the latest report of each object, in first-report order.
+    let mut server = cloud.server(addr, false).await;
+    let (_tx, mut rx) = accept(&mut server).await.split();
+    let mut reports = Vec::new();
+    while reports.len() < 2 {
+        let m = next(&mut rx).await;
+        if m.route.operation == op::UPDATE {
+            reports.push((m.route.resource.to_string(), m.content.as_text().unwrap().into_owned()));
+        }
+    }
+    assert_eq!(reports, [("default/podstatus/a".into(), "3".into()), ("default/podstatus/b".into(), "1".into())]);
+    assert_eq!(e.metrics.outbox_coalesced.load(std::sync::atomic::Ordering::Relaxed), 2);
+    assert!(e.metrics.dial_failures.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+}
+
+#[tokio::test]
+async fn endpoints_are_tried_in_turn() {
+    let cloud = Cloud::new();
+    let dead: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut server = cloud.server("127.0.0.1:0".parse().unwrap(), false).await;
+    let _e = edge(&cloud, config(&[dead, server.local_addr()]));
+    let conn = accept(&mut server).await;
+    assert_eq!(conn.peer().node_id, "edge-1");
+}
+
+#[tokio::test]
+async fn with_a_cloud_that_agrees_pings_are_the_keepalive() {
+    let cloud = Cloud::new();
+    let mut server = cloud.server("127.0.0.1:0".parse().unwrap(), true).await;
+    let mut cfg = config(&[server.local_addr()]);
+    cfg.ping_keepalive = true;
+    let e = edge(&cloud, cfg);
+    let (_tx, mut rx) = accept(&mut server).await.split();
+    assert!(rx.peer().ping_keepalive);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(rx.idle_for() < Duration::from_millis(700), "pings keep the link fresh: idle {:?}", rx.idle_for());
+    assert!(tokio::time::timeout(Duration::from_millis(50), rx.recv()).await.is_err(), "no keepalive message");
+    let connected = e.got.lock().unwrap().iter().find(|m| m.route.operation == op::CONNECT).cloned().unwrap();
+    assert_eq!(connected.header.message_type, well_known::SESSION_LIVENESS);
+}
+
+#[tokio::test]
+async fn upstream_messages_are_rate_limited_but_acks_are_not() {
+    let cloud = Cloud::new();
+    let mut server = cloud.server("127.0.0.1:0".parse().unwrap(), false).await;
+    let mut cfg = config(&[server.local_addr()]);
+    cfg.message_qps = 20.0;
+    cfg.message_burst = 5;
+    cfg.heartbeat = Duration::from_secs(60);
+    let e = edge(&cloud, cfg);
+    let (_tx, mut rx) = accept(&mut server).await.split();
+    let _keepalive = next(&mut rx).await;
+    // ACKs (answers to the cloud) skip the limiter.
+    for _ in 0..30 {
+        let ack = Message::new()
+            .with_route(source::EDGECONTROLLER, group::RESOURCE, "default/pod/p", op::RESPONSE)
+            .with_parent("cloud-msg")
+            .with_content(Content::string("OK"));
+        e.ctx.send(edgehive_edgehub::MODULE, ack).await.unwrap();
+    }
+    for _ in 0..30 {
+        next(&mut rx).await;
+    }
+    assert_eq!(e.metrics.throttled.load(std::sync::atomic::Ordering::Relaxed), 0);
+    // 25 reports at 20/s after a burst of 5 take at least a second.
+    let started = tokio::time::Instant::now();
+    for i in 0..25 {
+        e.ctx.send(edgehive_edgehub::MODULE, status(&format!("p{i}"), 1)).await.unwrap();
+    }
+    for _ in 0..25 {
+        next(&mut rx).await;
+    }
+    assert!(started.elapsed() >= Duration::from_millis(950), "{:?}", started.elapsed());
+    assert!(e.metrics.throttled.load(std::sync::atomic::Ordering::Relaxed) > 0);
+}

@@ -1,0 +1,232 @@
+//! MetaManager on a real beehive with a stand-in EdgeHub (module
+//! `websocket`): changes from the cloud are committed before their ACK,
+//! updates upsert and never go back in version, queries are answered by the
+//! cloud when connected and from the store otherwise — also by a new
+//! MetaManager over the same database with no cloud at all.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use edgehive_beehive::{Beehive, Context, FnModule, ModuleContext};
+use edgehive_metamanager::{MetaConfig, MetaDb, MetaManager};
+use edgehive_model::{Content, Message, group, op, source, well_known};
+use edgehive_testkit::fixtures::TempDir;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// What the stand-in EdgeHub saw: each message, and whether the object it
+/// ACKs was already in the database when the ACK came.
+type Seen = Arc<Mutex<Vec<(Message, bool)>>>;
+
+struct Edge {
+    ctx: Context,
+    seen: Seen,
+    stop: CancellationToken,
+    db_path: std::path::PathBuf,
+}
+
+impl Drop for Edge {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// A beehive with MetaManager over `db` and a `websocket` module that
+/// records what reaches it and answers queries with `cloud_answer`.
+fn edge(db: &Path, cloud_answer: Option<Value>, cfg: MetaConfig) -> Edge {
+    let seen: Seen = Arc::default();
+    let mut b = Beehive::builder();
+    let meta = Arc::new(MetaManager::new(cfg, Arc::new(MetaDb::open(db).unwrap())));
+    b.register(meta).unwrap();
+    let (seen2, path) = (seen.clone(), db.to_owned());
+    let hub = FnModule::new(source::WEBSOCKET, group::HUB, move |mut ctx: ModuleContext, cancel: CancellationToken| {
+        let (seen, path, answer) = (seen2.clone(), path.clone(), cloud_answer.clone());
+        Box::pin(async move {
+            let check = MetaDb::open(&path).unwrap();
+            while let Some(m) = ctx.receive_until(&cancel).await {
+                let stored = check.get(&m.route.resource).ok().flatten().is_some();
+                if m.route.operation == op::QUERY
+                    && let Some(a) = &answer
+                {
+                    let mut r = m.response(Content::from_serialize(a).unwrap());
+                    r.route.source = source::EDGECONTROLLER.into();
+                    let _ = ctx.send_resp(r);
+                }
+                seen.lock().unwrap().push((m, stored));
+            }
+            Ok(())
+        }) as edgehive_beehive::ModuleFuture
+    });
+    b.register(Arc::new(hub)).unwrap();
+    let hive = b.build();
+    let ctx = hive.context();
+    let stop = CancellationToken::new();
+    tokio::spawn(hive.run(stop.clone()));
+    Edge { ctx, seen, stop, db_path: db.to_owned() }
+}
+
+fn from_cloud(operation: &'static str, resource: &str, obj: Value) -> Message {
+    let rv = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
+    Message::new()
+        .with_route(source::EDGECONTROLLER, group::RESOURCE, resource.to_owned(), operation)
+        .with_resource_version(rv)
+        .with_content(Content::from_serialize(&obj).unwrap())
+}
+
+fn pod(name: &str, rv: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "resourceVersion": rv}})
+}
+
+async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !cond() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+impl Edge {
+    fn acks(&self) -> Vec<(Message, bool)> {
+        self.seen.lock().unwrap().iter().filter(|(m, _)| m.route.operation == op::RESPONSE).cloned().collect()
+    }
+
+    fn stored(&self, key: &str) -> Option<Value> {
+        MetaDb::open(&self.db_path).unwrap().get(key).unwrap().map(|v| serde_json::from_str(&v).unwrap())
+    }
+
+    async fn connect(&self, up: bool) {
+        let state = if up { well_known::CLOUD_CONNECTED } else { well_known::CLOUD_DISCONNECTED };
+        let m = Message::new()
+            .with_route(source::EDGEHUB, group::META, well_known::NODE_CONNECTION, op::CONNECT)
+            .with_content(Content::string(state));
+        self.ctx.send("metamanager", m).await.unwrap();
+    }
+
+    async fn query(&self, resource: &str) -> Message {
+        let q = Message::new().with_route(source::EDGED, group::META, resource.to_owned(), op::QUERY);
+        self.ctx.send_sync("metamanager", q, WAIT).await.unwrap()
+    }
+}
+
+#[tokio::test]
+async fn changes_are_committed_before_their_ack_and_never_go_back() {
+    let dir = TempDir::new("mm-commit");
+    let e = edge(&dir.path().join("edge.db"), None, MetaConfig::default());
+    let mut sent = Vec::new();
+    for i in 0..200 {
+        let m = from_cloud(op::INSERT, &format!("default/pod/p{i}"), pod(&format!("p{i}"), "10"));
+        sent.push(m.header.msg_id.clone());
+        e.ctx.send("metamanager", m).await.unwrap();
+    }
+    eventually("200 ACKs", || e.acks().len() == 200).await;
+    for (ack, stored_before) in e.acks() {
+        assert!(stored_before, "ACK for {} before its commit", ack.route.resource);
+        assert_eq!(ack.content.as_text().as_deref(), Some("OK"));
+        assert!(sent.contains(&ack.header.parent_msg_id));
+    }
+    // An update of an unknown object inserts it; an older version does not overwrite.
+    e.ctx.send("metamanager", from_cloud(op::UPDATE, "default/pod/late", pod("late", "7"))).await.unwrap();
+    e.ctx.send("metamanager", from_cloud(op::UPDATE, "default/pod/p1", pod("p1", "9"))).await.unwrap();
+    e.ctx.send("metamanager", from_cloud(op::DELETE, "default/pod/p2", pod("p2", "10"))).await.unwrap();
+    eventually("3 more ACKs", || e.acks().len() == 203).await;
+    assert_eq!(e.stored("default/pod/late").unwrap()["metadata"]["resourceVersion"], "7");
+    assert_eq!(e.stored("default/pod/p1").unwrap()["metadata"]["resourceVersion"], "10");
+    assert!(e.stored("default/pod/p2").is_none());
+}
+
+#[tokio::test]
+async fn queries_ask_the_cloud_when_connected_and_the_store_otherwise() {
+    let dir = TempDir::new("mm-query");
+    let db = dir.path().join("edge.db");
+    let cm = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "cfg", "namespace": "default", "resourceVersion": "5"}, "data": {"k": "cloud"}});
+    let e = edge(&db, Some(cm.clone()), MetaConfig::default());
+    e.ctx
+        .send(
+            "metamanager",
+            from_cloud(
+                op::INSERT,
+                "default/configmap/cfg",
+                json!({"metadata": {"name": "cfg", "resourceVersion": "3"}, "data": {"k": "local"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    eventually("stored", || e.stored("default/configmap/cfg").is_some()).await;
+
+    // Offline: the store answers, as a list of values.
+    let r = e.query("default/configmap/cfg").await;
+    let values: Vec<String> = r.content.decode().unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&values[0]).unwrap()["data"]["k"], "local");
+
+    // Connected: the cloud answers; the answer is stored and ACKed.
+    e.connect(true).await;
+    let r = e.query("default/configmap/cfg").await;
+    assert_eq!(r.content.to_value()["data"]["k"], "cloud");
+    assert_eq!(e.stored("default/configmap/cfg").unwrap()["data"]["k"], "cloud");
+    eventually("the cloud's answer is ACKed", || {
+        e.seen.lock().unwrap().iter().any(|(m, _)| {
+            m.route.operation == op::RESPONSE
+                && m.content.as_text().as_deref() == Some("OK")
+                && m.route.resource == "default/configmap/cfg"
+        })
+    })
+    .await;
+
+    // A type list is always local.
+    let r = e.query("default/configmap").await;
+    assert_eq!(r.content.decode::<Vec<String>>().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_cloud_that_does_not_answer_falls_back_to_the_store() {
+    let dir = TempDir::new("mm-fallback");
+    let cfg = MetaConfig { remote_query_timeout: Duration::from_millis(200), ..MetaConfig::default() };
+    let e = edge(&dir.path().join("edge.db"), None, cfg);
+    e.ctx
+        .send(
+            "metamanager",
+            from_cloud(op::INSERT, "default/secret/s", json!({"metadata": {"name": "s", "resourceVersion": "1"}})),
+        )
+        .await
+        .unwrap();
+    eventually("stored", || e.stored("default/secret/s").is_some()).await;
+    e.connect(true).await;
+    let r = e.query("default/secret/s").await;
+    assert_eq!(r.route.operation, op::RESPONSE);
+    assert_eq!(r.content.decode::<Vec<String>>().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn after_a_restart_without_the_cloud_every_object_is_served_and_damaged_rows_skipped() {
+    let dir = TempDir::new("mm-autonomy");
+    let db = dir.path().join("edge.db");
+    {
+        let e = edge(&db, None, MetaConfig::default());
+        for i in 0..40 {
+            e.ctx
+                .send("metamanager", from_cloud(op::INSERT, &format!("default/pod/p{i}"), pod(&format!("p{i}"), "1")))
+                .await
+                .unwrap();
+        }
+        eventually("40 ACKs", || e.acks().len() == 40).await;
+    }
+    rusqlite_insert_damaged(&db);
+    // A new MetaManager, no cloud: everything is there.
+    let e = edge(&db, None, MetaConfig::default());
+    let r = e.query("default/pod").await;
+    let pods: Vec<String> = r.content.decode().unwrap();
+    assert_eq!(pods.len(), 40, "the damaged row is skipped, the rest served");
+    let one = e.query("default/pod/p7").await;
+    assert_eq!(one.content.decode::<Vec<String>>().unwrap().len(), 1);
+    let bad = e.query("default/pod/broken").await;
+    assert_eq!(bad.content.decode::<Vec<String>>().unwrap().len(), 0);
+}
+
+fn rusqlite_insert_damaged(db: &Path) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.execute("INSERT INTO meta VALUES ('default/pod/broken', 'pod', '{truncated')", []).unwrap();
+}
