@@ -2,15 +2,17 @@
 # Edge figures for BENCHMARKS.md: `edgehive edge` RSS connected and idle with
 # 0 and 40 pods stored, upstream bytes per second while idle, and how fast
 # 1,000 pods created through the API are committed and ACKed by the edge.
-# The cloud is the release build; the edge is the edge-only release build
-# (`--no-default-features --features edge`, what a small device runs).
-# Uses 127.0.0.1 and a temporary directory.
+# The cloud is the release build; the edge is the edge-only build
+# (`--profile edge --no-default-features --features edge`, what a small
+# device runs).
+# Uses 127.0.0.1 and a temporary directory. PING_KEEPALIVE=false measures
+# KubeEdge's way of keeping alive (keepalive messages and Lease renewals).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p edgehive >/dev/null
-cargo build --release -p edgehive --no-default-features --features edge --target-dir target/edge-only >/dev/null
+cargo build --profile edge -p edgehive --no-default-features --features edge >/dev/null
 bin="$PWD/target/release/edgehive"
-edge_bin="$PWD/target/edge-only/release/edgehive"
+edge_bin="$PWD/target/edge/edgehive"
 dir="$(mktemp -d)"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$dir"; }
@@ -29,6 +31,7 @@ modules:
     httpServer: https://127.0.0.1:$join
     token: $("$bin" token --data-dir "$dir/cloud")
     websocket: {server: 127.0.0.1:$ws}
+    pingKeepalive: ${PING_KEEPALIVE:-true}
 YAML
 "$edge_bin" edge --config "$dir/edge.yaml" >"$dir/edge.log" 2>&1 &
 edge=$!

@@ -55,7 +55,7 @@ struct Edge {
     ctx: Context,
     got: Arc<Mutex<Vec<Message>>>,
     metrics: Arc<EdgeHubMetrics>,
-    _certs: tokio::sync::watch::Sender<Arc<EdgeCerts>>,
+    certs: tokio::sync::watch::Sender<Arc<EdgeCerts>>,
     _stop: tokio_util::sync::DropGuard,
 }
 
@@ -82,7 +82,7 @@ fn edge(cloud: &Cloud, cfg: EdgeHubConfig) -> Edge {
     let ctx = hive.context();
     let stop = CancellationToken::new();
     tokio::spawn(hive.run(stop.clone()));
-    Edge { ctx, got, metrics, _certs: certs, _stop: stop.drop_guard() }
+    Edge { ctx, got, metrics, certs, _stop: stop.drop_guard() }
 }
 
 fn config(servers: &[SocketAddr]) -> EdgeHubConfig {
@@ -252,4 +252,41 @@ async fn upstream_messages_are_rate_limited_but_acks_are_not() {
     }
     assert!(started.elapsed() >= Duration::from_millis(950), "{:?}", started.elapsed());
     assert!(e.metrics.throttled.load(std::sync::atomic::Ordering::Relaxed) > 0);
+}
+
+#[tokio::test]
+async fn a_renewed_certificate_is_used_at_once() {
+    let cloud = Cloud::new();
+    let mut server = cloud.server("127.0.0.1:0".parse().unwrap(), false).await;
+    let e = edge(&cloud, config(&[server.local_addr()]));
+    let (_tx, mut first_rx) = accept(&mut server).await.split();
+    // The keeper publishes a renewed certificate: the hub reconnects with it.
+    e.certs.send_replace(Arc::new(cloud.certs()));
+    let second = accept(&mut server).await;
+    assert_eq!(second.peer().node_id, "edge-1");
+    assert!(
+        tokio::time::timeout(WAIT, async { while first_rx.recv().await.is_some() {} }).await.is_ok(),
+        "the old link is closed"
+    );
+    assert_eq!(e.metrics.cert_reconnects.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(e.metrics.disconnects.load(std::sync::atomic::Ordering::Relaxed), 0, "not counted as a lost link");
+}
+
+#[tokio::test]
+async fn it_connects_over_quic() {
+    let cloud = Cloud::new();
+    let s = cloud.ca.server();
+    let tls = ServerTls {
+        identity: Identity { cert_chain: vec![s.cert.clone()], key: s.key.clone_key() },
+        client_ca: vec![cloud.ca.cert.clone()],
+    };
+    let mut server = Server::bind_quic(ServerConfig::new("127.0.0.1:0".parse().unwrap(), tls)).await.unwrap();
+    let endpoints = vec![CloudEndpoint { transport: Transport::Quic, server: server.local_addr().to_string() }];
+    let mut cfg = EdgeHubConfig::new("edge-1", endpoints);
+    cfg.ping_keepalive = false;
+    let _e = edge(&cloud, cfg);
+    let conn = accept(&mut server).await;
+    assert_eq!(conn.peer().protocol, edgehive_viaduct::Protocol::Quic);
+    let (_tx, mut rx) = conn.split();
+    assert_eq!(next(&mut rx).await.route.operation, op::KEEPALIVE);
 }
