@@ -3,7 +3,7 @@
 //! synchronous=FULL) and ACKed; the figure is ACKs per second, end to end
 //! through beehive. `cargo bench -p edgehive-metamanager --bench persist_ack`
 //! (`MESSAGES=N` to change the count).
-#![allow(clippy::unwrap_used, clippy::print_stdout)]
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::disallowed_methods)] // wall-clock timing is the point
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
