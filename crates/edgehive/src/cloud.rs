@@ -173,7 +173,12 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         evict_after: args.evict_after.map(Duration::from_secs),
         ..LifecycleConfig::default()
     };
-    let controller = Arc::new(EdgeController::with_lifecycle(store.clone(), lifecycle));
+    // Tokens for edges' pods, signed with the key the API server verifies them with.
+    let sa_tokens =
+        Arc::new(edgehive_pki::ServiceAccountTokens::load_or_create(&tls_dir).context("service account token key")?);
+    let controller = Arc::new(
+        EdgeController::with_lifecycle(store.clone(), lifecycle).with_service_account_tokens(sa_tokens.clone()),
+    );
     let sync = Arc::new(SyncController::new(
         store.clone(),
         SyncConfig { interval: Duration::from_secs(args.sync_interval.max(1)) },
@@ -187,6 +192,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
 
     let mut config = ApiServerConfig::new(args.bind, args.data_dir.clone());
     config.sans = args.tls_sans;
+    config.service_account_tokens = Some(sa_tokens);
     config.extra_metrics = vec![MetricsSource(Arc::new({
         let (hub, controller, sync) = (hub.clone(), controller.clone(), sync.clone());
         move |out: &mut String| {

@@ -32,8 +32,20 @@ pub(crate) async fn bootstrap(store: &Store) -> Result<(), StoreError> {
             Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
             Err(e) => return Err(e),
         }
+        ensure_default_service_account(store, ns).await?;
     }
     Ok(())
+}
+
+/// Every namespace has a `default` service account (Kubernetes' service
+/// account controller makes it; here the namespace's creation does).
+async fn ensure_default_service_account(store: &Store, namespace: &str) -> Result<(), StoreError> {
+    let sa =
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": namespace}});
+    match store.create(&edgehive_store::resources::SERVICE_ACCOUNTS, sa).await {
+        Ok(_) | Err(StoreError::AlreadyExists { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 fn store_err(res: &ResourceDef) -> impl Fn(StoreError) -> ApiError + '_ {
@@ -338,6 +350,11 @@ async fn create(
         return Ok(value_response(StatusCode::CREATED, &obj));
     }
     let created = shared.store.create(res, obj).await.map_err(store_err(res))?;
+    if std::ptr::eq(res, &NAMESPACES)
+        && let Err(e) = ensure_default_service_account(&shared.store, created.name()).await
+    {
+        tracing::warn!(namespace = %created.name(), error = %e, "create the namespace's default service account");
+    }
     object_response(StatusCode::CREATED, &created, &format)
 }
 

@@ -119,6 +119,9 @@ pub struct ApiServerConfig {
     pub max_connections: usize,
     /// More Prometheus text appended to `/metrics` (the cloud modules' counters).
     pub extra_metrics: Vec<MetricsSource>,
+    /// Verifies service account tokens presented as `Authorization: Bearer`
+    /// (`None`: the key under `data_dir/tls` is loaded or created).
+    pub service_account_tokens: Option<Arc<edgehive_pki::ServiceAccountTokens>>,
 }
 
 /// Something that appends Prometheus text to `/metrics`.
@@ -143,6 +146,7 @@ impl ApiServerConfig {
             min_watch_timeout: Duration::from_secs(1800),
             max_connections: 10_000,
             extra_metrics: Vec::new(),
+            service_account_tokens: None,
         }
     }
 }
@@ -155,6 +159,7 @@ pub(crate) struct Shared {
     pub(crate) metrics: Metrics,
     pub(crate) address: String,
     pub(crate) stop: CancellationToken,
+    pub(crate) sa_tokens: Arc<edgehive_pki::ServiceAccountTokens>,
 }
 
 /// A bound API server.
@@ -226,6 +231,10 @@ impl ApiServer {
         let sans = default_sans(&config.bind, &config.sans);
         let serving = edgehive_pki::load_or_issue_server(&tls_dir, &ca, "apiserver", "edgehive-apiserver", &sans)?;
         let admin = edgehive_pki::load_or_issue_client(&tls_dir, &ca, "admin", "system:admin", &["system:masters"])?;
+        let sa_tokens = match &config.service_account_tokens {
+            Some(t) => Arc::clone(t),
+            None => Arc::new(edgehive_pki::ServiceAccountTokens::load_or_create(&tls_dir)?),
+        };
 
         let mut roots = rustls::RootCertStore::empty();
         roots.add(ca.cert_der().clone()).map_err(|e| ServeError::Tls(e.to_string()))?;
@@ -258,8 +267,14 @@ impl ApiServer {
         edgehive_pki::write_private_file(&kubeconfig, text.as_bytes())?;
 
         crate::handlers::bootstrap(&store).await?;
-        let shared =
-            Arc::new(Shared { store, config, metrics: Metrics::default(), address, stop: CancellationToken::new() });
+        let shared = Arc::new(Shared {
+            store,
+            config,
+            metrics: Metrics::default(),
+            address,
+            stop: CancellationToken::new(),
+            sa_tokens,
+        });
         Ok(ApiServer {
             listener,
             acceptor: TlsAcceptor::from(Arc::new(tls)),
@@ -273,6 +288,11 @@ impl ApiServer {
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.listener.local_addr().unwrap_or(self.shared.config.bind)
+    }
+
+    /// The key service account tokens are signed with (and verified by this server).
+    pub fn service_account_tokens(&self) -> Arc<edgehive_pki::ServiceAccountTokens> {
+        Arc::clone(&self.shared.sa_tokens)
     }
 
     /// The kubeconfig written for kubectl.
@@ -417,7 +437,7 @@ async fn handle(
         if matches!(route, Route::Health) {
             return Ok(json_response(StatusCode::OK, Bytes::from_static(b"ok")));
         }
-        let user = user.ok_or_else(ApiError::unauthorized)?;
+        let user = user.or_else(|| bearer_user(&shared, req.headers())).ok_or_else(ApiError::unauthorized)?;
         if let Route::Resource(target) = route {
             let verb = verb_of(&method, &target, &query).ok_or_else(|| {
                 ApiError::method_not_allowed("the server does not allow this method on the requested resource")
@@ -454,6 +474,20 @@ async fn handle(
     });
     shared.metrics.observe(verb, resource_label, response.status().as_u16(), started.elapsed());
     response
+}
+
+/// The service account a valid `Authorization: Bearer` token names, if any.
+/// A bad token is logged and treated as no credentials (401).
+fn bearer_user(shared: &Shared, headers: &http::HeaderMap) -> Option<Arc<User>> {
+    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
+    let token = value.strip_prefix("Bearer ")?.trim();
+    match shared.sa_tokens.verify(token, time::OffsetDateTime::now_utc()) {
+        Ok(id) => Some(Arc::new(User { name: id.user(), groups: id.groups() })),
+        Err(e) => {
+            tracing::info!(error = %e, "bearer token refused");
+            None
+        }
+    }
 }
 
 fn authorize(user: &User, verb: &str, target: &route::Target) -> Result<(), ApiError> {

@@ -134,6 +134,35 @@ async fn credentials_are_required_and_checked() {
     c.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_account_tokens_authenticate_and_forged_ones_do_not() {
+    let c = Cluster::start().await;
+    let now = time::OffsetDateTime::now_utc();
+    let for_default = edgehive_pki::TokenFor {
+        namespace: "default",
+        name: "default",
+        uid: "u",
+        validity: std::time::Duration::from_secs(3600),
+        ..Default::default()
+    };
+    // Signed with the key the server keeps under its data directory.
+    let ours = edgehive_pki::ServiceAccountTokens::load_or_create(&c.dir.path().join("tls")).unwrap();
+    let (token, _) = ours.issue(&for_default, now).unwrap();
+    let sa = c.with_bearer(&token).await;
+    let a = raw(&sa, "GET", "/api/v1/namespaces/default/secrets", "", "").await;
+    assert_eq!(a.code, 403, "authenticated, not authorized: {}", a.body);
+    assert!(
+        a.body["message"].as_str().unwrap().contains("User \"system:serviceaccount:default:default\""),
+        "{}",
+        a.body
+    );
+    // Another key's token is no credential.
+    let (forged, _) = edgehive_pki::ServiceAccountTokens::generate().unwrap().issue(&for_default, now).unwrap();
+    let a = raw(&c.with_bearer(&forged).await, "GET", "/api/v1/namespaces/default/secrets", "", "").await;
+    assert_eq!(a.code, 401);
+    c.stop().await;
+}
+
 /// Runs `request` and checks it is refused with `code`/`reason` and leaves
 /// the store's revision where it was.
 async fn refused(

@@ -32,6 +32,8 @@ pub(crate) struct Controller {
     /// CloudHub sessions: `None` while a node is connected (its keepalives
     /// prove it alive), the time it disconnected afterwards.
     pub(crate) sessions: std::collections::HashMap<String, Option<time::OffsetDateTime>>,
+    /// Signs service account tokens for edges' pods (`None`: refused).
+    pub(crate) tokens: Option<Arc<edgehive_pki::ServiceAccountTokens>>,
 }
 
 /// The KubeEdge resource type of a store resource.

@@ -46,6 +46,7 @@ pub struct EdgeController {
     store: Store,
     lifecycle: LifecycleConfig,
     metrics: Arc<Metrics>,
+    tokens: Option<Arc<edgehive_pki::ServiceAccountTokens>>,
 }
 
 impl EdgeController {
@@ -56,7 +57,14 @@ impl EdgeController {
 
     /// A controller over `store` with the given node lifecycle.
     pub fn with_lifecycle(store: Store, lifecycle: LifecycleConfig) -> EdgeController {
-        EdgeController { store, lifecycle, metrics: Arc::default() }
+        EdgeController { store, lifecycle, metrics: Arc::default(), tokens: None }
+    }
+
+    /// Answers edges' service account token requests with tokens signed by
+    /// `tokens` (the key the API server verifies them with).
+    pub fn with_service_account_tokens(mut self, tokens: Arc<edgehive_pki::ServiceAccountTokens>) -> EdgeController {
+        self.tokens = Some(tokens);
+        self
     }
 
     /// Counters for Prometheus.
@@ -87,6 +95,7 @@ impl Module for EdgeController {
                 metrics: self.metrics.clone(),
                 lifecycle: self.lifecycle.clone(),
                 sessions: std::collections::HashMap::new(),
+                tokens: self.tokens.clone(),
             };
             controller.run(ctx, cancel).await;
             Ok(())

@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use edgehive_model::{Content, Message, ResourcePath, Text, op, resource_type as rt, source};
-use edgehive_store::resources::{CONFIGMAPS, LEASES, NODES, PODS, SECRETS};
+use edgehive_store::resources::{CONFIGMAPS, LEASES, NODES, PODS, SECRETS, SERVICE_ACCOUNTS};
 use edgehive_store::{DeleteOptions, StoreError};
 use serde_json::{Value, json};
 
@@ -162,6 +162,10 @@ impl Controller {
                 let obj = self.store.get(res, ns, name).await?;
                 Ok(Some(reply(m, object_content(&obj).unwrap_or_default(), Some(obj.rev()))))
             }
+            (op::QUERY, rt::SERVICEACCOUNTTOKEN) => {
+                let answer = self.service_account_token(node, ns, name, m).await?;
+                Ok(Some(reply(m, answer, None)))
+            }
             (op::QUERY, rt::NODE) => {
                 own(node, name, "node")?;
                 let obj = self.store.get(&NODES, "", name).await?;
@@ -272,6 +276,87 @@ impl Controller {
             }
             (operation, ty) => Err(Refusal::Invalid(format!("{operation} of {ty} is not supported"))),
         }
+    }
+}
+
+impl Controller {
+    /// A token for service account `ns/name`, bound to the pod the request
+    /// names (KubeEdge's `serviceaccounttoken` query carries a Kubernetes
+    /// `TokenRequest`). NodeRestriction: the pod must be bound to this node
+    /// and run as that service account; the reply is the `TokenRequest` with
+    /// its `status`.
+    async fn service_account_token(&self, node: &str, ns: &str, name: &str, m: &Message) -> Result<Content, Refusal> {
+        let Some(tokens) = &self.tokens else {
+            return Err(Refusal::Invalid("service account tokens are not enabled on this cloud".into()));
+        };
+        let mut req = m.content.to_value();
+        if !req.is_object() {
+            return Err(Refusal::Invalid("serviceaccounttoken needs a TokenRequest".into()));
+        }
+        let spec = req.get("spec").cloned().unwrap_or(Value::Null);
+        let bound = spec.get("boundObjectRef").cloned().unwrap_or(Value::Null);
+        if bound.get("kind").and_then(Value::as_str) != Some("Pod") {
+            return Err(Refusal::Forbidden(
+                "a node may only ask for tokens bound to its pods (boundObjectRef kind Pod)".into(),
+            ));
+        }
+        let pod_name = bound.get("name").and_then(Value::as_str).unwrap_or_default();
+        self.own_pod(node, ns, pod_name)?;
+        let pod = self.store.get(&PODS, ns, pod_name).await?;
+        if let Some(uid) = bound.get("uid").and_then(Value::as_str).filter(|u| !u.is_empty())
+            && pod.uid() != Some(uid)
+        {
+            return Err(Refusal::Forbidden(format!("pod {ns}/{pod_name} has another uid than the request names")));
+        }
+        let pod_value = pod.value().cloned().unwrap_or(Value::Null);
+        let runs_as = pod_value.pointer("/spec/serviceAccountName").and_then(Value::as_str).unwrap_or("default");
+        if runs_as != name {
+            return Err(Refusal::Forbidden(format!(
+                "pod {ns}/{pod_name} runs as service account {runs_as:?}, not {name:?}"
+            )));
+        }
+        let account = match self.store.get(&SERVICE_ACCOUNTS, ns, name).await {
+            Ok(a) => a,
+            // Every namespace has a `default` service account.
+            Err(StoreError::NotFound { .. }) if name == "default" => {
+                let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}});
+                match self.store.create(&SERVICE_ACCOUNTS, sa).await {
+                    Ok(a) => a,
+                    Err(StoreError::AlreadyExists { .. }) => self.store.get(&SERVICE_ACCOUNTS, ns, name).await?,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let audiences: Vec<String> = spec
+            .get("audiences")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default();
+        let seconds = spec.get("expirationSeconds").and_then(Value::as_u64).unwrap_or(3600);
+        let now = time::OffsetDateTime::now_utc();
+        let (token, expires) = tokens
+            .issue(
+                &edgehive_pki::TokenFor {
+                    namespace: ns,
+                    name,
+                    uid: account.uid().unwrap_or_default(),
+                    pod: Some((pod_name, pod.uid().unwrap_or_default())),
+                    node: Some(node),
+                    audiences: &audiences,
+                    validity: std::time::Duration::from_secs(seconds),
+                },
+                now,
+            )
+            .map_err(|e| Refusal::Invalid(format!("token: {e}")))?;
+        req["apiVersion"] = json!("authentication.k8s.io/v1");
+        req["kind"] = json!("TokenRequest");
+        req["metadata"]["name"] = json!(name);
+        req["metadata"]["namespace"] = json!(ns);
+        req["metadata"]["creationTimestamp"] = json!(edgehive_store::rfc3339(now));
+        req["status"] = json!({"token": token, "expirationTimestamp": edgehive_store::rfc3339(expires)});
+        tracing::info!(node = %node, namespace = %ns, service_account = %name, pod = %pod_name, "service account token issued");
+        Ok(Content::from_serialize(&req).unwrap_or_default())
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::*;
 use edgehive_cloudhub::CloudHubConfig;
 use edgehive_model::{Content, Message};
-use edgehive_store::resources::{CONFIGMAPS, NODES, PODS, SECRETS};
+use edgehive_store::resources::{CONFIGMAPS, NODES, PODS, SECRETS, SERVICE_ACCOUNTS};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -267,5 +267,68 @@ async fn kubelet_style_patches_apply_to_own_node_and_pods_only() {
     assert!(bad.content.as_text().unwrap().contains("not JSON"));
     let again = ask(&a, req("query", "default/node/a", json!(null))).await;
     assert_eq!(again.route.operation, "response");
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_gets_service_account_tokens_for_its_own_pods_only() {
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    cloud.edge_node("a").await;
+    cloud.edge_node("b").await;
+    let mut uids = std::collections::HashMap::new();
+    for (owner, sa) in [("a", None), ("b", None), ("a2", Some("builder"))] {
+        let node = &owner[..1];
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("{owner}-pod"), "namespace": "default"},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]}});
+        if let Some(sa) = sa {
+            pod["spec"]["serviceAccountName"] = json!(sa);
+        }
+        let created = cloud.store.create(&PODS, pod).await.unwrap();
+        uids.insert(owner, created.uid().unwrap().to_owned());
+    }
+    let a = Edge::connect(&cloud, "a").await;
+    eventually("a has its pods", WAIT, || {
+        a.has("default/pod/a-pod").is_some() && a.has("default/pod/a2-pod").is_some()
+    })
+    .await;
+    let token_request = |pod: &str, uid: &str| {
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"audiences": ["api"], "expirationSeconds": 3600,
+                "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid}}})
+    };
+
+    // Its pod, running as `default`: a token for that account, bound to the pod.
+    let answer = ask(&a, req("query", "default/serviceaccounttoken/default", token_request("a-pod", &uids["a"]))).await;
+    assert_eq!(answer.route.operation, "response", "{:?}", answer.content.as_text());
+    let tr = answer.content.to_value();
+    assert_eq!(tr["kind"], "TokenRequest");
+    let token = tr["status"]["token"].as_str().unwrap();
+    let id = cloud.tokens.verify(token, time::OffsetDateTime::now_utc()).unwrap();
+    assert_eq!(id.user(), "system:serviceaccount:default:default");
+    assert!(tr["status"]["expirationTimestamp"].is_string());
+    // The namespace's `default` account exists now.
+    cloud.store.get(&SERVICE_ACCOUNTS, "default", "default").await.unwrap();
+
+    let forbidden_before = cloud.controller.metrics().forbidden.load(Ordering::Relaxed);
+    let refused = [
+        // B's pod.
+        ("default/serviceaccounttoken/default", token_request("b-pod", &uids["b"])),
+        // Its own pod, but another account than the pod runs as.
+        ("default/serviceaccounttoken/builder", token_request("a-pod", &uids["a"])),
+        // Its own pod under another uid (a replaced pod).
+        ("default/serviceaccounttoken/default", token_request("a-pod", "not-the-uid")),
+        // Not bound to a pod at all.
+        ("default/serviceaccounttoken/default", json!({"spec": {}})),
+    ];
+    for (res, body) in refused {
+        let no = ask(&a, req("query", res, body.clone())).await;
+        assert_eq!(no.route.operation, "error", "{res} {body}");
+        assert!(no.content.as_text().unwrap().contains("forbidden"), "{:?}", no.content.as_text());
+    }
+    assert_eq!(cloud.controller.metrics().forbidden.load(Ordering::Relaxed) - forbidden_before, 4);
+    // An account that does not exist: NotFound, as Kubernetes answers.
+    let missing =
+        ask(&a, req("query", "default/serviceaccounttoken/builder", token_request("a2-pod", &uids["a2"]))).await;
+    assert_eq!(missing.content.to_value()["ErrStatus"]["code"], 404);
     cloud.stop().await;
 }

@@ -58,6 +58,7 @@ mod files;
 mod inspect;
 mod kubeconfig;
 mod reuse;
+mod satoken;
 mod token;
 
 use std::time::Duration;
@@ -68,6 +69,9 @@ pub use files::write_private_file;
 pub use inspect::{Identity, identity_of};
 pub use kubeconfig::kubeconfig;
 pub use reuse::{load_or_issue_client, load_or_issue_server};
+pub use satoken::{
+    SA_ISSUER, SA_KEY_FILE, SA_MAX_VALIDITY, SA_MIN_VALIDITY, ServiceAccountIdentity, ServiceAccountTokens, TokenFor,
+};
 pub use token::{
     TOKEN_REFRESH, TOKEN_VALIDITY, TokenClaims, TokenError, TokenSource, issue_token, verify_jwt, verify_token,
 };

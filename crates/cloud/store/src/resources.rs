@@ -122,6 +122,9 @@ pub static ENDPOINTS: ResourceDef = def!("", "v1", "Endpoints", "endpoints", "en
 /// Events (core/v1).
 pub static EVENTS: ResourceDef = def!("", "v1", "Event", "events", "event", &["ev"], &[],
     namespaced: true, status: false, graceful: false, fields: EVENT_FIELDS, storage: "events");
+/// Service accounts (their tokens are issued to edges for their pods).
+pub static SERVICE_ACCOUNTS: ResourceDef = def!("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", &["sa"], &[],
+    namespaced: true, status: false, graceful: false, fields: &[], storage: "serviceaccounts");
 /// Leases (coordination.k8s.io/v1).
 pub static LEASES: ResourceDef = def!("coordination.k8s.io", "v1", "Lease", "leases", "lease", &[], &[],
     namespaced: true, status: false, graceful: false, fields: &[], storage: "leases");
@@ -148,6 +151,7 @@ pub static ALL: &[&ResourceDef] = &[
     &SERVICES,
     &ENDPOINTS,
     &EVENTS,
+    &SERVICE_ACCOUNTS,
     &LEASES,
     &DEVICES,
     &DEVICE_MODELS,

@@ -113,6 +113,7 @@ fn lookup(api_version: &str, kind: &str) -> Option<&'static Message> {
         ("v1", "Secret") => &schema::SECRET,
         ("v1", "Namespace") => &schema::NAMESPACE,
         ("v1", "Service") => &schema::SERVICE,
+        ("v1", "ServiceAccount") => &schema::SERVICE_ACCOUNT,
         ("v1", "Endpoints") => &schema::ENDPOINTS,
         ("v1", "Event") => &schema::EVENT,
         ("v1", "Node") => &schema::NODE,

@@ -62,6 +62,17 @@ impl Cluster {
         self.client_with(Some((issued.cert_pem, issued.key_pem))).await
     }
 
+    /// A client presenting `token` as `Authorization: Bearer`, no certificate.
+    pub(crate) async fn with_bearer(&self, token: &str) -> kube::Client {
+        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
+        let mut config =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.unwrap();
+        config.auth_info.client_certificate_data = None;
+        config.auth_info.client_key_data = None;
+        config.auth_info.token = Some(token.to_owned().into());
+        kube::Client::try_from(config).unwrap()
+    }
+
     /// A client presenting no certificate at all.
     pub(crate) async fn anonymous(&self) -> kube::Client {
         self.client_with(None).await

@@ -30,6 +30,7 @@ pub struct Cloud {
     pub addr: SocketAddr,
     pub quic_addr: SocketAddr,
     pub ca: TestCa,
+    pub tokens: Arc<edgehive_pki::ServiceAccountTokens>,
     stop: CancellationToken,
     hive: Option<JoinHandle<()>>,
     _dir: TempDir,
@@ -61,7 +62,10 @@ impl Cloud {
         let quic_addr = quic.local_addr();
         let points = SuccessPoints::load(store.clone()).await.unwrap();
         let hub = Arc::new(CloudHub::new(cfg, points, vec![srv, quic]));
-        let controller = Arc::new(EdgeController::with_lifecycle(store.clone(), lifecycle));
+        let tokens = Arc::new(edgehive_pki::ServiceAccountTokens::generate().unwrap());
+        let controller = Arc::new(
+            EdgeController::with_lifecycle(store.clone(), lifecycle).with_service_account_tokens(tokens.clone()),
+        );
         let sync = Arc::new(SyncController::new(store.clone(), SyncConfig { interval: Duration::from_millis(200) }));
         let mut b = Beehive::builder();
         b.register(hub.clone()).unwrap();
@@ -75,7 +79,7 @@ impl Cloud {
                 hive.run(stop).await;
             }
         });
-        Cloud { store, hub, controller, sync, addr, quic_addr, ca, stop, hive: Some(running), _dir: dir }
+        Cloud { store, hub, controller, sync, addr, quic_addr, ca, tokens, stop, hive: Some(running), _dir: dir }
     }
 
     pub async fn stop(mut self) {

@@ -101,6 +101,17 @@ pub(crate) static OBJECT_REFERENCE: Message = Message::new(
     ],
 );
 
+/// core/v1 `ServiceAccount`.
+pub(crate) static SERVICE_ACCOUNT: Message = Message::new(
+    "ServiceAccount",
+    &[
+        opt(1, "metadata", msg(&OBJECT_META)),
+        rep(2, "secrets", msg(&OBJECT_REFERENCE)),
+        rep(3, "imagePullSecrets", msg(&super::core_volume::LOCAL_OBJECT_REFERENCE)),
+        ptr(4, "automountServiceAccountToken", BOOL),
+    ],
+);
+
 /// core/v1 `Service`.
 pub(crate) static SERVICE: Message = Message::new(
     "Service",
