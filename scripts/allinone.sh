@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The all-in-one: builds edgehive, starts `edgehive cloud` on the embedded
 # store and one `edgehive edge` joined with a fresh token, applies a pod with
-# kubectl and shows it reaching the edge's local store. Everything lives
-# under .edgehive-allinone/ (or $EDGEHIVE_ALLINONE_DIR); Ctrl-C stops both.
+# kubectl and shows it reaching the edge's local store and running there.
+# Everything lives under .edgehive-allinone/ (or $EDGEHIVE_ALLINONE_DIR);
+# Ctrl-C stops both.
 #
 #   scripts/allinone.sh           # build (release) and run
 #   scripts/allinone.sh --debug   # use a debug build
@@ -59,5 +60,8 @@ YAML
 for _ in $(seq 100); do "$bin" edge --config "$dir/edge.yaml" --show-store 2>/dev/null | grep -q default/pod/hello && break; sleep 0.1; done
 echo; echo "the pod in edge-1's local store:"
 "$bin" edge --config "$dir/edge.yaml" --show-store
+kubectl wait --for=condition=Ready pod/hello --timeout=60s >/dev/null
+echo; echo "and running on edge-1 (a host process; logs under $dir/edge/pods/):"
+kubectl get pods -o wide
 echo; echo "running; KUBECONFIG=$KUBECONFIG kubectl ... in another shell; Ctrl-C stops both"
 wait

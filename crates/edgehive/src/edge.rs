@@ -179,6 +179,15 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
     builder.register(hub.clone()).context("register edgehub")?;
     builder.register(meta.clone()).context("register metamanager")?;
     builder.register(agent).context("register the node agent")?;
+    if cfg.edged {
+        let mut edged_cfg = edgehive_edged::EdgedConfig::new(
+            cfg.node_name.clone(),
+            ip.map_or_else(|| "127.0.0.1".to_owned(), |ip| ip.to_string()),
+            cfg.data_dir.clone(),
+        );
+        edged_cfg.backoff = edgehive_edged::Backoff { base: cfg.restart_backoff.0, cap: cfg.restart_backoff.1 };
+        builder.register(Arc::new(edgehive_edged::Edged::new(edged_cfg))).context("register edged")?;
+    }
     let hive = builder.build();
     let bus = hive.context();
 

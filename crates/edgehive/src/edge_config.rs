@@ -8,7 +8,8 @@
 //! dataDir: /var/lib/edgehive                         # certificates and database
 //! database: {dataSource: /var/lib/edgehive/edgecore.db}
 //! modules:
-//!   edged: {hostnameOverride: edge-1, nodeIP: 192.0.2.7, nodeLeaseDurationSeconds: 40, nodeStatusReportFrequency: 300}
+//!   edged: {hostnameOverride: edge-1, nodeIP: 192.0.2.7, nodeLeaseDurationSeconds: 40, nodeStatusReportFrequency: 300,
+//!           restartBackoff: {base: 10, cap: 300}}      # enable: false runs no pods
 //!   edgeHub:
 //!     heartbeat: 15
 //!     messageQPS: 30
@@ -58,6 +59,8 @@ pub(crate) struct EdgeConfig {
     pub(crate) lease_duration: Duration,
     pub(crate) status_report: Duration,
     pub(crate) ping_keepalive: bool,
+    pub(crate) edged: bool,
+    pub(crate) restart_backoff: (Duration, Duration),
 }
 
 /// A reading error: the key's path and what is wrong.
@@ -197,6 +200,7 @@ const EDGED: &[&str] = &[
     "registerNodeNamespace",
     "nodeLeaseDurationSeconds",
     "nodeStatusReportFrequency",
+    "restartBackoff",
 ];
 const EDGEHUB: &[&str] = &[
     "enable",
@@ -335,6 +339,11 @@ impl EdgeConfig {
             lease_duration: edged.seconds("nodeLeaseDurationSeconds", 40, 1.0, 3600.0)?,
             status_report: edged.seconds("nodeStatusReportFrequency", 300, 1.0, 86400.0)?,
             ping_keepalive: hub.boolean("pingKeepalive", true)?,
+            edged: edged.boolean("enable", true)?,
+            restart_backoff: {
+                let b = edged.obj("restartBackoff", &["base", "cap"])?;
+                (b.seconds("base", 10, 0.01, 3600.0)?, b.seconds("cap", 300, 0.01, 86400.0)?)
+            },
             data_dir,
         })
     }

@@ -1,0 +1,283 @@
+//! Edged: runs the pods the cloud gives this node and reports their status.
+//!
+//! The beehive module `edged` (group `edged`) takes the pod changes
+//! MetaManager passes on after committing them, runs each pod's containers
+//! with the [`process`] runtime (a supervised host process per container),
+//! restarts them by `restartPolicy` with back-off, stops them gracefully on
+//! deletion and confirms the deletion to the cloud, and reports each pod's
+//! status (`podstatus`) at most once per report interval, so that a
+//! crash-looping pod does not flood the link. At start it loads every pod
+//! of this node from MetaManager's store: after a reboot with the cloud
+//! gone, the pods come back.
+//!
+//! **Architecture Invariant:** edged reaches the cloud and the store only
+//! through MetaManager.
+
+pub mod pod;
+pub mod process;
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use edgehive_beehive::{Context, Module, ModuleContext, ModuleFuture};
+use edgehive_model::{Content, Message, ResourcePath, group, op, resource_type as rt, source};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use pod::Backoff;
+
+/// Edged's module name.
+pub const MODULE: &str = source::EDGED;
+const METAMANAGER: &str = source::METAMANAGER;
+
+/// Settings of edged.
+#[derive(Debug, Clone)]
+pub struct EdgedConfig {
+    /// This node.
+    pub node_name: String,
+    /// The node's address (the process runtime shares the host network, so
+    /// it is also every pod's IP).
+    pub node_ip: String,
+    /// Pod directories live under `{root}/pods/{uid}`.
+    pub root: PathBuf,
+    /// Restart back-off.
+    pub backoff: Backoff,
+    /// Shortest time between two status reports of one pod.
+    pub report_interval: Duration,
+}
+
+impl EdgedConfig {
+    /// Kubelet's defaults under `root`.
+    pub fn new(node_name: impl Into<String>, node_ip: impl Into<String>, root: PathBuf) -> EdgedConfig {
+        EdgedConfig {
+            node_name: node_name.into(),
+            node_ip: node_ip.into(),
+            root,
+            backoff: Backoff::default(),
+            report_interval: Duration::from_millis(500),
+        }
+    }
+}
+
+/// The edged beehive module.
+#[derive(Debug)]
+pub struct Edged {
+    cfg: EdgedConfig,
+}
+
+impl Edged {
+    /// Edged for the node `cfg` names.
+    pub fn new(cfg: EdgedConfig) -> Edged {
+        Edged { cfg }
+    }
+}
+
+fn pod_key(pod: &Value) -> String {
+    format!(
+        "{}/{}",
+        pod["metadata"]["namespace"].as_str().unwrap_or("default"),
+        pod["metadata"]["name"].as_str().unwrap_or_default()
+    )
+}
+
+/// The pod's grace period: `metadata.deletionGracePeriodSeconds`, else
+/// `spec.terminationGracePeriodSeconds`, else 30 s.
+fn grace_of(pod: &Value) -> Duration {
+    let secs = pod["metadata"]["deletionGracePeriodSeconds"]
+        .as_u64()
+        .or_else(|| pod["spec"]["terminationGracePeriodSeconds"].as_u64())
+        .unwrap_or(30);
+    Duration::from_secs(secs)
+}
+
+struct Running {
+    handle: pod::PodHandle,
+    pod: Value,
+}
+
+struct Edge {
+    cfg: EdgedConfig,
+    ctx: Context,
+    pods: HashMap<String, Running>,
+    dirty: HashSet<String>,
+    changed_tx: mpsc::Sender<String>,
+}
+
+impl Module for Edged {
+    fn name(&self) -> &str {
+        MODULE
+    }
+
+    fn group(&self) -> &str {
+        group::EDGED
+    }
+
+    fn run(self: Arc<Self>, mut ctx: ModuleContext, cancel: CancellationToken) -> ModuleFuture {
+        Box::pin(async move {
+            let (changed_tx, mut changed_rx) = mpsc::channel(1024);
+            let mut e = Edge {
+                cfg: self.cfg.clone(),
+                ctx: ctx.context().clone(),
+                pods: HashMap::new(),
+                dirty: HashSet::new(),
+                changed_tx,
+            };
+            e.load().await;
+            let mut report = tokio::time::interval(e.cfg.report_interval);
+            report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = cancel.cancelled() => break,
+                    m = ctx.receive() => match m {
+                        Some(m) => e.on_message(m).await,
+                        None => break,
+                    },
+                    Some(key) = changed_rx.recv() => { e.dirty.insert(key); }
+                    _ = report.tick() => e.report().await,
+                }
+            }
+            // Shutdown leaves the containers to the pod's processes' fate:
+            // a restarted edge starts them again from the store.
+            for (_, r) in e.pods.drain() {
+                r.handle.stop(Duration::from_secs(2)).await;
+            }
+            Ok(())
+        })
+    }
+}
+
+impl Edge {
+    /// Every pod of this node in MetaManager's store.
+    async fn load(&mut self) {
+        let q = Message::new().with_route(MODULE, group::META, "default/pod", op::QUERY);
+        let pods: Vec<Value> = match self.ctx.send_sync(METAMANAGER, q, Duration::from_secs(30)).await {
+            Ok(r) => r
+                .content
+                .decode::<Vec<String>>()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|s| serde_json::from_str(s).ok())
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not load pods from the local store");
+                Vec::new()
+            }
+        };
+        let mine: Vec<Value> =
+            pods.into_iter().filter(|p| p["spec"]["nodeName"].as_str() == Some(self.cfg.node_name.as_str())).collect();
+        tracing::info!(node = %self.cfg.node_name, pods = mine.len(), "pods loaded from the local store");
+        for p in mine {
+            self.apply(p).await;
+        }
+    }
+
+    async fn on_message(&mut self, m: Message) {
+        let Ok(path) = ResourcePath::parse_wire(&m.route.resource) else { return };
+        if path.resource_type != rt::POD {
+            return;
+        }
+        match m.route.operation.as_str() {
+            op::INSERT | op::UPDATE => self.apply(m.content.to_value()).await,
+            op::DELETE => {
+                let key = format!(
+                    "{}/{}",
+                    path.namespace.as_deref().unwrap_or("default"),
+                    path.name.as_deref().unwrap_or_default()
+                );
+                if let Some(r) = self.pods.remove(&key) {
+                    r.handle.stop(Duration::from_secs(2)).await;
+                    self.forget(&r.pod).await;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Runs a pod, or stops one being deleted, or replaces one whose uid changed.
+    async fn apply(&mut self, pod: Value) {
+        if pod["spec"]["nodeName"].as_str() != Some(self.cfg.node_name.as_str()) {
+            return;
+        }
+        let key = pod_key(&pod);
+        let uid = pod["metadata"]["uid"].as_str().unwrap_or_default().to_owned();
+        let deleting = !pod["metadata"]["deletionTimestamp"].is_null();
+        if let Some(r) = self.pods.get(&key)
+            && r.handle.uid == uid
+        {
+            if deleting {
+                self.delete_gracefully(&key, &pod).await;
+            }
+            return;
+        }
+        if let Some(old) = self.pods.remove(&key) {
+            old.handle.stop(grace_of(&old.pod)).await;
+            self.forget(&old.pod).await;
+        }
+        if deleting {
+            // Deleted while this edge was away: confirm at once.
+            self.confirm_delete(&pod).await;
+            return;
+        }
+        let env = pod::PodEnv {
+            dir: self.cfg.root.join("pods").join(&uid),
+            backoff: self.cfg.backoff,
+            node: self.cfg.node_name.clone(),
+            pod_ip: self.cfg.node_ip.clone(),
+        };
+        tracing::info!(pod = %key, uid = %uid, "starting pod");
+        let handle = pod::run(&pod, env, self.changed_tx.clone());
+        self.pods.insert(key.clone(), Running { handle, pod });
+        self.dirty.insert(key);
+    }
+
+    async fn delete_gracefully(&mut self, key: &str, pod: &Value) {
+        if let Some(r) = self.pods.remove(key) {
+            let grace = grace_of(pod);
+            tracing::info!(pod = %key, grace_secs = grace.as_secs(), "stopping pod");
+            r.handle.stop(grace).await;
+            self.forget(&r.pod).await;
+        }
+        self.confirm_delete(pod).await;
+    }
+
+    /// Tells the cloud the pod is gone (it then removes the object).
+    async fn confirm_delete(&self, pod: &Value) {
+        let m = Message::new()
+            .with_route(MODULE, group::META, format!("{}/pod/{}", ns_of(pod), name_of(pod)), op::DELETE)
+            .with_content(Content::from_serialize(&json!({"metadata": pod["metadata"]})).unwrap_or_default());
+        let _ = tokio::time::timeout(Duration::from_secs(30), self.ctx.send(METAMANAGER, m)).await;
+    }
+
+    async fn forget(&self, pod: &Value) {
+        if let Some(uid) = pod["metadata"]["uid"].as_str().filter(|u| !u.is_empty()) {
+            let _ = tokio::fs::remove_dir_all(self.cfg.root.join("pods").join(uid)).await;
+        }
+    }
+
+    /// Sends the status of every pod that changed since the last report.
+    async fn report(&mut self) {
+        for key in std::mem::take(&mut self.dirty) {
+            let Some(r) = self.pods.get(&key) else { continue };
+            let status = r.handle.state.lock().unwrap_or_else(|p| p.into_inner()).status(&self.cfg.node_ip);
+            let content = json!({"UID": r.handle.uid, "Status": status});
+            let m = Message::new()
+                .with_route(MODULE, group::META, format!("{}/podstatus/{}", ns_of(&r.pod), name_of(&r.pod)), op::UPDATE)
+                .with_content(Content::from_serialize(&content).unwrap_or_default());
+            if self.ctx.try_send(METAMANAGER, m).is_err() {
+                // MetaManager is busy: report again next tick.
+                self.dirty.insert(key);
+            }
+        }
+    }
+}
+
+fn ns_of(pod: &Value) -> &str {
+    pod["metadata"]["namespace"].as_str().unwrap_or("default")
+}
+
+fn name_of(pod: &Value) -> &str {
+    pod["metadata"]["name"].as_str().unwrap_or_default()
+}

@@ -1,0 +1,425 @@
+//! One pod: a supervisor task per container (start, wait, restart by the
+//! pod's `restartPolicy` with exponential back-off, stop with the grace
+//! period), and the pod's status built from their states.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::process::{self, Exit, ProcessSpec};
+
+/// Restart back-off: kubelet's 10 s doubling to 5 min, reset after a
+/// container ran 10 min.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    /// First delay.
+    pub base: Duration,
+    /// Largest delay.
+    pub cap: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff { base: Duration::from_secs(10), cap: Duration::from_secs(300) }
+    }
+}
+
+/// A container's state, as `containerStatuses[].state` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum State {
+    Waiting { reason: String, message: String },
+    Running { started: String },
+    Terminated { code: i32, signal: Option<i32>, reason: String, started: String, finished: String },
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct ContainerStatus {
+    name: String,
+    image: String,
+    state: State,
+    last: Option<State>,
+    restarts: u32,
+    pid: Option<u32>,
+}
+
+/// What the pod's containers are doing, shared with the edged loop.
+#[derive(Debug)]
+pub(crate) struct PodState {
+    pub(crate) containers: Vec<ContainerStatus>,
+    pub(crate) start_time: String,
+    restart_policy: String,
+}
+
+pub(crate) fn now() -> String {
+    let t = time::OffsetDateTime::now_utc();
+    t.replace_nanosecond(0).unwrap_or(t).format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
+}
+
+fn state_json(s: &State) -> Value {
+    match s {
+        State::Waiting { reason, message } => json!({"waiting": {"reason": reason, "message": message}}),
+        State::Running { started } => json!({"running": {"startedAt": started}}),
+        State::Terminated { code, signal, reason, started, finished } => {
+            let mut t = json!({"exitCode": code, "reason": reason, "startedAt": started, "finishedAt": finished});
+            if let Some(sig) = signal {
+                t["signal"] = json!(sig);
+            }
+            json!({"terminated": t})
+        }
+    }
+}
+
+impl PodState {
+    /// `status.phase`, as kubelet decides it.
+    pub(crate) fn phase(&self) -> &'static str {
+        let all_terminated = self.containers.iter().all(|c| matches!(c.state, State::Terminated { .. }));
+        let all_ok = self.containers.iter().all(|c| matches!(c.state, State::Terminated { code: 0, .. }));
+        let never_ran = self.containers.iter().all(|c| {
+            c.restarts == 0 && matches!(&c.state, State::Waiting { reason, .. } if reason == "ContainerCreating")
+        });
+        if self.containers.is_empty() || never_ran {
+            return "Pending";
+        }
+        if all_terminated {
+            return match (self.restart_policy.as_str(), all_ok) {
+                (_, true) => "Succeeded",
+                ("Never", false) => "Failed",
+                _ => "Running",
+            };
+        }
+        "Running"
+    }
+
+    /// The pod's `status` for the cloud.
+    pub(crate) fn status(&self, pod_ip: &str) -> Value {
+        let ready =
+            !self.containers.is_empty() && self.containers.iter().all(|c| matches!(c.state, State::Running { .. }));
+        let t = now();
+        let cond = |ty: &str, ok: bool| {
+            let mut c = json!({"type": ty, "status": if ok { "True" } else { "False" }, "lastProbeTime": null, "lastTransitionTime": t});
+            if !ok && (ty == "Ready" || ty == "ContainersReady") {
+                let waiting: Vec<&str> = self
+                    .containers
+                    .iter()
+                    .filter(|c| !matches!(c.state, State::Running { .. }))
+                    .map(|c| c.name.as_str())
+                    .collect();
+                c["reason"] = json!("ContainersNotReady");
+                c["message"] = json!(format!("containers with unready status: [{}]", waiting.join(" ")));
+            }
+            c
+        };
+        let statuses: Vec<Value> = self
+            .containers
+            .iter()
+            .map(|c| {
+                let mut s = json!({
+                    "name": c.name, "image": c.image, "imageID": "",
+                    "state": state_json(&c.state),
+                    "lastState": c.last.as_ref().map_or(json!({}), state_json),
+                    "ready": matches!(c.state, State::Running { .. }),
+                    "started": matches!(c.state, State::Running { .. }),
+                    "restartCount": c.restarts,
+                });
+                if let Some(pid) = c.pid {
+                    s["containerID"] = json!(format!("process://{pid}"));
+                }
+                s
+            })
+            .collect();
+        json!({
+            "phase": self.phase(),
+            "conditions": [cond("Initialized", true), cond("Ready", ready), cond("ContainersReady", ready), cond("PodScheduled", true)],
+            "hostIP": pod_ip, "hostIPs": [{"ip": pod_ip}],
+            "podIP": pod_ip, "podIPs": [{"ip": pod_ip}],
+            "startTime": self.start_time,
+            "containerStatuses": statuses,
+        })
+    }
+}
+
+/// Where a pod lives on disk, and how its containers run.
+#[derive(Debug, Clone)]
+pub(crate) struct PodEnv {
+    pub(crate) dir: PathBuf,
+    pub(crate) backoff: Backoff,
+    pub(crate) node: String,
+    pub(crate) pod_ip: String,
+}
+
+/// A running pod: its state and how to stop it.
+#[derive(Debug)]
+pub(crate) struct PodHandle {
+    pub(crate) uid: String,
+    pub(crate) state: Arc<Mutex<PodState>>,
+    stop: CancellationToken,
+    grace: Arc<Mutex<Duration>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl PodHandle {
+    /// Stops every container (SIGTERM, then SIGKILL after `grace`) and waits.
+    pub(crate) async fn stop(mut self, grace: Duration) {
+        *self.grace.lock().unwrap_or_else(|p| p.into_inner()) = grace;
+        self.stop.cancel();
+        for t in self.tasks.drain(..) {
+            let _ = t.await;
+        }
+    }
+}
+
+fn env_of(container: &Value, pod: &Value, pod_ip: &str, node: &str) -> Vec<(String, String)> {
+    let meta = &pod["metadata"];
+    let mut env = vec![("HOSTNAME".to_owned(), meta["name"].as_str().unwrap_or_default().to_owned())];
+    for e in container["env"].as_array().into_iter().flatten() {
+        let Some(name) = e["name"].as_str() else { continue };
+        let value = if let Some(v) = e["value"].as_str() {
+            Some(v.to_owned())
+        } else if let Some(path) = e.pointer("/valueFrom/fieldRef/fieldPath").and_then(Value::as_str) {
+            match path {
+                "metadata.name" => meta["name"].as_str().map(str::to_owned),
+                "metadata.namespace" => meta["namespace"].as_str().map(str::to_owned),
+                "metadata.uid" => meta["uid"].as_str().map(str::to_owned),
+                "spec.nodeName" => Some(node.to_owned()),
+                "status.podIP" | "status.hostIP" => Some(pod_ip.to_owned()),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        match value {
+            Some(v) => env.push((name.to_owned(), v)),
+            None => {
+                tracing::warn!(pod = ?meta["name"], env = name, "env source not supported by the process runtime yet; left unset")
+            }
+        }
+    }
+    env
+}
+
+/// Starts the pod's containers.
+pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> PodHandle {
+    let uid = pod["metadata"]["uid"].as_str().unwrap_or_default().to_owned();
+    let key = format!(
+        "{}/{}",
+        pod["metadata"]["namespace"].as_str().unwrap_or("default"),
+        pod["metadata"]["name"].as_str().unwrap_or_default()
+    );
+    let containers: Vec<Value> = pod["spec"]["containers"].as_array().cloned().unwrap_or_default();
+    let policy = pod["spec"]["restartPolicy"].as_str().unwrap_or("Always").to_owned();
+    let state = Arc::new(Mutex::new(PodState {
+        containers: containers
+            .iter()
+            .map(|c| ContainerStatus {
+                name: c["name"].as_str().unwrap_or_default().to_owned(),
+                image: c["image"].as_str().unwrap_or_default().to_owned(),
+                state: State::Waiting { reason: "ContainerCreating".into(), message: String::new() },
+                last: None,
+                restarts: 0,
+                pid: None,
+            })
+            .collect(),
+        start_time: now(),
+        restart_policy: policy.clone(),
+    }));
+    let stop = CancellationToken::new();
+    let grace = Arc::new(Mutex::new(Duration::from_secs(30)));
+    let tasks = containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let name = c["name"].as_str().unwrap_or_default().to_owned();
+            let argv: Vec<String> = c["command"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .chain(c["args"].as_array().into_iter().flatten())
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect();
+            let spec = ProcessSpec {
+                argv,
+                env: env_of(c, pod, &env.pod_ip, &env.node),
+                workdir: env.dir.join("containers").join(&name),
+                log: env.dir.join("logs").join(format!("{name}.log")),
+            };
+            let sup = Supervisor {
+                index: i,
+                spec,
+                policy: policy.clone(),
+                backoff: env.backoff,
+                state: Arc::clone(&state),
+                changed: changed.clone(),
+                key: key.clone(),
+                stop: stop.clone(),
+                grace: Arc::clone(&grace),
+            };
+            tokio::spawn(sup.run())
+        })
+        .collect();
+    PodHandle { uid, state, stop, grace, tasks }
+}
+
+struct Supervisor {
+    index: usize,
+    spec: ProcessSpec,
+    policy: String,
+    backoff: Backoff,
+    state: Arc<Mutex<PodState>>,
+    changed: mpsc::Sender<String>,
+    key: String,
+    stop: CancellationToken,
+    grace: Arc<Mutex<Duration>>,
+}
+
+impl Supervisor {
+    fn set(&self, f: impl FnOnce(&mut ContainerStatus)) {
+        {
+            let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(c) = s.containers.get_mut(self.index) {
+                f(c);
+            }
+        }
+        // Full: a report is pending already and will carry this state.
+        let _ = self.changed.try_send(self.key.clone());
+    }
+
+    async fn run(self) {
+        let mut delay = self.backoff.base;
+        loop {
+            let started_at = Instant::now();
+            let started = now();
+            let exit = match process::start(&self.spec).await {
+                Ok(mut running) => {
+                    let pid = running.pid;
+                    self.set(|c| {
+                        c.state = State::Running { started: started.clone() };
+                        c.pid = Some(pid);
+                    });
+                    tokio::select! {
+                        exit = running.wait() => Ok(exit),
+                        () = self.stop.cancelled() => {
+                            let grace = *self.grace.lock().unwrap_or_else(|p| p.into_inner());
+                            let exit = running.stop(grace).await;
+                            self.terminated(exit, &started);
+                            return;
+                        }
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            let failed = match exit {
+                Ok(exit) => {
+                    self.terminated(exit, &started);
+                    exit.code != 0
+                }
+                Err(e) => {
+                    tracing::warn!(pod = %self.key, container = %self.spec.log.display(), error = %e, "container did not start");
+                    let message = e.to_string();
+                    self.set(|c| {
+                        c.state = State::Terminated {
+                            code: 128,
+                            signal: None,
+                            reason: "StartError".into(),
+                            started: started.clone(),
+                            finished: now(),
+                        };
+                        c.last = Some(State::Waiting { reason: "RunContainerError".into(), message });
+                    });
+                    true
+                }
+            };
+            let restart = match self.policy.as_str() {
+                "Never" => false,
+                "OnFailure" => failed,
+                _ => true,
+            };
+            if !restart {
+                return;
+            }
+            if started_at.elapsed() > Duration::from_secs(600) {
+                delay = self.backoff.base;
+            }
+            let wait = delay;
+            delay = (delay * 2).min(self.backoff.cap);
+            self.set(|c| {
+                c.last = Some(c.state.clone());
+                c.state = State::Waiting {
+                    reason: "CrashLoopBackOff".into(),
+                    message: format!("back-off {}s restarting failed container", wait.as_secs()),
+                };
+            });
+            tokio::select! {
+                () = self.stop.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+            self.set(|c| c.restarts += 1);
+        }
+    }
+
+    fn terminated(&self, exit: Exit, started: &str) {
+        let reason = if exit.code == 0 { "Completed" } else { "Error" };
+        self.set(|c| {
+            c.state = State::Terminated {
+                code: exit.code,
+                signal: exit.signal,
+                reason: reason.into(),
+                started: started.to_owned(),
+                finished: now(),
+            };
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(policy: &str, states: &[State]) -> PodState {
+        PodState {
+            containers: states
+                .iter()
+                .enumerate()
+                .map(|(i, s)| ContainerStatus {
+                    name: format!("c{i}"),
+                    image: "i".into(),
+                    state: s.clone(),
+                    last: None,
+                    restarts: 0,
+                    pid: None,
+                })
+                .collect(),
+            start_time: now(),
+            restart_policy: policy.into(),
+        }
+    }
+
+    fn term(code: i32) -> State {
+        State::Terminated { code, signal: None, reason: "x".into(), started: now(), finished: now() }
+    }
+
+    #[test]
+    fn phases_follow_kubelet() {
+        let creating = State::Waiting { reason: "ContainerCreating".into(), message: String::new() };
+        let running = State::Running { started: now() };
+        assert_eq!(pod("Always", std::slice::from_ref(&creating)).phase(), "Pending");
+        assert_eq!(pod("Always", &[running.clone(), creating]).phase(), "Running");
+        assert_eq!(pod("Never", &[term(0), term(0)]).phase(), "Succeeded");
+        assert_eq!(pod("Never", &[term(0), term(2)]).phase(), "Failed");
+        assert_eq!(pod("OnFailure", &[term(0)]).phase(), "Succeeded");
+        assert_eq!(pod("Always", &[term(1)]).phase(), "Running");
+        let s = pod("Always", &[running]).status("10.0.0.5");
+        assert_eq!(s["podIP"], "10.0.0.5");
+        assert_eq!(s["containerStatuses"][0]["ready"], true);
+        assert_eq!(s["conditions"][1]["type"], "Ready");
+        assert_eq!(s["conditions"][1]["status"], "True");
+        let s = pod("Never", &[term(3)]).status("10.0.0.5");
+        assert_eq!(s["containerStatuses"][0]["state"]["terminated"]["exitCode"], 3);
+        assert_eq!(s["conditions"][1]["reason"], "ContainersNotReady");
+    }
+}

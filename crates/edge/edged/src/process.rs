@@ -1,0 +1,275 @@
+//! The process runtime: each container is a supervised host process started
+//! from its `command` and `args`, with its `env`, in a working directory
+//! under the pod's directory, its own process group (so a stop reaches the
+//! whole tree), and stdout/stderr appended to a log file that is rotated at
+//! a size cap. The image name is recorded, not pulled.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal, kill_process_group};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::process::{Child, Command};
+
+/// Largest log file before it is rotated to `{name}.log.1` (one kept).
+pub const LOG_CAP: u64 = 10 << 20;
+
+/// What to run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProcessSpec {
+    /// Program and arguments (`command` then `args`).
+    pub argv: Vec<String>,
+    /// Environment, in order.
+    pub env: Vec<(String, String)>,
+    /// Working directory (created if missing).
+    pub workdir: PathBuf,
+    /// Log file for stdout and stderr.
+    pub log: PathBuf,
+}
+
+/// Why a container could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// No command: the process runtime cannot run an image's entrypoint.
+    #[error("no command: the process runtime runs `command`/`args`, it cannot run an image's entrypoint")]
+    NoCommand,
+    /// The program could not be started.
+    #[error("start {program}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The working directory or log could not be prepared.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A running container process.
+#[derive(Debug)]
+pub struct Running {
+    child: Child,
+    pgid: Option<Pid>,
+    /// Its process id.
+    pub pid: u32,
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    /// Exit code (128 + signal for a signalled process, as kubelet reports).
+    pub code: i32,
+    /// It was killed by a signal.
+    pub signal: Option<i32>,
+}
+
+/// Where a container's process is recorded: `{workdir}.pid` holds its pid
+/// and its start time (field 22 of `/proc/{pid}/stat`), so that a restarted
+/// edge can tell its own leftover process from an unrelated one that reused
+/// the pid.
+fn pid_file(spec: &ProcessSpec) -> PathBuf {
+    let mut p = spec.workdir.clone().into_os_string();
+    p.push(".pid");
+    PathBuf::from(p)
+}
+
+/// A process's start time in clock ticks since boot, from `/proc`.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces; fields resume after its ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(19)?.parse().ok()
+}
+
+/// Kills the process group a previous run of this edge left behind (the
+/// edge was killed, its containers were not), if it is still there.
+pub async fn reap_leftover(spec: &ProcessSpec) {
+    let path = pid_file(spec);
+    let Ok(text) = tokio::fs::read_to_string(&path).await else { return };
+    let mut it = text.split_whitespace().map(str::parse::<u64>);
+    if let (Some(Ok(pid)), Some(Ok(started))) = (it.next(), it.next())
+        && let Ok(pid32) = u32::try_from(pid)
+        && start_time(pid32) == Some(started)
+        && let Some(pg) = i32::try_from(pid).ok().and_then(Pid::from_raw)
+    {
+        tracing::info!(pid, workdir = %spec.workdir.display(), "stopping a container process left by an earlier run");
+        let _ = kill_process_group(pg, Signal::KILL);
+    }
+    let _ = tokio::fs::remove_file(&path).await;
+}
+
+/// Starts a container (after stopping what an earlier run left of it).
+pub async fn start(spec: &ProcessSpec) -> Result<Running, StartError> {
+    let Some((program, args)) = spec.argv.split_first() else { return Err(StartError::NoCommand) };
+    reap_leftover(spec).await;
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| StartError::Io { path, source }
+    };
+    tokio::fs::create_dir_all(&spec.workdir).await.map_err(io(&spec.workdir))?;
+    if let Some(dir) = spec.log.parent() {
+        tokio::fs::create_dir_all(dir).await.map_err(io(dir))?;
+    }
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()))
+        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .current_dir(&spec.workdir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().map_err(|source| StartError::Spawn { program: program.clone(), source })?;
+    let pid = child.id().unwrap_or(0);
+    let pgid = i32::try_from(pid).ok().and_then(Pid::from_raw);
+    if let Some(started) = start_time(pid) {
+        let path = pid_file(spec);
+        tokio::fs::write(&path, format!("{pid} {started}\n")).await.map_err(io(&path))?;
+    }
+    let (out, err) = (child.stdout.take(), child.stderr.take());
+    tokio::spawn(copy_log(out, err, spec.log.clone()));
+    Ok(Running { child, pgid, pid })
+}
+
+impl Running {
+    /// Waits for the process to end.
+    pub async fn wait(&mut self) -> Exit {
+        match self.child.wait().await {
+            Ok(status) => {
+                use std::os::unix::process::ExitStatusExt as _;
+                match (status.code(), status.signal()) {
+                    (Some(code), _) => Exit { code, signal: None },
+                    (None, Some(sig)) => Exit { code: 128 + sig, signal: Some(sig) },
+                    (None, None) => Exit { code: -1, signal: None },
+                }
+            }
+            Err(e) => {
+                tracing::warn!(pid = self.pid, error = %e, "wait for a container process");
+                Exit { code: -1, signal: None }
+            }
+        }
+    }
+
+    /// SIGTERM to the process group, then SIGKILL after `grace` if it is
+    /// still running. Returns how it ended.
+    pub async fn stop(&mut self, grace: Duration) -> Exit {
+        if let Some(pg) = self.pgid {
+            let _ = kill_process_group(pg, Signal::TERM);
+        }
+        match tokio::time::timeout(grace, self.wait()).await {
+            Ok(exit) => exit,
+            Err(_) => {
+                if let Some(pg) = self.pgid {
+                    let _ = kill_process_group(pg, Signal::KILL);
+                }
+                let _ = self.child.start_kill();
+                self.wait().await
+            }
+        }
+    }
+}
+
+/// Appends both streams to `log`, rotating it at [`LOG_CAP`].
+async fn copy_log(
+    out: Option<impl AsyncRead + Unpin + Send + 'static>,
+    err: Option<impl AsyncRead + Unpin + Send + 'static>,
+    log: PathBuf,
+) {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+    async fn pump(mut r: impl AsyncRead + Unpin + Send, tx: tokio::sync::mpsc::Sender<Vec<u8>>) {
+        let mut buf = vec![0u8; 8192];
+        while let Ok(n) = r.read(&mut buf).await {
+            if n == 0 || tx.send(buf[..n].to_vec()).await.is_err() {
+                break;
+            }
+        }
+    }
+    if let Some(o) = out {
+        tokio::spawn(pump(o, tx.clone()));
+    }
+    if let Some(e) = err {
+        tokio::spawn(pump(e, tx.clone()));
+    }
+    drop(tx);
+    let open = |log: PathBuf| async move { tokio::fs::OpenOptions::new().create(true).append(true).open(&log).await };
+    let Ok(mut file) = open(log.clone()).await else { return };
+    let mut size = file.metadata().await.map(|m| m.len()).unwrap_or(0);
+    while let Some(chunk) = rx.recv().await {
+        if size + chunk.len() as u64 > LOG_CAP {
+            let _ = file.flush().await;
+            let mut rotated = log.clone().into_os_string();
+            rotated.push(".1");
+            let _ = tokio::fs::rename(&log, &rotated).await;
+            let Ok(f) = open(log.clone()).await else { return };
+            file = f;
+            size = 0;
+        }
+        if file.write_all(&chunk).await.is_err() {
+            return;
+        }
+        size += chunk.len() as u64;
+    }
+    let _ = file.flush().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(dir: &Path, script: &str) -> ProcessSpec {
+        ProcessSpec {
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            env: vec![("GREETING".into(), "hello".into())],
+            workdir: dir.join("work"),
+            log: dir.join("logs/c.log"),
+        }
+    }
+
+    #[tokio::test]
+    async fn exit_codes_env_workdir_and_logs() {
+        let dir = edgehive_testkit::fixtures::TempDir::new("edged-process");
+        let mut r = start(&spec(dir.path(), "echo $GREETING; pwd; exit 7")).await.unwrap();
+        assert_eq!(r.wait().await, Exit { code: 7, signal: None });
+        // The log is written by a task; give it a moment to flush.
+        let mut log = String::new();
+        for _ in 0..100 {
+            log = std::fs::read_to_string(dir.path().join("logs/c.log")).unwrap_or_default();
+            if log.lines().count() >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(log.lines().next(), Some("hello"));
+        assert!(log.contains("/work"), "{log}");
+        let none = ProcessSpec { argv: vec![], ..spec(dir.path(), "") };
+        assert!(matches!(start(&none).await, Err(StartError::NoCommand)));
+        let missing = ProcessSpec { argv: vec!["/no/such/program".into()], ..spec(dir.path(), "") };
+        assert!(matches!(start(&missing).await, Err(StartError::Spawn { .. })));
+    }
+
+    #[tokio::test]
+    async fn stop_escalates_to_kill_after_the_grace_period() {
+        let dir = edgehive_testkit::fixtures::TempDir::new("edged-stop");
+        // Ignores SIGTERM, and has a child in its group.
+        let mut r = start(&spec(dir.path(), "trap '' TERM; sleep 60 & wait")).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let exit = r.stop(Duration::from_millis(300)).await;
+        assert_eq!(exit.signal, Some(9));
+        assert_eq!(exit.code, 137);
+        // A polite process ends on SIGTERM.
+        let mut r = start(&spec(dir.path(), "sleep 60")).await.unwrap();
+        let exit = r.stop(Duration::from_secs(10)).await;
+        assert_eq!(exit.signal, Some(15));
+    }
+}

@@ -1,0 +1,131 @@
+//! Pods run by `edgehive edge` (edged, process runtime) as seen through
+//! kubectl: Running and ready, restarted with a rising restartCount,
+//! `restartPolicy: Never` ending in Failed, deletion stopping the process
+//! within the grace period, and pods running again within 2 s of an edge
+//! restart with the cloud unreachable.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use edgehive_testkit::fixtures::TempDir;
+use support::*;
+
+fn pod(name: &str, node: &str, policy: &str, script: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  nodeName: {node}\n  restartPolicy: {policy}\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, '{script}']\n"
+    )
+}
+
+fn field(cloud: &Cloud, pod: &str, path: &str) -> String {
+    cloud.kubectl(&["get", "pod", pod, "-o", &format!("jsonpath={{{path}}}")], None).trim().to_owned()
+}
+
+/// The pid in `process://{pid}`.
+fn pid_of(cloud: &Cloud, pod: &str) -> Option<u32> {
+    field(cloud, pod, ".status.containerStatuses[0].containerID").strip_prefix("process://")?.parse().ok()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+}
+
+fn start(dir: &TempDir, cloud: &Cloud, server: &str, node: &str) -> Edge {
+    let mut edge = Edge::new(dir.path());
+    edge.edged = true;
+    edge.configure(node, server, cloud.join, Some(&cloud.token()));
+    edge.start(&[]);
+    wait_until("the node is Ready", || cloud.node_ready(node).as_deref() == Some("True"));
+    edge
+}
+
+#[test]
+fn pods_run_restart_fail_and_stop_as_kubectl_shows() {
+    let dir = TempDir::new("edged-lifecycle");
+    let cloud = Cloud::start(dir.path(), &[]);
+    let _edge = start(&dir, &cloud, &format!("127.0.0.1:{}", cloud.ws), "edge-p");
+    let yaml = [
+        pod("loop", "edge-p", "Always", "while true; do echo tick; sleep 1; done"),
+        pod("crash", "edge-p", "Always", "echo boom; exit 1"),
+        pod("once", "edge-p", "Never", "exit 3"),
+    ]
+    .join("---\n");
+    cloud.kubectl(&["apply", "-f", "-"], Some(&yaml));
+
+    // A shell loop: Running, READY 1/1.
+    wait_until("loop is Running and ready", || {
+        field(&cloud, "loop", ".status.phase") == "Running"
+            && field(&cloud, "loop", ".status.containerStatuses[0].ready") == "true"
+    });
+    let table = cloud.kubectl(&["get", "pod", "loop", "--no-headers"], None);
+    assert!(table.contains("1/1") && table.contains("Running"), "{table}");
+    // A container that exits 1 is restarted, again and again.
+    wait_until("crash restarts", || {
+        field(&cloud, "crash", ".status.containerStatuses[0].restartCount").parse::<u32>().unwrap_or(0) >= 2
+    });
+    let last = field(&cloud, "crash", ".status.containerStatuses[0].lastState.terminated.exitCode");
+    assert_eq!(last, "1");
+    // restartPolicy Never: Failed, with the exit code.
+    wait_until("once has Failed", || field(&cloud, "once", ".status.phase") == "Failed");
+    assert_eq!(field(&cloud, "once", ".status.containerStatuses[0].state.terminated.exitCode"), "3");
+    assert_eq!(field(&cloud, "once", ".status.containerStatuses[0].restartCount"), "0");
+
+    // Delete: the process is stopped within the grace period and the pod goes.
+    let pid = pid_of(&cloud, "loop").unwrap();
+    assert!(alive(pid));
+    let started = Instant::now();
+    cloud.kubectl(&["delete", "pod", "loop", "--timeout=30s"], None);
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    wait_until("the process is gone", || !alive(pid));
+}
+
+#[test]
+fn after_a_restart_with_the_cloud_unreachable_pods_run_again_within_2s() {
+    let dir = TempDir::new("edged-autonomy");
+    let cloud = Cloud::start(dir.path(), &[]);
+    let proxy = CutProxy::start(cloud.ws);
+    let mut edge = start(&dir, &cloud, &proxy.addr(), "edge-a");
+    cloud.kubectl(&["apply", "-f", "-"], Some(&pod("keeper", "edge-a", "Always", "while true; do sleep 1; done")));
+    wait_until("keeper is Running", || field(&cloud, "keeper", ".status.phase") == "Running");
+    let first = pid_of(&cloud, "keeper").unwrap();
+
+    // The cloud is unreachable; the edge is killed and started again.
+    proxy.cut(true);
+    edge.kill();
+    let restarted = Instant::now();
+    edge.start(&[]);
+    // The pod's process runs again, from the local store alone, and the
+    // one the killed edge left behind is gone: one copy, not two.
+    let deadline = restarted + Duration::from_secs(20);
+    let again = loop {
+        let procs = keeper_processes();
+        if procs.iter().any(|p| *p != first) && !procs.contains(&first) {
+            break restarted.elapsed();
+        }
+        assert!(Instant::now() < deadline, "keeper not running again: {procs:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(again < Duration::from_secs(2), "running again after {again:?}");
+    assert_eq!(keeper_processes().len(), 1);
+    proxy.cut(false);
+}
+
+/// Pids of the `keeper` pod's shell: its command line is unique, and it
+/// leads its process group (the shell's short-lived forks do not).
+fn keeper_processes() -> Vec<u32> {
+    let leads_group = |pid: u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let after = stat.rfind(')').map_or("", |i| &stat[i + 2..]);
+        after.split(' ').nth(2).and_then(|g| g.parse::<u32>().ok()) == Some(pid)
+    };
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmd).contains("while true; do sleep 1; done") && alive(pid) && leads_group(pid) {
+            out.push(pid);
+        }
+    }
+    out
+}

@@ -1,0 +1,356 @@
+//! Processes for the edge tests: `edgehive cloud`, `edgehive edge`, kubectl
+//! against the cloud, and a TCP proxy that cuts the link.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::disallowed_methods)]
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use edgehive_testkit::fixtures::free_port;
+
+pub const WAIT: Duration = Duration::from_secs(40);
+
+pub struct Cloud {
+    pub child: Child,
+    pub data: PathBuf,
+    pub api: u16,
+    pub ws: u16,
+    pub join: u16,
+    pub log: PathBuf,
+    pub home: PathBuf,
+}
+
+impl Cloud {
+    pub fn start(dir: &Path, extra: &[&str]) -> Cloud {
+        let data = dir.join("cloud");
+        let (api, ws, join) = (free_port(), free_port(), free_port());
+        let log = dir.join("cloud.log");
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_edgehive"))
+            .args(["cloud", "--data-dir"])
+            .arg(&data)
+            .args(["--bind", &format!("127.0.0.1:{api}"), "--websocket-bind", &format!("127.0.0.1:{ws}")])
+            .args(["--no-quic", "--join-bind", &format!("127.0.0.1:{join}"), "--sync-interval", "1"])
+            .args(extra)
+            .env("EDGEHIVE_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(out))
+            .spawn()
+            .unwrap();
+        let home = dir.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let c = Cloud { child, data, api, ws, join, log, home };
+        wait_until("the cloud listens", || {
+            c.data.join("kubeconfig.yaml").exists()
+                && [c.api, c.ws, c.join].iter().all(|p| std::net::TcpStream::connect(("127.0.0.1", *p)).is_ok())
+        });
+        c
+    }
+
+    pub fn token(&self) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_edgehive"))
+            .args(["token", "--data-dir"])
+            .arg(&self.data)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    /// Runs kubectl against the cloud; it must succeed. Returns stdout.
+    pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let mut child = Command::new("kubectl")
+            .env("KUBECONFIG", self.data.join("kubeconfig.yaml"))
+            .env("HOME", &self.home)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl is on the machines");
+        if let Some(input) = stdin {
+            child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        }
+        drop(child.stdin.take());
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        serde_json::from_str(&self.kubectl(&all, None)).unwrap()
+    }
+
+    pub fn node_ready(&self, node: &str) -> Option<String> {
+        let out = Command::new("kubectl")
+            .env("KUBECONFIG", self.data.join("kubeconfig.yaml"))
+            .env("HOME", &self.home)
+            .args(["get", "node", node, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"])
+            .output()
+            .unwrap();
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned()).filter(|s| !s.is_empty())
+    }
+}
+
+impl Drop for Cloud {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- cloud log ---\n{}", std::fs::read_to_string(&self.log).unwrap_or_default());
+        }
+    }
+}
+
+pub struct Edge {
+    /// Run pods (edged); off by default, where only the store matters.
+    pub edged: bool,
+    pub child: Option<Child>,
+    pub dir: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Edge {
+    pub fn config(&self) -> PathBuf {
+        self.dir.join("edge.yaml")
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.dir.join("data/edgecore.db")
+    }
+
+    /// Writes the configuration: `server` is the WebSocket address (the
+    /// cloud's, or a proxy's); a token only when given.
+    pub fn configure(&self, node: &str, server: &str, join: u16, token: Option<&str>) {
+        self.configure_with(node, server, join, token, "");
+    }
+
+    /// As `configure`, with more `edgeHub` keys (lines indented 4 spaces).
+    pub fn configure_with(&self, node: &str, server: &str, join: u16, token: Option<&str>, hub_extra: &str) {
+        let token = token.map(|t| format!("    token: {t}\n")).unwrap_or_default();
+        let yaml = format!(
+            "apiVersion: edgecore.config.kubeedge.io/v1alpha2\nkind: EdgeCore\ndataDir: {data}\nmodules:\n  edged: {{enable: {edged}, hostnameOverride: {node}, nodeLeaseDurationSeconds: 4, restartBackoff: {{base: 0.2, cap: 1}}}}\n  edgeHub:\n    heartbeat: 1\n    httpServer: https://127.0.0.1:{join}\n{token}    websocket: {{enable: true, server: '{server}'}}\n    reconnect: {{base: 0.1, cap: 0.5}}\n{hub_extra}",
+            data = self.dir.join("data").display(),
+            edged = self.edged,
+        );
+        std::fs::write(self.config(), yaml).unwrap();
+    }
+
+    pub fn new(dir: &Path) -> Edge {
+        let dir = dir.join("edge");
+        std::fs::create_dir_all(&dir).unwrap();
+        Edge { edged: false, child: None, log: dir.join("edge.log"), dir }
+    }
+
+    pub fn start(&mut self, env: &[(&str, &str)]) {
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_edgehive"));
+        cmd.args(["edge", "--config"])
+            .arg(self.config())
+            .env("EDGEHIVE_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(out));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        self.child = Some(cmd.spawn().unwrap());
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// The edge's `meta` table: key → (resourceVersion, value).
+    pub fn rows(&self) -> BTreeMap<String, (String, serde_json::Value)> {
+        let Ok(conn) = rusqlite::Connection::open_with_flags(self.db(), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        else {
+            return BTreeMap::new();
+        };
+        let Ok(mut stmt) = conn.prepare("SELECT key, value FROM meta") else { return BTreeMap::new() };
+        stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|(k, v)| {
+                let v: serde_json::Value = serde_json::from_str(&v).unwrap_or_default();
+                let rv = v.pointer("/metadata/resourceVersion").and_then(|r| r.as_str()).unwrap_or_default().to_owned();
+                (k, (rv, v))
+            })
+            .collect()
+    }
+
+    /// The edge's log, without terminal colours.
+    pub fn log_text(&self) -> String {
+        let raw = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let mut out = String::with_capacity(raw.len());
+        let mut chars = raw.chars();
+        while let Some(c) = chars.next() {
+            if c == '\x1b' {
+                for c in chars.by_ref() {
+                    if c == 'm' {
+                        break;
+                    }
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+}
+
+impl Edge {
+    /// Kills the container process groups the edge recorded (`*.pid` under
+    /// its pod directories): a killed edge leaves its containers running.
+    pub fn kill_containers(&self) {
+        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+            for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if p.extension().is_some_and(|x| x == "pid") {
+                    out.push(p);
+                }
+            }
+        }
+        let mut files = Vec::new();
+        walk(&self.dir.join("data/pods"), &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap_or_default();
+            if let Some(pid) = text.split_whitespace().next() {
+                let _ =
+                    Command::new("kill").args(["-s", "KILL", "--", &format!("-{pid}")]).stderr(Stdio::null()).status();
+            }
+        }
+    }
+}
+
+impl Drop for Edge {
+    fn drop(&mut self) {
+        self.kill();
+        self.kill_containers();
+        if std::thread::panicking() {
+            eprintln!("--- edge log ---\n{}", self.log_text());
+        }
+    }
+}
+
+/// A TCP proxy the test owns, on 127.0.0.1: passes bytes both ways, or,
+/// when cut, closes every connection and refuses new ones (a link down).
+pub struct CutProxy {
+    pub port: u16,
+    pub cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    pub generation: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl CutProxy {
+    pub fn start(upstream: u16) -> CutProxy {
+        use std::sync::atomic::Ordering::SeqCst;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let generation = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (c, g) = (cut.clone(), generation.clone());
+        std::thread::spawn(move || {
+            for down in listener.incoming() {
+                let Ok(down) = down else { return };
+                if c.load(SeqCst) {
+                    continue; // dropped: closed at once
+                }
+                let Ok(up) = std::net::TcpStream::connect(("127.0.0.1", upstream)) else { continue };
+                let born = g.load(SeqCst);
+                for (from, to) in [(down.try_clone().unwrap(), up.try_clone().unwrap()), (up, down)] {
+                    let g = g.clone();
+                    std::thread::spawn(move || pump(from, to, &g, born));
+                }
+            }
+        });
+        CutProxy { port, cut, generation }
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn cut(&self, down: bool) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.cut.store(down, SeqCst);
+        if down {
+            self.generation.fetch_add(1, SeqCst);
+        }
+    }
+}
+
+/// Copies bytes until either side closes or the proxy is cut (the
+/// generation moves on), then shuts both sockets.
+fn pump(
+    mut from: std::net::TcpStream,
+    mut to: std::net::TcpStream,
+    generation: &std::sync::atomic::AtomicU64,
+    born: u64,
+) {
+    use std::io::Read as _;
+    use std::sync::atomic::Ordering::SeqCst;
+    from.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let mut buf = [0u8; 16 * 1024];
+    while generation.load(SeqCst) == born {
+        match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+    }
+    let _ = from.shutdown(std::net::Shutdown::Both);
+    let _ = to.shutdown(std::net::Shutdown::Both);
+}
+
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub const OBJECTS: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cfg, namespace: default}
+data: {greeting: hello}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: creds, namespace: default}
+stringData: {password: s3cret}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: default}
+spec:
+  nodeName: NODE
+  containers:
+  - name: c
+    image: busybox
+    env:
+    - name: PASSWORD
+      valueFrom: {secretKeyRef: {name: creds, key: password}}
+    volumeMounts: [{name: cfg, mountPath: /etc/cfg}]
+  volumes: [{name: cfg, configMap: {name: cfg}}]
+"#;
+
+pub fn pod_yaml(name: &str, node: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  nodeName: {node}\n  containers: [{{name: c, image: busybox}}]\n"
+    )
+}
