@@ -14,7 +14,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::{Backend, BackendConfig, WriteError, prefix_end};
+use crate::backend::{Backend, BackendConfig, MergeFn, WriteError, prefix_end};
 use crate::error::{Result, StoreError};
 use crate::object::{Object, encode_for_storage};
 use crate::resources::ResourceDef;
@@ -139,6 +139,16 @@ impl DeleteOutcome {
             DeleteOutcome::Deleted(o) | DeleteOutcome::Pending(o) => o,
         }
     }
+}
+
+/// One read-modify-write of [`Store::merge_many`].
+pub(crate) struct MergeItem {
+    pub(crate) res: &'static ResourceDef,
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+    /// From the current stored bytes to what to do; the bytes it stores are
+    /// the object as stored (see [`encode_for_storage`]).
+    pub(crate) f: MergeFn,
 }
 
 /// How long a read-modify-write keeps retrying on conflicts.
@@ -556,6 +566,25 @@ impl Store {
             Ok(obj.take().or_else(|| cur.to_value().ok()))
         })
         .await
+    }
+
+    /// Read-modify-writes many objects without a read round trip each (the
+    /// backend applies each function to the current bytes): per item, the
+    /// revision written, `None` if it was left as it was. For the store's
+    /// own writers (success points), whose functions keep the objects'
+    /// identity themselves; the API goes through [`Store::update_with`].
+    pub(crate) async fn merge_many(&self, items: Vec<MergeItem>) -> Vec<Result<Option<u64>>> {
+        let mut names = Vec::with_capacity(items.len());
+        let keyed = items
+            .into_iter()
+            .map(|i| {
+                let key = i.res.key(&i.namespace, &i.name);
+                names.push((i.res, i.name));
+                (key, i.f)
+            })
+            .collect();
+        let results = self.inner.backend.merge_many(keyed).await;
+        results.into_iter().zip(names).map(|(r, (res, name))| r.map_err(|e| write_failed(res, &name, e))).collect()
     }
 
     /// Deletes an object, honouring preconditions, finalizers and (for

@@ -2,6 +2,7 @@
 //! etcd, and checks the semantics Kubernetes clients rely on.
 #![allow(clippy::unwrap_used)]
 
+#[macro_use]
 mod common;
 
 use std::collections::BTreeSet;
@@ -18,28 +19,7 @@ use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(20);
 
-macro_rules! conformance {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Kind::Sqlite).await;
-                }
-            )*
-        }
-        mod etcd {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Kind::Etcd).await;
-                }
-            )*
-        }
-    };
-}
-
-conformance!(
+on_both_backends!(
     create_assigns_identity_and_rejects_duplicates,
     generate_name_picks_a_free_name,
     update_is_optimistic,

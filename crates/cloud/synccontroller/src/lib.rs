@@ -26,9 +26,9 @@ use std::time::Duration;
 use edgehive_beehive::{Context, Module, ModuleContext, ModuleFuture};
 use edgehive_model::{Content, Message, Text, op, source};
 use edgehive_store::informer::{Change, inform};
-use edgehive_store::objectsync::{SyncRecord, sync_name, sync_resource};
+use edgehive_store::objectsync::{PointWrite, SyncRecord};
 use edgehive_store::resources::{self, CLUSTER_OBJECT_SYNCS, CONFIGMAPS, NODES, OBJECT_SYNCS, PODS, SECRETS};
-use edgehive_store::{DeleteOptions, Object, Store, StoreError};
+use edgehive_store::{Object, Store, StoreError};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -259,10 +259,17 @@ impl Runner {
             return;
         }
         tracing::info!(node, points = points.len(), "node is gone; removing its success points");
-        for (uid, p) in points {
-            let res = sync_resource(&p.namespace);
-            match self.store.delete(res, &p.namespace, &sync_name(node, &uid), &DeleteOptions::default()).await {
-                Ok(_) | Err(StoreError::NotFound { .. }) => {
+        let removals: Vec<PointWrite> = points
+            .iter()
+            .map(|(uid, p)| PointWrite::Remove {
+                node: node.to_owned(),
+                uid: uid.to_string(),
+                namespace: p.namespace.to_string(),
+            })
+            .collect();
+        for (removed, (uid, _)) in self.store.write_points(&removals).await.into_iter().zip(&points) {
+            match removed {
+                Ok(()) => {
                     self.metrics.node_points_removed.fetch_add(1, Relaxed);
                 }
                 Err(e) => tracing::warn!(node, %uid, error = %e, "remove success point"),

@@ -8,6 +8,7 @@
 //! the [`crate::watch::Hub`] it is given.
 
 pub(crate) mod etcd;
+pub(crate) mod points;
 pub(crate) mod sqlite;
 
 use std::sync::Arc;
@@ -70,6 +71,27 @@ impl From<crate::StoreError> for WriteError {
         WriteError::Failed(e)
     }
 }
+
+/// What a read-modify-write does with a key, given its current bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Merged {
+    /// Store these bytes (create or update).
+    Put(Bytes),
+    /// Remove the key.
+    Delete,
+    /// Leave it as it is (no revision is used).
+    Keep,
+}
+
+/// The function of a read-modify-write: the current bytes (`None`: no such
+/// key) to what to do. It may be called again if another writer got there
+/// first (etcd).
+pub(crate) type MergeFn = Box<dyn Fn(Option<&[u8]>) -> Merged + Send + Sync>;
+
+/// Read-modify-writes of one key retried on conflicts (etcd), at most.
+const MERGE_ATTEMPTS: usize = 16;
+/// etcd read-modify-writes in flight.
+const MERGE_CONCURRENCY: usize = 32;
 
 /// How to open a backend.
 #[derive(Debug, Clone)]
@@ -137,6 +159,43 @@ impl Backend {
     /// returns the deletion's revision and the last value.
     pub(crate) async fn delete(&self, key: &str, expected_rev: Option<u64>) -> Result<(u64, KeyValue), WriteError> {
         dispatch!(self, b => b.delete(key, expected_rev).await)
+    }
+
+    /// Read-modify-writes many keys: per key, the revision written (`None`
+    /// when it was left as it was). SQLite applies them all in one
+    /// transaction of its writer; etcd does each as a get and a
+    /// compare-and-swap, retried on conflicts.
+    pub(crate) async fn merge_many(&self, items: Vec<(String, MergeFn)>) -> Vec<Result<Option<u64>, WriteError>> {
+        match self {
+            Backend::Sqlite(b) => b.merge_many(items).await,
+            Backend::Etcd(_) => {
+                let mut out = Vec::with_capacity(items.len());
+                for chunk in items.chunks(MERGE_CONCURRENCY) {
+                    let merged = chunk.iter().map(|(key, f)| self.merge_one(key, f));
+                    out.extend(futures_util::future::join_all(merged).await);
+                }
+                out
+            }
+        }
+    }
+
+    /// One read-modify-write by compare-and-swap.
+    async fn merge_one(&self, key: &str, f: &MergeFn) -> Result<Option<u64>, WriteError> {
+        for _ in 0..MERGE_ATTEMPTS {
+            let cur = self.get(key).await?;
+            let written = match (f(cur.as_ref().map(|kv| &kv.value[..])), cur) {
+                (Merged::Keep, _) | (Merged::Delete, None) => return Ok(None),
+                (Merged::Put(v), None) => self.create(key, v).await,
+                (Merged::Put(v), Some(c)) => self.update(key, v, c.mod_rev).await,
+                (Merged::Delete, Some(c)) => self.delete(key, Some(c.mod_rev)).await.map(|(rev, _)| rev),
+            };
+            match written {
+                Ok(rev) => return Ok(Some(rev)),
+                Err(WriteError::Exists | WriteError::Missing | WriteError::Stale(_)) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(WriteError::Failed(crate::StoreError::Timeout(format!("{key}: too many conflicting writers"))))
     }
 
     pub(crate) async fn current_rev(&self) -> Result<u64> {

@@ -8,6 +8,30 @@ use edgehive_store::{BackendConfig, Store, StoreConfig};
 use edgehive_testkit::fixtures::{EtcdServer, TempDir};
 use serde_json::{Value, json};
 
+/// Runs each named `async fn(Kind)` of the including file as two tests,
+/// `sqlite::name` and `etcd::name`.
+#[allow(unused_macros)]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Kind::Sqlite).await;
+                }
+            )*
+        }
+        mod etcd {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Kind::Etcd).await;
+                }
+            )*
+        }
+    };
+}
+
 /// Which backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
