@@ -6,6 +6,7 @@
 pub mod arch;
 pub mod fixtures;
 pub mod pki;
+pub mod proxy;
 
 use std::time::Duration;
 
