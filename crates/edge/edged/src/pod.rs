@@ -250,6 +250,7 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
             };
             let sup = Supervisor {
                 index: i,
+                name: name.clone(),
                 spec,
                 policy: policy.clone(),
                 backoff: env.backoff,
@@ -267,6 +268,7 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
 
 struct Supervisor {
     index: usize,
+    name: String,
     spec: ProcessSpec,
     policy: String,
     backoff: Backoff,
@@ -297,6 +299,7 @@ impl Supervisor {
             let exit = match process::start(&self.spec).await {
                 Ok(mut running) => {
                     let pid = running.pid;
+                    tracing::info!(pod = %self.key, container = %self.name, pid, "container running");
                     self.set(|c| {
                         c.state = State::Running { started: started.clone() };
                         c.pid = Some(pid);

@@ -241,78 +241,29 @@ impl Drop for Edge {
     }
 }
 
-/// A TCP proxy the test owns, on 127.0.0.1: passes bytes both ways, or,
-/// when cut, closes every connection and refuses new ones (a link down).
+/// The test's fault-injecting proxy in front of the cloud's WebSocket port,
+/// on its own runtime thread (the tests themselves are synchronous).
 pub struct CutProxy {
-    pub port: u16,
-    pub cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    pub generation: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    proxy: edgehive_testkit::proxy::FaultProxy,
+    _rt: tokio::runtime::Runtime,
 }
 
 impl CutProxy {
     pub fn start(upstream: u16) -> CutProxy {
-        use std::sync::atomic::Ordering::SeqCst;
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let generation = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let (c, g) = (cut.clone(), generation.clone());
-        std::thread::spawn(move || {
-            for down in listener.incoming() {
-                let Ok(down) = down else { return };
-                if c.load(SeqCst) {
-                    continue; // dropped: closed at once
-                }
-                let Ok(up) = std::net::TcpStream::connect(("127.0.0.1", upstream)) else { continue };
-                let born = g.load(SeqCst);
-                for (from, to) in [(down.try_clone().unwrap(), up.try_clone().unwrap()), (up, down)] {
-                    let g = g.clone();
-                    std::thread::spawn(move || pump(from, to, &g, born));
-                }
-            }
-        });
-        CutProxy { port, cut, generation }
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let proxy = rt.block_on(edgehive_testkit::proxy::FaultProxy::start(([127, 0, 0, 1], upstream).into())).unwrap();
+        CutProxy { proxy, _rt: rt }
     }
 
     pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        self.proxy.addr().to_string()
     }
 
+    /// Cuts the link (open connections reset, new ones refused) or heals it.
     pub fn cut(&self, down: bool) {
-        use std::sync::atomic::Ordering::SeqCst;
-        self.cut.store(down, SeqCst);
-        if down {
-            self.generation.fetch_add(1, SeqCst);
-        }
+        use edgehive_testkit::proxy::Fault;
+        self.proxy.set_fault(if down { Fault::Refuse } else { Fault::None });
     }
-}
-
-/// Copies bytes until either side closes or the proxy is cut (the
-/// generation moves on), then shuts both sockets.
-fn pump(
-    mut from: std::net::TcpStream,
-    mut to: std::net::TcpStream,
-    generation: &std::sync::atomic::AtomicU64,
-    born: u64,
-) {
-    use std::io::Read as _;
-    use std::sync::atomic::Ordering::SeqCst;
-    from.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
-    let mut buf = [0u8; 16 * 1024];
-    while generation.load(SeqCst) == born {
-        match from.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
-                    break;
-                }
-            }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-            Err(_) => break,
-        }
-    }
-    let _ = from.shutdown(std::net::Shutdown::Both);
-    let _ = to.shutdown(std::net::Shutdown::Both);
 }
 
 pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Pod figures for BENCHMARKS.md (edged, process runtime), on 127.0.0.1 in a
+# temporary directory:
+#   - end to end: `kubectl create` of one pod -> Running and ready as the API
+#     shows it, 40 pods one after the other (p50/p99);
+#   - on the edge: the pod change received by edged -> its container running
+#     (from edged's JSON log lines "starting pod" and "container running");
+#   - the edge process's RSS with 40 running pods (the pods' own processes
+#     not counted).
+# The cloud is the release build; the edge is the edge-only build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -p edgehive >/dev/null
+cargo build --profile edge -p edgehive --no-default-features --features edge >/dev/null
+bin="$PWD/target/release/edgehive"
+edge_bin="$PWD/target/edge/edgehive"
+dir="$(mktemp -d)"
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    find "$dir/edge/pods" -name '*.pid' 2>/dev/null | while read -r f; do kill -s KILL -- "-$(cut -d' ' -f1 "$f")" 2>/dev/null || true; done
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+api=$(free_port) ws=$(free_port) join=$(free_port)
+export KUBECONFIG="$dir/cloud/kubeconfig.yaml" HOME="$dir"
+"$bin" cloud --data-dir "$dir/cloud" --bind 127.0.0.1:$api --websocket-bind 127.0.0.1:$ws --no-quic --join-bind 127.0.0.1:$join >"$dir/cloud.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 300); do [ -f "$KUBECONFIG" ] && kubectl get ns >/dev/null 2>&1 && break; sleep 0.1; done
+cat >"$dir/edge.yaml" <<YAML
+dataDir: $dir/edge
+modules:
+  edged: {hostnameOverride: edge-1}
+  edgeHub:
+    httpServer: https://127.0.0.1:$join
+    token: $("$bin" token --data-dir "$dir/cloud")
+    websocket: {server: 127.0.0.1:$ws}
+YAML
+"$edge_bin" --log-json edge --config "$dir/edge.yaml" >"$dir/edge.log" 2>&1 &
+edge=$!
+pids+=($edge)
+for _ in $(seq 300); do kubectl get node edge-1 >/dev/null 2>&1 && break; sleep 0.1; done
+kubectl wait --for=condition=Ready node/edge-1 --timeout=60s >/dev/null
+
+now_ms() { date +%s%3N; }
+lat=()
+for i in $(seq 1 40); do
+    t0=$(now_ms)
+    printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: p%d}\nspec:\n  nodeName: edge-1\n  containers: [{name: c, image: busybox, command: [sh, -c, "while true; do sleep 5; done"]}]\n' "$i" | kubectl create -f - >/dev/null
+    until [ "$(kubectl get pod "p$i" -o jsonpath='{.status.containerStatuses[0].ready}')" = true ]; do sleep 0.01; done
+    lat+=($(( $(now_ms) - t0 )))
+done
+sleep 10
+echo "edge_rss_kib_40_running_pods $(awk '/^VmRSS:/ {print $2}' /proc/$edge/status)"
+printf '%s\n' "${lat[@]}" | sort -n | awk '{a[NR]=$1} END {printf "e2e_create_to_running_ms p50=%d p99=%d max=%d (n=%d)\n", a[int(NR*0.5+0.5)], a[int(NR*0.99+0.5)], a[NR], NR}'
+python3 - "$dir/edge.log" <<'PY'
+import json, sys, datetime
+start, run = {}, {}
+for line in open(sys.argv[1]):
+    try: e = json.loads(line)
+    except ValueError: continue
+    f = e.get("fields", {}); msg = f.get("message"); pod = f.get("pod")
+    t = datetime.datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")).timestamp()
+    if msg == "starting pod": start.setdefault(pod, t)
+    if msg == "container running": run.setdefault(pod, t)
+d = sorted((run[p] - start[p]) * 1000 for p in start if p in run)
+if d:
+    print("edge_received_to_running_ms p50=%.2f p99=%.2f max=%.2f (n=%d)" % (d[int(len(d)*0.5)], d[min(len(d)-1, int(len(d)*0.99))], d[-1], len(d)))
+PY
