@@ -81,10 +81,15 @@ fn an_edge_killed_before_its_commit_gets_the_change_again_and_stores_it_once() {
     };
     assert!(!status.success());
     assert!(!edge.rows().contains_key("default/pod/p"), "nothing was committed");
-    let uid = cloud.json(&["get", "pod", "p"]).pointer("/metadata/uid").unwrap().as_str().unwrap().to_owned();
+    let pod = cloud.json(&["get", "pod", "p"]);
+    let uid = pod.pointer("/metadata/uid").unwrap().as_str().unwrap().to_owned();
+    let rv = pod.pointer("/metadata/resourceVersion").unwrap().as_str().unwrap().to_owned();
+    // The success point: provisional ("0") until the ACK, the pod's version after.
     let synced = |cloud: &Cloud| {
         let list = cloud.json(&["get", "objectsyncs", "-n", "default"]);
-        list["items"].as_array().unwrap().iter().any(|o| o["metadata"]["name"] == format!("edge-c.{uid}"))
+        list["items"].as_array().unwrap().iter().any(|o| {
+            o["metadata"]["name"] == format!("edge-c.{uid}") && o["status"]["objectResourceVersion"] == rv.as_str()
+        })
     };
     assert!(!synced(&cloud), "no success point without an ACK");
 

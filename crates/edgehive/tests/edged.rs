@@ -129,3 +129,18 @@ fn keeper_processes() -> Vec<u32> {
     }
     out
 }
+
+#[test]
+fn env_comes_from_configmaps_and_secrets() {
+    let dir = TempDir::new("edged-env");
+    let cloud = Cloud::start(dir.path(), &[]);
+    let edge = start(&dir, &cloud, &format!("127.0.0.1:{}", cloud.ws), "edge-e");
+    let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: default}\ndata: {greeting: hello}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: default}\nstringData: {password: s3cret}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: envy, namespace: default}\nspec:\n  nodeName: edge-e\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'echo \"$GREETING/$SECRET_password/$ME\"; sleep 600']\n    env:\n    - name: GREETING\n      valueFrom: {configMapKeyRef: {name: cfg, key: greeting}}\n    - name: ME\n      valueFrom: {fieldRef: {fieldPath: metadata.name}}\n    envFrom:\n    - prefix: SECRET_\n      secretRef: {name: creds}\n";
+    cloud.kubectl(&["apply", "-f", "-"], Some(yaml));
+    wait_until("envy is Running", || field(&cloud, "envy", ".status.phase") == "Running");
+    let uid = field(&cloud, "envy", ".metadata.uid");
+    let log = edge.dir.join("data/pods").join(uid).join("logs/main.log");
+    wait_until("the log shows the environment", || {
+        std::fs::read_to_string(&log).unwrap_or_default().contains("hello/s3cret/envy")
+    });
+}

@@ -164,6 +164,16 @@ impl Session {
             Key::Object(uid) => self.shared.points.get(&self.node, uid),
             Key::Message(_) => None,
         };
+        // The node may store this object even if its ACK is lost (the link
+        // breaks after the commit). A provisional point at version 0, as
+        // KubeEdge creates its ObjectSync at enqueue time, lets SyncController
+        // send the delete should the object go while the node is away.
+        if acked.is_none()
+            && !delete
+            && let Some(p) = &point
+        {
+            self.shared.points.record(&self.node, p, 0);
+        }
         match pool.offer(Delivery { key, rv, delete, msg: m, point }, acked) {
             Offer::Queued => {
                 metrics.queued.fetch_add(1, Relaxed);

@@ -249,6 +249,34 @@ async fn deletions_and_replacements_while_offline_reach_the_node() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_stored_without_its_ack_and_deleted_meanwhile_is_deleted_at_the_edge() {
+    let cloud = Cloud::start(fast_resend()).await;
+    cloud.edge_node("edge-1").await;
+    let edge = Edge::connect(&cloud, "edge-1").await;
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    // The edge stores the pod but its ACK never arrives (the link breaks
+    // right after the commit).
+    edge.hold_acks.store(true, Ordering::SeqCst);
+    let pod = cloud.pod("ghost", "edge-1", None).await;
+    eventually("stored at the edge", WAIT, || edge.has("default/pod/ghost").is_some()).await;
+    let db = edge.disconnect().await;
+    eventually("disconnected", WAIT, || cloud.hub.connected_nodes().is_empty()).await;
+    // Away: the pod is deleted for good.
+    let force = edgehive_store::DeleteOptions { grace_period_seconds: Some(0), ..Default::default() };
+    cloud.store.delete(&edgehive_store::resources::PODS, "default", "ghost", &force).await.unwrap();
+    // Back: the cloud knew the node might have it, and deletes it there.
+    let edge = Edge::connect_with(&cloud, "edge-1", db).await;
+    eventually("the ghost is deleted at the edge", WAIT, || edge.has("default/pod/ghost").is_none()).await;
+    let uid = pod.uid().unwrap().to_owned();
+    eventually_async("its point removed", WAIT, || {
+        let (cloud, uid) = (&cloud, uid.clone());
+        async move { cloud.object_sync_rv("edge-1", &uid).await.is_none() }
+    })
+    .await;
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_node_loses_its_success_points() {
     let cloud = Cloud::start(fast_resend()).await;
     cloud.edge_node("edge-1").await;

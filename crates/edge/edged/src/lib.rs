@@ -226,11 +226,51 @@ impl Edge {
             backoff: self.cfg.backoff,
             node: self.cfg.node_name.clone(),
             pod_ip: self.cfg.node_ip.clone(),
+            sources: self.sources(&pod).await,
         };
         tracing::info!(pod = %key, uid = %uid, "starting pod");
         let handle = pod::run(&pod, env, self.changed_tx.clone());
         self.pods.insert(key.clone(), Running { handle, pod });
         self.dirty.insert(key);
+    }
+
+    /// The configmaps and secrets the pod's environment uses, from
+    /// MetaManager (the cloud's answer while connected, the store's
+    /// otherwise).
+    async fn sources(&self, pod: &Value) -> pod::Sources {
+        let ns = ns_of(pod);
+        let mut out = pod::Sources::new();
+        for (kind, name) in pod::env_sources(pod) {
+            let q = Message::new().with_route(MODULE, group::META, format!("{ns}/{kind}/{name}"), op::QUERY);
+            let Ok(r) = self.ctx.send_sync(METAMANAGER, q, Duration::from_secs(10)).await else {
+                tracing::warn!(pod = %pod_key(pod), kind, name = %name, "could not read an env source");
+                continue;
+            };
+            // A remote answer is the object; a local one a list of stored values.
+            let v = r.content.to_value();
+            let obj = match &v {
+                Value::Array(items) => items.first().and_then(Value::as_str).and_then(|s| serde_json::from_str(s).ok()),
+                Value::Object(o) if o.contains_key("data") || o.contains_key("metadata") => Some(v.clone()),
+                _ => None,
+            };
+            let Some(obj) = obj else { continue };
+            let mut data = std::collections::BTreeMap::new();
+            for (k, val) in obj["data"].as_object().into_iter().flatten() {
+                let Some(text) = val.as_str() else { continue };
+                let text = if kind == "secret" {
+                    use base64::Engine as _;
+                    match base64::engine::general_purpose::STANDARD.decode(text) {
+                        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                        Err(_) => continue,
+                    }
+                } else {
+                    text.to_owned()
+                };
+                data.insert(k.clone(), text);
+            }
+            out.insert((kind, name), data);
+        }
+        out
     }
 
     async fn delete_gracefully(&mut self, key: &str, pod: &Value) {

@@ -2,6 +2,7 @@
 //! pod's `restartPolicy` with exponential back-off, stop with the grace
 //! period), and the pod's status built from their states.
 
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -150,6 +151,7 @@ pub(crate) struct PodEnv {
     pub(crate) backoff: Backoff,
     pub(crate) node: String,
     pub(crate) pod_ip: String,
+    pub(crate) sources: Sources,
 }
 
 /// A running pod: its state and how to stop it.
@@ -173,13 +175,70 @@ impl PodHandle {
     }
 }
 
-fn env_of(container: &Value, pod: &Value, pod_ip: &str, node: &str) -> Vec<(String, String)> {
+/// The data of the configmaps and secrets a pod's environment uses, by
+/// (`configmap` | `secret`, name); secret values already decoded.
+pub(crate) type Sources = HashMap<(&'static str, String), BTreeMap<String, String>>;
+
+/// The configmaps and secrets a pod's containers take environment from.
+pub(crate) fn env_sources(pod: &Value) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    for c in pod["spec"]["containers"].as_array().into_iter().flatten() {
+        for f in c["envFrom"].as_array().into_iter().flatten() {
+            if let Some(n) = f.pointer("/configMapRef/name").and_then(Value::as_str) {
+                out.push(("configmap", n.to_owned()));
+            }
+            if let Some(n) = f.pointer("/secretRef/name").and_then(Value::as_str) {
+                out.push(("secret", n.to_owned()));
+            }
+        }
+        for e in c["env"].as_array().into_iter().flatten() {
+            if let Some(n) = e.pointer("/valueFrom/configMapKeyRef/name").and_then(Value::as_str) {
+                out.push(("configmap", n.to_owned()));
+            }
+            if let Some(n) = e.pointer("/valueFrom/secretKeyRef/name").and_then(Value::as_str) {
+                out.push(("secret", n.to_owned()));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn env_of(container: &Value, pod: &Value, pod_ip: &str, node: &str, sources: &Sources) -> Vec<(String, String)> {
     let meta = &pod["metadata"];
     let mut env = vec![("HOSTNAME".to_owned(), meta["name"].as_str().unwrap_or_default().to_owned())];
+    // envFrom first; `env` entries override them, as kubelet does.
+    for f in container["envFrom"].as_array().into_iter().flatten() {
+        let prefix = f["prefix"].as_str().unwrap_or_default();
+        for (kind, field) in [("configmap", "configMapRef"), ("secret", "secretRef")] {
+            let Some(name) = f[field]["name"].as_str() else { continue };
+            match sources.get(&(kind, name.to_owned())) {
+                Some(data) => env.extend(data.iter().map(|(k, v)| (format!("{prefix}{k}"), v.clone()))),
+                None if f[field]["optional"].as_bool() == Some(true) => {}
+                None => tracing::warn!(pod = ?meta["name"], source = name, kind, "envFrom source not found; skipped"),
+            }
+        }
+    }
     for e in container["env"].as_array().into_iter().flatten() {
         let Some(name) = e["name"].as_str() else { continue };
+        let from_source = |kind: &'static str, field: &str| -> Option<Option<String>> {
+            let r = e.pointer(&format!("/valueFrom/{field}"))?;
+            let value = sources
+                .get(&(kind, r["name"].as_str().unwrap_or_default().to_owned()))
+                .and_then(|d| d.get(r["key"].as_str().unwrap_or_default()))
+                .cloned();
+            if value.is_none() && r["optional"].as_bool() != Some(true) {
+                tracing::warn!(pod = ?meta["name"], env = name, kind, "referenced key not found; left unset");
+            }
+            Some(value)
+        };
         let value = if let Some(v) = e["value"].as_str() {
             Some(v.to_owned())
+        } else if let Some(v) = from_source("configmap", "configMapKeyRef") {
+            v
+        } else if let Some(v) = from_source("secret", "secretKeyRef") {
+            v
         } else if let Some(path) = e.pointer("/valueFrom/fieldRef/fieldPath").and_then(Value::as_str) {
             match path {
                 "metadata.name" => meta["name"].as_str().map(str::to_owned),
@@ -193,10 +252,14 @@ fn env_of(container: &Value, pod: &Value, pod_ip: &str, node: &str) -> Vec<(Stri
             None
         };
         match value {
-            Some(v) => env.push((name.to_owned(), v)),
-            None => {
-                tracing::warn!(pod = ?meta["name"], env = name, "env source not supported by the process runtime yet; left unset")
+            Some(v) => {
+                env.retain(|(k, _)| k != name);
+                env.push((name.to_owned(), v));
             }
+            None if e.get("valueFrom").is_some_and(|v| v.get("fieldRef").is_some()) => {
+                tracing::warn!(pod = ?meta["name"], env = name, "fieldRef not supported; left unset")
+            }
+            None => {}
         }
     }
     env
@@ -244,7 +307,7 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
                 .collect();
             let spec = ProcessSpec {
                 argv,
-                env: env_of(c, pod, &env.pod_ip, &env.node),
+                env: env_of(c, pod, &env.pod_ip, &env.node, &env.sources),
                 workdir: env.dir.join("containers").join(&name),
                 log: env.dir.join("logs").join(format!("{name}.log")),
             };
