@@ -144,3 +144,28 @@ fn env_comes_from_configmaps_and_secrets() {
         std::fs::read_to_string(&log).unwrap_or_default().contains("hello/s3cret/envy")
     });
 }
+
+#[test]
+fn probes_restart_on_liveness_failure_and_gate_readiness() {
+    let dir = TempDir::new("edged-probes");
+    let cloud = Cloud::start(dir.path(), &[]);
+    let _edge = start(&dir, &cloud, &format!("127.0.0.1:{}", cloud.ws), "edge-q");
+    // Healthy for two seconds, then its liveness file goes: restarted.
+    // Ready only while the file `ready` exists in its working directory.
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: probed, namespace: default}\nspec:\n  nodeName: edge-q\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'touch alive; sleep 2; rm -f alive; sleep 600']\n    livenessProbe: {exec: {command: [test, -f, alive]}, periodSeconds: 1, failureThreshold: 1}\n  - name: gated\n    image: busybox\n    command: [sh, -c, 'sleep 600']\n    readinessProbe: {exec: {command: [test, -f, ready]}, periodSeconds: 1}\n";
+    cloud.kubectl(&["apply", "-f", "-"], Some(yaml));
+    wait_until("probed is Running", || field(&cloud, "probed", ".status.phase") == "Running");
+    // The readiness probe fails: the pod is not Ready.
+    let ready = |i: usize| field(&cloud, "probed", &format!(".status.containerStatuses[{i}].ready"));
+    assert_eq!(ready(1), "false");
+    assert!(cloud.kubectl(&["get", "pod", "probed", "--no-headers"], None).contains("/2"));
+    // The liveness probe fails after two seconds: the container restarts.
+    wait_until("a liveness restart", || {
+        field(&cloud, "probed", ".status.containerStatuses[0].restartCount").parse::<u32>().unwrap_or(0) >= 1
+    });
+    // Making `gated` ready flips its readiness.
+    let uid = field(&cloud, "probed", ".metadata.uid");
+    let workdir = _edge.dir.join("data/pods").join(uid).join("containers/gated");
+    std::fs::write(workdir.join("ready"), b"").unwrap();
+    wait_until("gated is ready", || ready(1) == "true");
+}

@@ -14,6 +14,7 @@
 //! through MetaManager.
 
 pub mod pod;
+pub mod probe;
 pub mod process;
 
 use std::collections::{HashMap, HashSet};

@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::probe::Probe;
 use crate::process::{self, Exit, ProcessSpec};
 
 /// Restart back-off: kubelet's 10 s doubling to 5 min, reset after a
@@ -46,6 +47,15 @@ pub(crate) struct ContainerStatus {
     last: Option<State>,
     restarts: u32,
     pid: Option<u32>,
+    /// The readiness probe's verdict (`None`: no readiness probe, ready
+    /// while running).
+    ready: Option<bool>,
+}
+
+impl ContainerStatus {
+    fn is_ready(&self) -> bool {
+        matches!(self.state, State::Running { .. }) && self.ready.unwrap_or(true)
+    }
 }
 
 /// What the pod's containers are doing, shared with the edged loop.
@@ -98,18 +108,13 @@ impl PodState {
 
     /// The pod's `status` for the cloud.
     pub(crate) fn status(&self, pod_ip: &str) -> Value {
-        let ready =
-            !self.containers.is_empty() && self.containers.iter().all(|c| matches!(c.state, State::Running { .. }));
+        let ready = !self.containers.is_empty() && self.containers.iter().all(ContainerStatus::is_ready);
         let t = now();
         let cond = |ty: &str, ok: bool| {
             let mut c = json!({"type": ty, "status": if ok { "True" } else { "False" }, "lastProbeTime": null, "lastTransitionTime": t});
             if !ok && (ty == "Ready" || ty == "ContainersReady") {
-                let waiting: Vec<&str> = self
-                    .containers
-                    .iter()
-                    .filter(|c| !matches!(c.state, State::Running { .. }))
-                    .map(|c| c.name.as_str())
-                    .collect();
+                let waiting: Vec<&str> =
+                    self.containers.iter().filter(|c| !c.is_ready()).map(|c| c.name.as_str()).collect();
                 c["reason"] = json!("ContainersNotReady");
                 c["message"] = json!(format!("containers with unready status: [{}]", waiting.join(" ")));
             }
@@ -123,7 +128,7 @@ impl PodState {
                     "name": c.name, "image": c.image, "imageID": "",
                     "state": state_json(&c.state),
                     "lastState": c.last.as_ref().map_or(json!({}), state_json),
-                    "ready": matches!(c.state, State::Running { .. }),
+                    "ready": c.is_ready(),
                     "started": matches!(c.state, State::Running { .. }),
                     "restartCount": c.restarts,
                 });
@@ -285,6 +290,7 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
                 last: None,
                 restarts: 0,
                 pid: None,
+                ready: None,
             })
             .collect(),
         start_time: now(),
@@ -314,6 +320,9 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
             let sup = Supervisor {
                 index: i,
                 name: name.clone(),
+                startup: Probe::parse(&c["startupProbe"]),
+                liveness: Probe::parse(&c["livenessProbe"]),
+                readiness: Probe::parse(&c["readinessProbe"]),
                 spec,
                 policy: policy.clone(),
                 backoff: env.backoff,
@@ -332,6 +341,9 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
 struct Supervisor {
     index: usize,
     name: String,
+    startup: Option<Probe>,
+    liveness: Option<Probe>,
+    readiness: Option<Probe>,
     spec: ProcessSpec,
     policy: String,
     backoff: Backoff,
@@ -342,7 +354,16 @@ struct Supervisor {
     grace: Arc<Mutex<Duration>>,
 }
 
-impl Supervisor {
+/// Changes one container's status and flags its pod for a report.
+#[derive(Clone)]
+struct Reporter {
+    state: Arc<Mutex<PodState>>,
+    index: usize,
+    changed: mpsc::Sender<String>,
+    key: String,
+}
+
+impl Reporter {
     fn set(&self, f: impl FnOnce(&mut ContainerStatus)) {
         {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -352,6 +373,92 @@ impl Supervisor {
         }
         // Full: a report is pending already and will carry this state.
         let _ = self.changed.try_send(self.key.clone());
+    }
+}
+
+/// Checks `p` every period until it has passed `successThreshold` times in
+/// a row (`true`, when `until_pass`) or failed `failureThreshold` times in a
+/// row (`false`).
+async fn settle(p: &Probe, workdir: &PathBuf, env: &[(String, String)], until_pass: bool) -> bool {
+    let (mut passes, mut fails) = (0, 0);
+    loop {
+        if p.check(workdir, env).await {
+            passes += 1;
+            fails = 0;
+        } else {
+            fails += 1;
+            passes = 0;
+        }
+        if until_pass && passes >= p.success_threshold {
+            return true;
+        }
+        if fails >= p.failure_threshold {
+            return false;
+        }
+        tokio::time::sleep(p.period).await;
+    }
+}
+
+impl Supervisor {
+    fn reporter(&self) -> Reporter {
+        Reporter {
+            state: Arc::clone(&self.state),
+            index: self.index,
+            changed: self.changed.clone(),
+            key: self.key.clone(),
+        }
+    }
+
+    fn set(&self, f: impl FnOnce(&mut ContainerStatus)) {
+        self.reporter().set(f);
+    }
+
+    /// The container's probes for one run of it: a failed startup or
+    /// liveness probe notifies `kill`; readiness sets the ready flag.
+    fn probes(&self, kill: Arc<tokio::sync::Notify>) -> Option<tokio::task::JoinHandle<()>> {
+        if self.startup.is_none() && self.liveness.is_none() && self.readiness.is_none() {
+            return None;
+        }
+        let (startup, liveness, readiness) = (self.startup.clone(), self.liveness.clone(), self.readiness.clone());
+        let (workdir, env, report, key) =
+            (self.spec.workdir.clone(), self.spec.env.clone(), self.reporter(), self.key.clone());
+        if readiness.is_some() {
+            report.set(|c| c.ready = Some(false));
+        }
+        Some(tokio::spawn(async move {
+            if let Some(p) = &startup {
+                tokio::time::sleep(p.initial_delay).await;
+                if !settle(p, &workdir, &env, true).await {
+                    tracing::info!(pod = %key, "startup probe failed; restarting the container");
+                    kill.notify_one();
+                    return;
+                }
+            }
+            let live = async {
+                if let Some(p) = &liveness {
+                    tokio::time::sleep(p.initial_delay).await;
+                    if !settle(p, &workdir, &env, false).await {
+                        tracing::info!(pod = %key, "liveness probe failed; restarting the container");
+                        kill.notify_one();
+                    }
+                }
+            };
+            let ready = async {
+                let Some(p) = &readiness else { return };
+                tokio::time::sleep(p.initial_delay).await;
+                loop {
+                    // Ready after successThreshold passes in a row, unready
+                    // again after failureThreshold failures in a row.
+                    if settle(p, &workdir, &env, true).await {
+                        report.set(|c| c.ready = Some(true));
+                        settle(p, &workdir, &env, false).await;
+                        report.set(|c| c.ready = Some(false));
+                    }
+                    tokio::time::sleep(p.period).await;
+                }
+            };
+            tokio::join!(live, ready);
+        }))
     }
 
     async fn run(self) {
@@ -367,15 +474,27 @@ impl Supervisor {
                         c.state = State::Running { started: started.clone() };
                         c.pid = Some(pid);
                     });
-                    tokio::select! {
-                        exit = running.wait() => Ok(exit),
+                    let kill = Arc::new(tokio::sync::Notify::new());
+                    let probing = self.probes(Arc::clone(&kill));
+                    let grace = *self.grace.lock().unwrap_or_else(|p| p.into_inner());
+                    let exit = tokio::select! {
+                        exit = running.wait() => exit,
+                        () = kill.notified() => running.stop(grace).await,
                         () = self.stop.cancelled() => {
+                            if let Some(t) = probing {
+                                t.abort();
+                            }
                             let grace = *self.grace.lock().unwrap_or_else(|p| p.into_inner());
                             let exit = running.stop(grace).await;
                             self.terminated(exit, &started);
                             return;
                         }
+                    };
+                    if let Some(t) = probing {
+                        t.abort();
                     }
+                    self.set(|c| c.ready = None);
+                    Ok(exit)
                 }
                 Err(e) => Err(e),
             };
@@ -458,6 +577,7 @@ mod tests {
                     last: None,
                     restarts: 0,
                     pid: None,
+                    ready: None,
                 })
                 .collect(),
             start_time: now(),
