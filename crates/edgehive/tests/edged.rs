@@ -169,3 +169,26 @@ fn probes_restart_on_liveness_failure_and_gate_readiness() {
     std::fs::write(workdir.join("ready"), b"").unwrap();
     wait_until("gated is ready", || ready(1) == "true");
 }
+
+#[test]
+fn configmap_and_secret_volumes_are_files_that_follow_their_objects() {
+    let dir = TempDir::new("edged-volumes");
+    let cloud = Cloud::start(dir.path(), &[]);
+    let edge = start(&dir, &cloud, &format!("127.0.0.1:{}", cloud.ws), "edge-v");
+    let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: default}\ndata: {greeting: hello}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: default}\nstringData: {password: s3cret}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: vols, namespace: default}\nspec:\n  nodeName: edge-v\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'while true; do echo \"$(cat etc/cfg/greeting)\"; sleep 0.2; done']\n    volumeMounts:\n    - {name: cfg, mountPath: /etc/cfg}\n    - {name: creds, mountPath: /run/creds}\n    - {name: scratch, mountPath: /tmp/scratch}\n  volumes:\n  - name: cfg\n    configMap: {name: cfg}\n  - name: creds\n    secret: {secretName: creds, defaultMode: 256}\n  - name: scratch\n    emptyDir: {}\n";
+    cloud.kubectl(&["apply", "-f", "-"], Some(yaml));
+    wait_until("vols is Running", || field(&cloud, "vols", ".status.phase") == "Running");
+    let uid = field(&cloud, "vols", ".metadata.uid");
+    let pod_dir = edge.dir.join("data/pods").join(uid);
+    let log = pod_dir.join("logs/main.log");
+    wait_until("the configmap file is read", || std::fs::read_to_string(&log).unwrap_or_default().contains("hello"));
+    // The secret's file, decoded, with the mode asked for (0400).
+    let secret = pod_dir.join("containers/main/run/creds/password");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "s3cret");
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777, 0o400);
+    assert!(pod_dir.join("containers/main/tmp/scratch").is_dir());
+    // The configmap changes: the running container sees the new file.
+    cloud.kubectl(&["patch", "configmap", "cfg", "-p", r#"{"data":{"greeting":"changed"}}"#], None);
+    wait_until("the update reaches the file", || std::fs::read_to_string(&log).unwrap_or_default().contains("changed"));
+}

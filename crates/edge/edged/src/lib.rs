@@ -16,6 +16,7 @@
 pub mod pod;
 pub mod probe;
 pub mod process;
+mod volume;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -177,6 +178,12 @@ impl Edge {
 
     async fn on_message(&mut self, m: Message) {
         let Ok(path) = ResourcePath::parse_wire(&m.route.resource) else { return };
+        if matches!(path.resource_type.as_str(), rt::CONFIGMAP | rt::SECRET)
+            && matches!(m.route.operation.as_str(), op::INSERT | op::UPDATE)
+        {
+            self.refresh_volumes(&path, &m.content.to_value());
+            return;
+        }
         if path.resource_type != rt::POD {
             return;
         }
@@ -241,7 +248,11 @@ impl Edge {
     async fn sources(&self, pod: &Value) -> pod::Sources {
         let ns = ns_of(pod);
         let mut out = pod::Sources::new();
-        for (kind, name) in pod::env_sources(pod) {
+        let mut wanted = pod::env_sources(pod);
+        wanted.extend(volume::sources(pod));
+        wanted.sort();
+        wanted.dedup();
+        for (kind, name) in wanted {
             let q = Message::new().with_route(MODULE, group::META, format!("{ns}/{kind}/{name}"), op::QUERY);
             let Ok(r) = self.ctx.send_sync(METAMANAGER, q, Duration::from_secs(10)).await else {
                 tracing::warn!(pod = %pod_key(pod), kind, name = %name, "could not read an env source");
@@ -255,23 +266,31 @@ impl Edge {
                 _ => None,
             };
             let Some(obj) = obj else { continue };
-            let mut data = std::collections::BTreeMap::new();
-            for (k, val) in obj["data"].as_object().into_iter().flatten() {
-                let Some(text) = val.as_str() else { continue };
-                let text = if kind == "secret" {
-                    use base64::Engine as _;
-                    match base64::engine::general_purpose::STANDARD.decode(text) {
-                        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-                        Err(_) => continue,
-                    }
-                } else {
-                    text.to_owned()
-                };
-                data.insert(k.clone(), text);
-            }
-            out.insert((kind, name), data);
+            out.insert((kind, name), volume::object_data(kind, &obj));
         }
         out
+    }
+
+    /// Rewrites the configMap/secret volumes of running pods that use the
+    /// object that changed.
+    fn refresh_volumes(&self, path: &ResourcePath, obj: &Value) {
+        let kind: &'static str = if path.resource_type == rt::CONFIGMAP { "configmap" } else { "secret" };
+        let (ns, name) = (path.namespace.as_deref().unwrap_or("default"), path.name.as_deref().unwrap_or_default());
+        let data = volume::object_data(kind, obj);
+        for r in self.pods.values().filter(|r| ns_of(&r.pod) == ns) {
+            for v in r.pod["spec"]["volumes"].as_array().into_iter().flatten() {
+                let source = match kind {
+                    "configmap" => v.get("configMap").filter(|s| s["name"] == name),
+                    _ => v.get("secret").filter(|s| s["secretName"] == name),
+                };
+                let Some(source) = source else { continue };
+                let dir = self.cfg.root.join("pods").join(&r.handle.uid);
+                match volume::write_object_volume(&dir, v, source, &data) {
+                    Ok(()) => tracing::info!(pod = %pod_key(&r.pod), volume = ?v["name"], "volume updated"),
+                    Err(e) => tracing::warn!(pod = %pod_key(&r.pod), error = %e, "volume update failed"),
+                }
+            }
+        }
     }
 
     async fn delete_gracefully(&mut self, key: &str, pod: &Value) {

@@ -2,7 +2,7 @@
 //! pod's `restartPolicy` with exponential back-off, stop with the grace
 //! period), and the pod's status built from their states.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -182,7 +182,7 @@ impl PodHandle {
 
 /// The data of the configmaps and secrets a pod's environment uses, by
 /// (`configmap` | `secret`, name); secret values already decoded.
-pub(crate) type Sources = HashMap<(&'static str, String), BTreeMap<String, String>>;
+pub(crate) type Sources = BTreeMap<(&'static str, String), crate::volume::Data>;
 
 /// The configmaps and secrets a pod's containers take environment from.
 pub(crate) fn env_sources(pod: &Value) -> Vec<(&'static str, String)> {
@@ -219,7 +219,9 @@ fn env_of(container: &Value, pod: &Value, pod_ip: &str, node: &str, sources: &So
         for (kind, field) in [("configmap", "configMapRef"), ("secret", "secretRef")] {
             let Some(name) = f[field]["name"].as_str() else { continue };
             match sources.get(&(kind, name.to_owned())) {
-                Some(data) => env.extend(data.iter().map(|(k, v)| (format!("{prefix}{k}"), v.clone()))),
+                Some(data) => env.extend(
+                    data.iter().map(|(k, v)| (format!("{prefix}{k}"), String::from_utf8_lossy(v).into_owned())),
+                ),
                 None if f[field]["optional"].as_bool() == Some(true) => {}
                 None => tracing::warn!(pod = ?meta["name"], source = name, kind, "envFrom source not found; skipped"),
             }
@@ -232,7 +234,7 @@ fn env_of(container: &Value, pod: &Value, pod_ip: &str, node: &str, sources: &So
             let value = sources
                 .get(&(kind, r["name"].as_str().unwrap_or_default().to_owned()))
                 .and_then(|d| d.get(r["key"].as_str().unwrap_or_default()))
-                .cloned();
+                .map(|b| String::from_utf8_lossy(b).into_owned());
             if value.is_none() && r["optional"].as_bool() != Some(true) {
                 tracing::warn!(pod = ?meta["name"], env = name, kind, "referenced key not found; left unset");
             }
@@ -296,6 +298,7 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
         start_time: now(),
         restart_policy: policy.clone(),
     }));
+    crate::volume::prepare(pod, &env.dir, &env.sources);
     let stop = CancellationToken::new();
     let grace = Arc::new(Mutex::new(Duration::from_secs(30)));
     let tasks = containers
@@ -311,10 +314,14 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
                 .filter_map(Value::as_str)
                 .map(str::to_owned)
                 .collect();
+            let workdir = env.dir.join("containers").join(&name);
+            if std::fs::create_dir_all(&workdir).is_ok() {
+                crate::volume::mount(pod, c, &env.dir, &workdir);
+            }
             let spec = ProcessSpec {
                 argv,
                 env: env_of(c, pod, &env.pod_ip, &env.node, &env.sources),
-                workdir: env.dir.join("containers").join(&name),
+                workdir: workdir.clone(),
                 log: env.dir.join("logs").join(format!("{name}.log")),
             };
             let sup = Supervisor {
