@@ -173,6 +173,9 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
     agent_cfg.lease_duration = cfg.lease_duration;
     agent_cfg.lease_interval = cfg.lease_duration / 4;
     agent_cfg.status_interval = cfg.status_report;
+    if cfg.edged {
+        agent_cfg.runtime_version = edgehive_edged::RUNTIME_VERSION.to_owned();
+    }
     let agent = Arc::new(NodeAgent::new(agent_cfg));
 
     let mut builder = Beehive::builder();

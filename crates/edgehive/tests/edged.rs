@@ -37,6 +37,9 @@ fn start(dir: &TempDir, cloud: &Cloud, server: &str, node: &str) -> Edge {
     edge.configure(node, server, cloud.join, Some(&cloud.token()));
     edge.start(&[]);
     wait_until("the node is Ready", || cloud.node_ready(node).as_deref() == Some("True"));
+    let runtime =
+        cloud.kubectl(&["get", "node", node, "-o", "jsonpath={.status.nodeInfo.containerRuntimeVersion}"], None);
+    assert!(runtime.starts_with("process://edgehive-"), "{runtime}");
     edge
 }
 

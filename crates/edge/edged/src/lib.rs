@@ -31,6 +31,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use pod::Backoff;
 
+/// The runtime's name and version, as `nodeInfo.containerRuntimeVersion` shows it.
+pub const RUNTIME_VERSION: &str = concat!("process://edgehive-", env!("CARGO_PKG_VERSION"));
+
 /// Edged's module name.
 pub const MODULE: &str = source::EDGED;
 const METAMANAGER: &str = source::METAMANAGER;

@@ -101,6 +101,8 @@ pub struct NodeAgentConfig {
     pub status_interval: Duration,
     /// `nodeInfo.kubeletVersion`.
     pub version: String,
+    /// `nodeInfo.containerRuntimeVersion` (empty while no runtime runs pods).
+    pub runtime_version: String,
 }
 
 impl NodeAgentConfig {
@@ -113,6 +115,7 @@ impl NodeAgentConfig {
             lease_duration: Duration::from_secs(40),
             status_interval: Duration::from_secs(300),
             version: format!("v1.33.0-edgehive-{}", env!("CARGO_PKG_VERSION")),
+            runtime_version: String::new(),
         }
     }
 }
@@ -161,7 +164,7 @@ impl NodeAgentConfig {
             "nodeInfo": {
                 "machineID": h.machine_id, "systemUUID": "", "bootID": "",
                 "kernelVersion": h.kernel, "osImage": h.os_image,
-                "containerRuntimeVersion": "", "kubeletVersion": self.version, "kubeProxyVersion": "",
+                "containerRuntimeVersion": self.runtime_version, "kubeletVersion": self.version, "kubeProxyVersion": "",
                 "operatingSystem": "linux", "architecture": h.arch,
             },
         })
