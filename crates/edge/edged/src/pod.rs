@@ -53,6 +53,19 @@ pub(crate) struct ContainerStatus {
 }
 
 impl ContainerStatus {
+    /// A container not started yet (`ContainerCreating`).
+    fn new(name: String, image: String) -> ContainerStatus {
+        ContainerStatus {
+            name,
+            image,
+            state: State::Waiting { reason: "ContainerCreating".into(), message: String::new() },
+            last: None,
+            restarts: 0,
+            pid: None,
+            ready: None,
+        }
+    }
+
     fn is_ready(&self) -> bool {
         matches!(self.state, State::Running { .. }) && self.ready.unwrap_or(true)
     }
@@ -285,14 +298,11 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
     let state = Arc::new(Mutex::new(PodState {
         containers: containers
             .iter()
-            .map(|c| ContainerStatus {
-                name: c["name"].as_str().unwrap_or_default().to_owned(),
-                image: c["image"].as_str().unwrap_or_default().to_owned(),
-                state: State::Waiting { reason: "ContainerCreating".into(), message: String::new() },
-                last: None,
-                restarts: 0,
-                pid: None,
-                ready: None,
+            .map(|c| {
+                ContainerStatus::new(
+                    c["name"].as_str().unwrap_or_default().to_owned(),
+                    c["image"].as_str().unwrap_or_default().to_owned(),
+                )
             })
             .collect(),
         start_time: now(),
@@ -577,15 +587,7 @@ mod tests {
             containers: states
                 .iter()
                 .enumerate()
-                .map(|(i, s)| ContainerStatus {
-                    name: format!("c{i}"),
-                    image: "i".into(),
-                    state: s.clone(),
-                    last: None,
-                    restarts: 0,
-                    pid: None,
-                    ready: None,
-                })
+                .map(|(i, s)| ContainerStatus { state: s.clone(), ..ContainerStatus::new(format!("c{i}"), "i".into()) })
                 .collect(),
             start_time: now(),
             restart_policy: policy.into(),

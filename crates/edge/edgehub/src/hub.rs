@@ -428,23 +428,19 @@ impl Link {
         let sync = m.header.sync;
         // KubeEdge writes every message as asynchronous.
         m.header.sync = false;
-        let keep = m.clone();
-        let keep_sync = keep;
         match tx.write(m).await {
             Ok(()) => {
                 self.metrics.upstream.fetch_add(1, Relaxed);
                 Ok(())
             }
             Err(e) => {
-                // Not written: a status report waits for the next link, a
-                // request is told, anything else is counted.
-                let mut keep = keep_sync;
-                keep.header.sync = sync;
-                self.offline(keep);
-                if sync {
-                    tracing::debug!(node = %self.cfg.node_name, "request failed with the link");
-                }
-                Err(End::Lost(format!("write: {e}")))
+                // Not written (viaduct hands it back): a status report waits
+                // for the next link, a request is told, anything else is counted.
+                let reason = format!("write: {e}");
+                let mut m = e.into_message();
+                m.header.sync = sync;
+                self.offline(m);
+                Err(End::Lost(reason))
             }
         }
     }

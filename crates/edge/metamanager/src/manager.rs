@@ -163,7 +163,7 @@ impl Module for MetaManager {
                 metrics: Arc::clone(&self.metrics),
                 ctx: ctx.context().clone(),
                 connected: AtomicBool::new(false),
-                remote: Semaphore::new(self.cfg.remote_queries),
+                remote: Arc::new(Semaphore::new(self.cfg.remote_queries)),
             });
             let mut batch = Vec::with_capacity(self.cfg.batch);
             loop {
@@ -187,7 +187,7 @@ struct Shared {
     metrics: Arc<MetaMetrics>,
     ctx: Context,
     connected: AtomicBool,
-    remote: Semaphore,
+    remote: Arc<Semaphore>,
 }
 
 fn from_cloud(m: &Message) -> bool {
@@ -322,6 +322,13 @@ impl Shared {
         }
     }
 
+    /// Stores one object (a cloud's answer); whether it committed.
+    async fn put_one(&self, key: String, ty: &str, value: String) -> bool {
+        let db = Arc::clone(&self.db);
+        let op = Op::Put { key, resource_type: ty.to_owned(), value };
+        matches!(tokio::task::spawn_blocking(move || db.apply(&[op])).await, Ok(Ok(_)))
+    }
+
     /// An answer from the cloud whose asker gave up: stored (an object the
     /// edge may need offline) and ACKed.
     async fn late_answer(&self, m: Message) {
@@ -333,12 +340,10 @@ impl Shared {
             tracing::debug!(resource = %m.route.resource, "answer from the cloud nobody waits for; dropped");
             return;
         }
-        if let Some(value) = unwrap_object(&m.content) {
-            let db = Arc::clone(&self.db);
-            let op = Op::Put { key, resource_type: ty.to_string(), value };
-            if let Ok(Ok(_)) = tokio::task::spawn_blocking(move || db.apply(&[op])).await {
-                self.send(EDGEHUB, m.response(Content::string(well_known::ACK_OK))).await;
-            }
+        if let Some(value) = unwrap_object(&m.content)
+            && self.put_one(key, &ty, value).await
+        {
+            self.send(EDGEHUB, m.response(Content::string(well_known::ACK_OK))).await;
         }
     }
 
@@ -351,7 +356,7 @@ impl Shared {
         // (the cloud answers only for objects this node may read).
         let remote =
             path.name.is_some() && REMOTE_TYPES.contains(&path.resource_type.as_str()) && self.connected.load(Relaxed);
-        if remote && let Ok(permit) = Arc::clone(&self).remote_permit() {
+        if remote && let Ok(permit) = Arc::clone(&self.remote).try_acquire_owned() {
             tokio::spawn(async move {
                 let _permit = permit;
                 self.remote_query(m).await;
@@ -359,13 +364,6 @@ impl Shared {
             return;
         }
         self.local_query(&m, path.name.is_some());
-    }
-
-    fn remote_permit(self: Arc<Self>) -> Result<RemotePermit, ()> {
-        if self.remote.try_acquire().map(std::mem::forget).is_err() {
-            return Err(());
-        }
-        Ok(RemotePermit(self))
     }
 
     async fn remote_query(&self, m: Message) {
@@ -379,9 +377,7 @@ impl Shared {
                 if let Some(value) = unwrap_object(&r.content)
                     && let Some((key, ty)) = key_and_type(&m)
                 {
-                    let db = Arc::clone(&self.db);
-                    let op = Op::Put { key, resource_type: ty.to_string(), value };
-                    let _ = tokio::task::spawn_blocking(move || db.apply(&[op])).await;
+                    self.put_one(key, &ty, value).await;
                 }
                 let mut reply = m.response(r.content.clone());
                 reply.header.resource_version = r.header.resource_version.clone();
@@ -430,15 +426,6 @@ impl Shared {
             Err(e) => m.error_response(&format!("store: {e}")),
         };
         let _ = self.ctx.send_resp(reply);
-    }
-}
-
-/// A remote-query slot, given back when dropped.
-struct RemotePermit(Arc<Shared>);
-
-impl Drop for RemotePermit {
-    fn drop(&mut self) {
-        self.0.remote.add_permits(1);
     }
 }
 
