@@ -10,9 +10,12 @@ cd "$(dirname "$0")/.."
 # Debian packages the tests use: Go and gorilla/websocket build a peer that
 # talks like KubeEdge's EdgeHub (viaduct's go_peer test). etcd-server is
 # the store's HA backend (its conformance suite and the
-# kubectl end-to-end test run against a real etcd). mosquitto, containerd and
-# runc join this list with the parts that use them.
-packages=(golang-go golang-github-gorilla-websocket-dev etcd-server)
+# kubectl end-to-end test run against a real etcd). containerd, runc,
+# busybox-static and the CNI plugins: edged's CRI runtime tests start their
+# own containerd (scripts/cri-dev.sh) with images built from busybox-static.
+# mosquitto joins this list with the part that uses it.
+packages=(golang-go golang-github-gorilla-websocket-dev etcd-server
+          containerd runc busybox-static containernetworking-plugins iproute2)
 
 missing=()
 for p in "${packages[@]}"; do

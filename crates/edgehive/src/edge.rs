@@ -16,8 +16,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use edgehive_beehive::Beehive;
+use edgehive_edged::{HostInfo, NodeAgent, NodeAgentConfig};
 use edgehive_edgehub::{Backoff, CertError, CertFiles, EdgeCerts, EdgeHub, EdgeHubConfig, certs};
-use edgehive_metamanager::{HostInfo, MetaConfig, MetaDb, MetaManager, NodeAgent, NodeAgentConfig};
+use edgehive_metamanager::{MetaConfig, MetaDb, MetaManager};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -173,8 +174,13 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
     agent_cfg.lease_duration = cfg.lease_duration;
     agent_cfg.lease_interval = cfg.lease_duration / 4;
     agent_cfg.status_interval = cfg.status_report;
-    if cfg.edged {
-        agent_cfg.runtime_version = edgehive_edged::RUNTIME_VERSION.to_owned();
+    let runtime: Option<Arc<dyn edgehive_edged::Runtime>> = match (cfg.edged, &cfg.container_runtime_endpoint) {
+        (false, _) => None,
+        (true, None) => Some(Arc::new(edgehive_edged::process::ProcessRuntime::new(cfg.data_dir.join("pods")))),
+        (true, Some(endpoint)) => Some(Arc::new(connect_runtime(endpoint, &cfg).await?)),
+    };
+    if let Some(rt) = &runtime {
+        agent_cfg.runtime_version = rt.version();
     }
     let agent = Arc::new(NodeAgent::new(agent_cfg));
 
@@ -182,14 +188,16 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
     builder.register(hub.clone()).context("register edgehub")?;
     builder.register(meta.clone()).context("register metamanager")?;
     builder.register(agent).context("register the node agent")?;
-    if cfg.edged {
+    if let Some(runtime) = runtime {
         let mut edged_cfg = edgehive_edged::EdgedConfig::new(
             cfg.node_name.clone(),
             ip.map_or_else(|| "127.0.0.1".to_owned(), |ip| ip.to_string()),
             cfg.data_dir.clone(),
         );
         edged_cfg.backoff = edgehive_edged::Backoff { base: cfg.restart_backoff.0, cap: cfg.restart_backoff.1 };
-        builder.register(Arc::new(edgehive_edged::Edged::new(edged_cfg))).context("register edged")?;
+        builder
+            .register(Arc::new(edgehive_edged::Edged::with_runtime(edged_cfg, runtime)))
+            .context("register edged")?;
     }
     let hive = builder.build();
     let bus = hive.context();
@@ -248,5 +256,23 @@ fn serve_metrics(listener: std::net::TcpListener, render: impl Fn() -> String) {
             "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );
+    }
+}
+
+/// Connects to the CRI runtime, waiting for it while it starts (a runtime
+/// and the edge often start together at boot), up to the request timeout.
+async fn connect_runtime(endpoint: &str, cfg: &EdgeConfig) -> anyhow::Result<edgehive_edged::cri::CriRuntime> {
+    let mut rt_cfg = edgehive_edged::cri::CriConfig::new(endpoint, cfg.node_name.clone());
+    rt_cfg.request_timeout = cfg.runtime_request_timeout;
+    let deadline = tokio::time::Instant::now() + cfg.runtime_request_timeout;
+    loop {
+        match edgehive_edged::cri::CriRuntime::connect(rt_cfg.clone()).await {
+            Ok(rt) => return Ok(rt),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::warn!(endpoint, error = %e, "container runtime not ready; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => anyhow::bail!("container runtime {endpoint}: {e}"),
+        }
     }
 }

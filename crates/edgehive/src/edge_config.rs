@@ -9,7 +9,9 @@
 //! database: {dataSource: /var/lib/edgehive/edgecore.db}
 //! modules:
 //!   edged: {hostnameOverride: edge-1, nodeIP: 192.0.2.7, nodeLeaseDurationSeconds: 40, nodeStatusReportFrequency: 300,
-//!           restartBackoff: {base: 10, cap: 300}}      # enable: false runs no pods
+//!           restartBackoff: {base: 10, cap: 300},      # enable: false runs no pods
+//!           tailoredKubeletConfig: {containerRuntimeEndpoint: unix:///run/containerd/containerd.sock,
+//!                                   runtimeRequestTimeout: 2m}}   # no endpoint: the process runtime
 //!   edgeHub:
 //!     heartbeat: 15
 //!     messageQPS: 30
@@ -61,6 +63,9 @@ pub(crate) struct EdgeConfig {
     pub(crate) ping_keepalive: bool,
     pub(crate) edged: bool,
     pub(crate) restart_backoff: (Duration, Duration),
+    /// The CRI runtime's socket; `None`: the process runtime.
+    pub(crate) container_runtime_endpoint: Option<String>,
+    pub(crate) runtime_request_timeout: Duration,
 }
 
 /// A reading error: the key's path and what is wrong.
@@ -147,6 +152,18 @@ impl<'a> Obj<'a> {
         Ok(Duration::from_secs_f64(self.number(key, default as f64, min, max)?))
     }
 
+    /// A kubelet duration: a Go duration string (`2m`, `1m30s`, `500ms`)
+    /// or a number of seconds.
+    fn duration(&self, key: &str, default: Duration) -> Result<Duration, ConfigError> {
+        match self.get(key) {
+            None | Some(Value::Null) => Ok(default),
+            Some(Value::String(text)) => go_duration(text)
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| err(&self.child(key), format!("{text:?} is not a duration such as 2m or 90s"))),
+            Some(_) => self.seconds(key, default.as_secs(), 0.001, 86400.0),
+        }
+    }
+
     /// Only `enable: false` (or nothing): a KubeEdge module edgehive does not run.
     fn disabled_module(&self, key: &'static str) -> Result<(), ConfigError> {
         let Some(v) = self.get(key) else { return Ok(()) };
@@ -159,6 +176,33 @@ impl<'a> Obj<'a> {
         }
         Ok(())
     }
+}
+
+/// Parses a Go duration (`1h2m3s`, `250ms`, `1.5s`).
+fn go_duration(text: &str) -> Option<Duration> {
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let n = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let value: f64 = rest[..n].parse().ok()?;
+        rest = &rest[n..];
+        let u = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let scale = match &rest[..u] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 0.001,
+            "us" | "µs" => 0.000_001,
+            "ns" => 0.000_000_001,
+            _ => return None,
+        };
+        total += value * scale;
+        rest = &rest[u..];
+    }
+    (total <= 86400.0 * 365.0).then(|| Duration::from_secs_f64(total))
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -201,7 +245,13 @@ const EDGED: &[&str] = &[
     "nodeLeaseDurationSeconds",
     "nodeStatusReportFrequency",
     "restartBackoff",
+    "podSandboxImage",
+    "tailoredKubeletConfig",
 ];
+/// Kubelet settings edged reads; the rest of a KubeEdge
+/// `tailoredKubeletConfig` is refused by name so that nobody believes it
+/// applies.
+const KUBELET: &[&str] = &["containerRuntimeEndpoint", "runtimeRequestTimeout", "cgroupDriver"];
 const EDGEHUB: &[&str] = &[
     "enable",
     "heartbeat",
@@ -269,6 +319,30 @@ impl EdgeConfig {
             Some(ip) => Some(ip.parse().map_err(|e| err("modules.edged.nodeIP", format!("{ip:?}: {e}")))?),
             None => None,
         };
+
+        // `podSandboxImage` is the runtime's to use (containerd's
+        // `sandbox_image`); edged accepts the key and leaves it to it.
+        edged.string("podSandboxImage")?;
+        let kubelet = edged.obj("tailoredKubeletConfig", KUBELET)?;
+        let container_runtime_endpoint = kubelet.string("containerRuntimeEndpoint")?.filter(|e| !e.is_empty());
+        if let Some(e) = &container_runtime_endpoint
+            && !e.strip_prefix("unix://").unwrap_or(e).starts_with('/')
+        {
+            return Err(err(
+                "modules.edged.tailoredKubeletConfig.containerRuntimeEndpoint",
+                format!("{e:?}: expected unix:///path/to/socket"),
+            ));
+        }
+        if let Some(driver) = kubelet.string("cgroupDriver")?
+            && driver != "cgroupfs"
+            && driver != "systemd"
+        {
+            return Err(err(
+                "modules.edged.tailoredKubeletConfig.cgroupDriver",
+                format!("{driver:?}: expected cgroupfs or systemd"),
+            ));
+        }
+        let runtime_request_timeout = kubelet.duration("runtimeRequestTimeout", Duration::from_secs(120))?;
 
         let hub = modules.obj("edgeHub", EDGEHUB)?;
         if !hub.boolean("enable", true)? {
@@ -344,6 +418,8 @@ impl EdgeConfig {
                 let b = edged.obj("restartBackoff", &["base", "cap"])?;
                 (b.seconds("base", 10, 0.01, 3600.0)?, b.seconds("cap", 300, 0.01, 86400.0)?)
             },
+            container_runtime_endpoint,
+            runtime_request_timeout,
             data_dir,
         })
     }
@@ -370,6 +446,23 @@ mod tests {
         assert_eq!(c.database, PathBuf::from("/var/lib/edgehive/edgecore.db"));
         assert_eq!(c.key_file, PathBuf::from("/var/lib/edgehive/certs/edge.key"));
         assert!(c.rotate_certificates);
+        assert_eq!(c.container_runtime_endpoint, None, "the process runtime by default");
+        assert_eq!(c.runtime_request_timeout, Duration::from_secs(120));
+    }
+
+    #[test]
+    fn a_container_runtime_endpoint_selects_cri() {
+        let yaml = MINIMAL.replace(
+            "edged: {hostnameOverride: edge-1}",
+            "edged: {hostnameOverride: edge-1, podSandboxImage: kubeedge/pause:3.6, tailoredKubeletConfig: {containerRuntimeEndpoint: 'unix:///run/containerd/containerd.sock', runtimeRequestTimeout: 1m30s, cgroupDriver: cgroupfs}}",
+        );
+        let c = EdgeConfig::parse(&yaml).unwrap();
+        assert_eq!(c.container_runtime_endpoint.as_deref(), Some("unix:///run/containerd/containerd.sock"));
+        assert_eq!(c.runtime_request_timeout, Duration::from_secs(90));
+        assert_eq!(go_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(go_duration("1h2m"), Some(Duration::from_secs(3720)));
+        assert_eq!(go_duration("2x"), None);
+        assert_eq!(go_duration("m"), None);
     }
 
     #[test]
@@ -402,6 +495,19 @@ mod tests {
             (
                 &MINIMAL.replace("edge-1", "Edge_1"),
                 "modules.edged.hostnameOverride: \"Edge_1\" is not a valid node name",
+            ),
+            (
+                &MINIMAL
+                    .replace("edged: {", "edged: {tailoredKubeletConfig: {containerRuntimeEndpoint: 'tcp://x:1'}, "),
+                "modules.edged.tailoredKubeletConfig.containerRuntimeEndpoint: \"tcp://x:1\": expected unix:///",
+            ),
+            (
+                &MINIMAL.replace("edged: {", "edged: {tailoredKubeletConfig: {runtimeRequestTimeout: soon}, "),
+                "modules.edged.tailoredKubeletConfig.runtimeRequestTimeout: \"soon\" is not a duration",
+            ),
+            (
+                &MINIMAL.replace("edged: {", "edged: {tailoredKubeletConfig: {maxPods: 110}, "),
+                "modules.edged.tailoredKubeletConfig.maxPods: unknown key",
             ),
             (&format!("kind: CloudCore\n{MINIMAL}"), "kind: \"CloudCore\": expected EdgeCore"),
             (&format!("{MINIMAL}bogus: 1\n"), "bogus: unknown key"),

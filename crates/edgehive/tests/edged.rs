@@ -195,3 +195,37 @@ fn configmap_and_secret_volumes_are_files_that_follow_their_objects() {
     cloud.kubectl(&["patch", "configmap", "cfg", "-p", r#"{"data":{"greeting":"changed"}}"#], None);
     wait_until("the update reaches the file", || std::fs::read_to_string(&log).unwrap_or_default().contains("changed"));
 }
+
+#[test]
+fn cpu_and_memory_limits_go_into_cgroups_or_are_reported() {
+    let dir = TempDir::new("edged-limits");
+    let cloud = Cloud::start(dir.path(), &[]);
+    let _edge = start(&dir, &cloud, &format!("127.0.0.1:{}", cloud.ws), "edge-l");
+    // `hog` grows a shell variable past its 32 MiB limit.
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: capped, namespace: default}\nspec:\n  nodeName: edge-l\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'sleep 600']\n    resources: {limits: {cpu: 200m, memory: 32Mi}}\n  - name: hog\n    image: busybox\n    command: [sh, -c, 'sleep 1; x=$(head -c 200000000 /dev/zero | tr \"\\0\" a); echo survived']\n    resources: {limits: {memory: 32Mi}}\n";
+    cloud.kubectl(&["apply", "-f", "-"], Some(yaml));
+    wait_until("capped is Running", || {
+        !field(&cloud, "capped", ".status.containerStatuses[0].state.running.startedAt").is_empty()
+    });
+    let conditions = field(&cloud, "capped", ".status.conditions[*].type");
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let pid = pid_of(&cloud, "capped").unwrap();
+    let theirs = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    if conditions.contains("edgehive.io/ResourceLimits") {
+        // This host gives edged no cgroups: the pod says so.
+        let message = field(&cloud, "capped", ".status.conditions[?(@.type==\"edgehive.io/ResourceLimits\")].message");
+        assert!(message.contains("not applied"), "{message}");
+        eprintln!("limits not enforced here: {message}\nour cgroups: {cgroups}");
+        return;
+    }
+    // Applied: the container's process is in its own memory and cpu cgroups
+    // with the limits written.
+    let mem = theirs.lines().find(|l| l.contains(":memory:") || l.starts_with("0::")).unwrap();
+    assert!(mem.contains("/main"), "{theirs}");
+    // The hog is killed by the kernel at its limit: exit 137, OOMKilled.
+    wait_until("the hog is killed", || {
+        !field(&cloud, "capped", ".status.containerStatuses[1].state.terminated.exitCode").is_empty()
+    });
+    assert_eq!(field(&cloud, "capped", ".status.containerStatuses[1].state.terminated.exitCode"), "137");
+    assert_eq!(field(&cloud, "capped", ".status.containerStatuses[1].state.terminated.reason"), "OOMKilled");
+}

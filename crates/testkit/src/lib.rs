@@ -4,6 +4,7 @@
 //! **Architecture Invariant:** only tests depend on this crate.
 
 pub mod arch;
+pub mod containerd;
 pub mod fixtures;
 pub mod pki;
 pub mod proxy;

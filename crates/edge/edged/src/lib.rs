@@ -2,20 +2,30 @@
 //!
 //! The beehive module `edged` (group `edged`) takes the pod changes
 //! MetaManager passes on after committing them, runs each pod's containers
-//! with the [`process`] runtime (a supervised host process per container),
-//! restarts them by `restartPolicy` with back-off, stops them gracefully on
+//! with a [`runtime::Runtime`] — the [`process`] runtime (a supervised host
+//! process per container, the default) or the [`cri`] runtime (containerd
+//! over CRI) — restarts them by `restartPolicy` with back-off, stops them gracefully on
 //! deletion and confirms the deletion to the cloud, and reports each pod's
 //! status (`podstatus`) at most once per report interval, so that a
 //! crash-looping pod does not flood the link. At start it loads every pod
 //! of this node from MetaManager's store: after a reboot with the cloud
 //! gone, the pods come back.
 //!
+//! The node itself is edged's too ([`node::NodeAgent`], module `nodeagent`):
+//! registration with capacity/allocatable from the host, conditions,
+//! addresses and nodeInfo with the runtime's version; status reports and
+//! Lease heartbeats.
+//!
 //! **Architecture Invariant:** edged reaches the cloud and the store only
 //! through MetaManager.
 
+pub mod cgroup;
+pub mod cri;
+pub mod node;
 pub mod pod;
 pub mod probe;
 pub mod process;
+pub mod runtime;
 mod volume;
 
 use std::collections::{HashMap, HashSet};
@@ -31,8 +41,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use pod::Backoff;
 
-/// The runtime's name and version, as `nodeInfo.containerRuntimeVersion` shows it.
-pub const RUNTIME_VERSION: &str = concat!("process://edgehive-", env!("CARGO_PKG_VERSION"));
+pub use node::{HostInfo, NodeAgent, NodeAgentConfig};
+pub use process::RUNTIME_VERSION;
+pub use runtime::Runtime;
 
 /// Edged's module name.
 pub const MODULE: &str = source::EDGED;
@@ -43,8 +54,8 @@ const METAMANAGER: &str = source::METAMANAGER;
 pub struct EdgedConfig {
     /// This node.
     pub node_name: String,
-    /// The node's address (the process runtime shares the host network, so
-    /// it is also every pod's IP).
+    /// The node's address (`hostIP`; also the IP of pods on the host's
+    /// network, and of every pod of the process runtime).
     pub node_ip: String,
     /// Pod directories live under `{root}/pods/{uid}`.
     pub root: PathBuf,
@@ -71,12 +82,19 @@ impl EdgedConfig {
 #[derive(Debug)]
 pub struct Edged {
     cfg: EdgedConfig,
+    runtime: Arc<dyn Runtime>,
 }
 
 impl Edged {
-    /// Edged for the node `cfg` names.
+    /// Edged for the node `cfg` names, with the process runtime.
     pub fn new(cfg: EdgedConfig) -> Edged {
-        Edged { cfg }
+        let runtime = Arc::new(process::ProcessRuntime::new(cfg.root.join("pods")));
+        Edged { cfg, runtime }
+    }
+
+    /// Edged with another runtime.
+    pub fn with_runtime(cfg: EdgedConfig, runtime: Arc<dyn Runtime>) -> Edged {
+        Edged { cfg, runtime }
     }
 }
 
@@ -109,6 +127,7 @@ struct Edge {
     pods: HashMap<String, Running>,
     dirty: HashSet<String>,
     changed_tx: mpsc::Sender<String>,
+    runtime: Arc<dyn Runtime>,
 }
 
 impl Module for Edged {
@@ -129,6 +148,7 @@ impl Module for Edged {
                 pods: HashMap::new(),
                 dirty: HashSet::new(),
                 changed_tx,
+                runtime: Arc::clone(&self.runtime),
             };
             e.load().await;
             let mut report = tokio::time::interval(e.cfg.report_interval);
@@ -174,6 +194,10 @@ impl Edge {
         let mine: Vec<Value> =
             pods.into_iter().filter(|p| p["spec"]["nodeName"].as_str() == Some(self.cfg.node_name.as_str())).collect();
         tracing::info!(node = %self.cfg.node_name, pods = mine.len(), "pods loaded from the local store");
+        let keep: HashSet<String> =
+            mine.iter().filter_map(|p| p["metadata"]["uid"].as_str()).map(str::to_owned).collect();
+        // What an earlier run left of pods deleted meanwhile goes first.
+        self.runtime.cleanup(&keep).await;
         for p in mine {
             self.apply(p).await;
         }
@@ -236,8 +260,9 @@ impl Edge {
             dir: self.cfg.root.join("pods").join(&uid),
             backoff: self.cfg.backoff,
             node: self.cfg.node_name.clone(),
-            pod_ip: self.cfg.node_ip.clone(),
+            node_ip: self.cfg.node_ip.clone(),
             sources: self.sources(&pod).await,
+            runtime: Arc::clone(&self.runtime),
         };
         tracing::info!(pod = %key, uid = %uid, "starting pod");
         let handle = pod::run(&pod, env, self.changed_tx.clone());

@@ -12,8 +12,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::cgroup::Limits;
 use crate::probe::Probe;
-use crate::process::{self, Exit, ProcessSpec};
+use crate::runtime::{Container, ContainerSpec, Exit, PodInfo, Runtime, Sandbox};
 
 /// Restart back-off: kubelet's 10 s doubling to 5 min, reset after a
 /// container ran 10 min.
@@ -46,7 +47,10 @@ pub(crate) struct ContainerStatus {
     state: State,
     last: Option<State>,
     restarts: u32,
-    pid: Option<u32>,
+    /// The runtime's id of the running container.
+    container_id: Option<String>,
+    /// Limits asked for but not enforced.
+    notes: Vec<String>,
     /// The readiness probe's verdict (`None`: no readiness probe, ready
     /// while running).
     ready: Option<bool>,
@@ -61,7 +65,8 @@ impl ContainerStatus {
             state: State::Waiting { reason: "ContainerCreating".into(), message: String::new() },
             last: None,
             restarts: 0,
-            pid: None,
+            container_id: None,
+            notes: Vec::new(),
             ready: None,
         }
     }
@@ -77,6 +82,8 @@ pub(crate) struct PodState {
     pub(crate) containers: Vec<ContainerStatus>,
     pub(crate) start_time: String,
     restart_policy: String,
+    /// The sandbox's IP, once it runs.
+    pub(crate) pod_ip: Option<String>,
 }
 
 pub(crate) fn now() -> String {
@@ -103,9 +110,10 @@ impl PodState {
     pub(crate) fn phase(&self) -> &'static str {
         let all_terminated = self.containers.iter().all(|c| matches!(c.state, State::Terminated { .. }));
         let all_ok = self.containers.iter().all(|c| matches!(c.state, State::Terminated { code: 0, .. }));
-        let never_ran = self.containers.iter().all(|c| {
-            c.restarts == 0 && matches!(&c.state, State::Waiting { reason, .. } if reason == "ContainerCreating")
-        });
+        let never_ran = self
+            .containers
+            .iter()
+            .all(|c| c.restarts == 0 && c.last.is_none() && matches!(c.state, State::Waiting { .. }));
         if self.containers.is_empty() || never_ran {
             return "Pending";
         }
@@ -120,7 +128,7 @@ impl PodState {
     }
 
     /// The pod's `status` for the cloud.
-    pub(crate) fn status(&self, pod_ip: &str) -> Value {
+    pub(crate) fn status(&self, host_ip: &str) -> Value {
         let ready = !self.containers.is_empty() && self.containers.iter().all(ContainerStatus::is_ready);
         let t = now();
         let cond = |ty: &str, ok: bool| {
@@ -145,22 +153,44 @@ impl PodState {
                     "started": matches!(c.state, State::Running { .. }),
                     "restartCount": c.restarts,
                 });
-                if let Some(pid) = c.pid {
-                    s["containerID"] = json!(format!("process://{pid}"));
+                if let Some(id) = &c.container_id {
+                    s["containerID"] = json!(id);
                 }
                 s
             })
             .collect();
-        json!({
+        let mut conditions = vec![
+            cond("Initialized", true),
+            cond("Ready", ready),
+            cond("ContainersReady", ready),
+            cond("PodScheduled", true),
+        ];
+        let notes: Vec<String> =
+            self.containers.iter().flat_map(|c| c.notes.iter().map(move |n| format!("{}: {n}", c.name))).collect();
+        if !notes.is_empty() {
+            // Limits asked for but not enforced: said where `kubectl describe pod` shows it.
+            conditions.push(json!({
+                "type": LIMITS_CONDITION, "status": "False", "reason": "NotEnforced",
+                "message": notes.join("; "), "lastProbeTime": null, "lastTransitionTime": t,
+            }));
+        }
+        let mut status = json!({
             "phase": self.phase(),
-            "conditions": [cond("Initialized", true), cond("Ready", ready), cond("ContainersReady", ready), cond("PodScheduled", true)],
-            "hostIP": pod_ip, "hostIPs": [{"ip": pod_ip}],
-            "podIP": pod_ip, "podIPs": [{"ip": pod_ip}],
+            "conditions": conditions,
+            "hostIP": host_ip, "hostIPs": [{"ip": host_ip}],
             "startTime": self.start_time,
             "containerStatuses": statuses,
-        })
+        });
+        if let Some(ip) = &self.pod_ip {
+            status["podIP"] = json!(ip);
+            status["podIPs"] = json!([{"ip": ip}]);
+        }
+        status
     }
 }
+
+/// The pod condition that says which CPU/memory limits are not enforced.
+pub const LIMITS_CONDITION: &str = "edgehive.io/ResourceLimits";
 
 /// Where a pod lives on disk, and how its containers run.
 #[derive(Debug, Clone)]
@@ -168,8 +198,9 @@ pub(crate) struct PodEnv {
     pub(crate) dir: PathBuf,
     pub(crate) backoff: Backoff,
     pub(crate) node: String,
-    pub(crate) pod_ip: String,
+    pub(crate) node_ip: String,
     pub(crate) sources: Sources,
+    pub(crate) runtime: Arc<dyn Runtime>,
 }
 
 /// A running pod: its state and how to stop it.
@@ -223,7 +254,8 @@ pub(crate) fn env_sources(pod: &Value) -> Vec<(&'static str, String)> {
     out
 }
 
-fn env_of(container: &Value, pod: &Value, pod_ip: &str, node: &str, sources: &Sources) -> Vec<(String, String)> {
+fn env_of(container: &Value, pod: &Value, pod_ip: &str, penv: &PodEnv) -> Vec<(String, String)> {
+    let (node, sources) = (penv.node.as_str(), &penv.sources);
     let meta = &pod["metadata"];
     let mut env = vec![("HOSTNAME".to_owned(), meta["name"].as_str().unwrap_or_default().to_owned())];
     // envFrom first; `env` entries override them, as kubelet does.
@@ -265,7 +297,8 @@ fn env_of(container: &Value, pod: &Value, pod_ip: &str, node: &str, sources: &So
                 "metadata.namespace" => meta["namespace"].as_str().map(str::to_owned),
                 "metadata.uid" => meta["uid"].as_str().map(str::to_owned),
                 "spec.nodeName" => Some(node.to_owned()),
-                "status.podIP" | "status.hostIP" => Some(pod_ip.to_owned()),
+                "status.podIP" => Some(pod_ip.to_owned()),
+                "status.hostIP" => Some(penv.node_ip.clone()),
                 _ => None,
             }
         } else {
@@ -285,7 +318,61 @@ fn env_of(container: &Value, pod: &Value, pod_ip: &str, node: &str, sources: &So
     env
 }
 
-/// Starts the pod's containers.
+/// The runtime's view of a pod.
+fn pod_info(pod: &Value, env: &PodEnv) -> PodInfo {
+    let meta = &pod["metadata"];
+    PodInfo {
+        uid: meta["uid"].as_str().unwrap_or_default().to_owned(),
+        name: meta["name"].as_str().unwrap_or_default().to_owned(),
+        namespace: meta["namespace"].as_str().unwrap_or("default").to_owned(),
+        dir: env.dir.clone(),
+        host_network: pod["spec"]["hostNetwork"].as_bool().unwrap_or(false),
+        node_ip: env.node_ip.clone(),
+        labels: meta["labels"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+            .collect(),
+    }
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_owned).collect()
+}
+
+/// One container's spec for the runtime (attempt 0), and the limits it asks
+/// for that cannot even be read.
+fn container_spec(pod: &Value, c: &Value, env: &PodEnv, pod_ip: &str) -> (ContainerSpec, Vec<String>) {
+    let name = c["name"].as_str().unwrap_or_default().to_owned();
+    let (limits, bad) = match Limits::of(c) {
+        Ok(l) => (l, Vec::new()),
+        Err(e) => (Limits::default(), vec![format!("limits not applied: {e}")]),
+    };
+    let image = c["image"].as_str().unwrap_or_default().to_owned();
+    // Kubelet's default: Always for `:latest` or no tag, else IfNotPresent.
+    let pull_policy = c["imagePullPolicy"].as_str().map(str::to_owned).unwrap_or_else(|| {
+        let tag = image.rsplit('/').next().and_then(|last| last.split_once(':')).map(|(_, t)| t);
+        if image.contains('@') || tag.is_some_and(|t| t != "latest") { "IfNotPresent" } else { "Always" }.to_owned()
+    });
+    let spec = ContainerSpec {
+        image,
+        pull_policy,
+        command: strings(&c["command"]),
+        args: strings(&c["args"]),
+        env: env_of(c, pod, pod_ip, env),
+        working_dir: c["workingDir"].as_str().unwrap_or_default().to_owned(),
+        host_dir: env.dir.join("containers").join(&name),
+        log: env.dir.join("logs").join(format!("{name}.log")),
+        mounts: crate::volume::mounts(pod, c, &env.dir),
+        limits,
+        attempt: 0,
+        name,
+    };
+    (spec, bad)
+}
+
+/// Starts the pod: its sandbox, then its containers.
 pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> PodHandle {
     let uid = pod["metadata"]["uid"].as_str().unwrap_or_default().to_owned();
     let key = format!(
@@ -307,65 +394,91 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
             .collect(),
         start_time: now(),
         restart_policy: policy.clone(),
+        pod_ip: None,
     }));
     crate::volume::prepare(pod, &env.dir, &env.sources);
     let stop = CancellationToken::new();
     let grace = Arc::new(Mutex::new(Duration::from_secs(30)));
-    let tasks = containers
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let name = c["name"].as_str().unwrap_or_default().to_owned();
-            let argv: Vec<String> = c["command"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .chain(c["args"].as_array().into_iter().flatten())
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
+    let info = pod_info(pod, &env);
+    let pod = pod.clone();
+    let task = {
+        let (state, stop, grace) = (Arc::clone(&state), stop.clone(), Arc::clone(&grace));
+        tokio::spawn(async move {
+            let runtime = Arc::clone(&env.runtime);
+            let reporter =
+                |index| Reporter { state: Arc::clone(&state), index, changed: changed.clone(), key: key.clone() };
+            let mut delay = env.backoff.base;
+            let sandbox = loop {
+                match runtime.run_sandbox(&info).await {
+                    Ok(s) => break s,
+                    Err(e) => {
+                        tracing::warn!(pod = %key, error = %e, "pod sandbox not created");
+                        for i in 0..containers.len() {
+                            reporter(i).set(|c| {
+                                c.state = State::Waiting { reason: e.reason.into(), message: e.message.clone() }
+                            });
+                        }
+                        tokio::select! {
+                            () = stop.cancelled() => return,
+                            () = tokio::time::sleep(delay) => {}
+                        }
+                        delay = (delay * 2).min(env.backoff.cap);
+                    }
+                }
+            };
+            state.lock().unwrap_or_else(|p| p.into_inner()).pod_ip = Some(sandbox.ip.clone());
+            // Probes reach a host-network pod on loopback, others on their IP.
+            let probe_host = if sandbox.ip == info.node_ip { "127.0.0.1".to_owned() } else { sandbox.ip.clone() };
+            let supervisors: Vec<_> = containers
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let (spec, notes) = container_spec(&pod, c, &env, &sandbox.ip);
+                    let sup = Supervisor {
+                        name: spec.name.clone(),
+                        startup: Probe::parse(&c["startupProbe"]),
+                        liveness: Probe::parse(&c["livenessProbe"]),
+                        readiness: Probe::parse(&c["readinessProbe"]),
+                        spec,
+                        notes,
+                        runtime: Arc::clone(&runtime),
+                        pod: info.clone(),
+                        sandbox: sandbox.clone(),
+                        probe_host: probe_host.clone(),
+                        policy: policy.clone(),
+                        backoff: env.backoff,
+                        report: reporter(i),
+                        key: key.clone(),
+                        stop: stop.clone(),
+                        grace: Arc::clone(&grace),
+                    };
+                    tokio::spawn(sup.run())
+                })
                 .collect();
-            let workdir = env.dir.join("containers").join(&name);
-            if std::fs::create_dir_all(&workdir).is_ok() {
-                crate::volume::mount(pod, c, &env.dir, &workdir);
+            for t in supervisors {
+                let _ = t.await;
             }
-            let spec = ProcessSpec {
-                argv,
-                env: env_of(c, pod, &env.pod_ip, &env.node, &env.sources),
-                workdir: workdir.clone(),
-                log: env.dir.join("logs").join(format!("{name}.log")),
-            };
-            let sup = Supervisor {
-                index: i,
-                name: name.clone(),
-                startup: Probe::parse(&c["startupProbe"]),
-                liveness: Probe::parse(&c["livenessProbe"]),
-                readiness: Probe::parse(&c["readinessProbe"]),
-                spec,
-                policy: policy.clone(),
-                backoff: env.backoff,
-                state: Arc::clone(&state),
-                changed: changed.clone(),
-                key: key.clone(),
-                stop: stop.clone(),
-                grace: Arc::clone(&grace),
-            };
-            tokio::spawn(sup.run())
+            runtime.remove_sandbox(&info, &sandbox).await;
         })
-        .collect();
-    PodHandle { uid, state, stop, grace, tasks }
+    };
+    PodHandle { uid, state, stop, grace, tasks: vec![task] }
 }
 
 struct Supervisor {
-    index: usize,
     name: String,
     startup: Option<Probe>,
     liveness: Option<Probe>,
     readiness: Option<Probe>,
-    spec: ProcessSpec,
+    spec: ContainerSpec,
+    /// Limits that could not even be read.
+    notes: Vec<String>,
+    runtime: Arc<dyn Runtime>,
+    pod: PodInfo,
+    sandbox: Sandbox,
+    probe_host: String,
     policy: String,
     backoff: Backoff,
-    state: Arc<Mutex<PodState>>,
-    changed: mpsc::Sender<String>,
+    report: Reporter,
     key: String,
     stop: CancellationToken,
     grace: Arc<Mutex<Duration>>,
@@ -396,10 +509,10 @@ impl Reporter {
 /// Checks `p` every period until it has passed `successThreshold` times in
 /// a row (`true`, when `until_pass`) or failed `failureThreshold` times in a
 /// row (`false`).
-async fn settle(p: &Probe, workdir: &PathBuf, env: &[(String, String)], until_pass: bool) -> bool {
+async fn settle(p: &Probe, c: &dyn Container, host: &str, until_pass: bool) -> bool {
     let (mut passes, mut fails) = (0, 0);
     loop {
-        if p.check(workdir, env).await {
+        if p.check(c, host).await {
             passes += 1;
             fails = 0;
         } else {
@@ -417,35 +530,26 @@ async fn settle(p: &Probe, workdir: &PathBuf, env: &[(String, String)], until_pa
 }
 
 impl Supervisor {
-    fn reporter(&self) -> Reporter {
-        Reporter {
-            state: Arc::clone(&self.state),
-            index: self.index,
-            changed: self.changed.clone(),
-            key: self.key.clone(),
-        }
-    }
-
     fn set(&self, f: impl FnOnce(&mut ContainerStatus)) {
-        self.reporter().set(f);
+        self.report.set(f);
     }
 
     /// The container's probes for one run of it: a failed startup or
     /// liveness probe notifies `kill`; readiness sets the ready flag.
-    fn probes(&self, kill: Arc<tokio::sync::Notify>) -> Option<tokio::task::JoinHandle<()>> {
+    fn probes(&self, c: Arc<dyn Container>, kill: Arc<tokio::sync::Notify>) -> Option<tokio::task::JoinHandle<()>> {
         if self.startup.is_none() && self.liveness.is_none() && self.readiness.is_none() {
             return None;
         }
         let (startup, liveness, readiness) = (self.startup.clone(), self.liveness.clone(), self.readiness.clone());
-        let (workdir, env, report, key) =
-            (self.spec.workdir.clone(), self.spec.env.clone(), self.reporter(), self.key.clone());
+        let (host, report, key) = (self.probe_host.clone(), self.report.clone(), self.key.clone());
         if readiness.is_some() {
             report.set(|c| c.ready = Some(false));
         }
         Some(tokio::spawn(async move {
+            let c = &*c;
             if let Some(p) = &startup {
                 tokio::time::sleep(p.initial_delay).await;
-                if !settle(p, &workdir, &env, true).await {
+                if !settle(p, c, &host, true).await {
                     tracing::info!(pod = %key, "startup probe failed; restarting the container");
                     kill.notify_one();
                     return;
@@ -454,7 +558,7 @@ impl Supervisor {
             let live = async {
                 if let Some(p) = &liveness {
                     tokio::time::sleep(p.initial_delay).await;
-                    if !settle(p, &workdir, &env, false).await {
+                    if !settle(p, c, &host, false).await {
                         tracing::info!(pod = %key, "liveness probe failed; restarting the container");
                         kill.notify_one();
                     }
@@ -466,9 +570,9 @@ impl Supervisor {
                 loop {
                     // Ready after successThreshold passes in a row, unready
                     // again after failureThreshold failures in a row.
-                    if settle(p, &workdir, &env, true).await {
+                    if settle(p, c, &host, true).await {
                         report.set(|c| c.ready = Some(true));
-                        settle(p, &workdir, &env, false).await;
+                        settle(p, c, &host, false).await;
                         report.set(|c| c.ready = Some(false));
                     }
                     tokio::time::sleep(p.period).await;
@@ -480,29 +584,37 @@ impl Supervisor {
 
     async fn run(self) {
         let mut delay = self.backoff.base;
+        let mut attempt = 0u32;
         loop {
             let started_at = Instant::now();
             let started = now();
-            let exit = match process::start(&self.spec).await {
-                Ok(mut running) => {
-                    let pid = running.pid;
-                    tracing::info!(pod = %self.key, container = %self.name, pid, "container running");
-                    self.set(|c| {
-                        c.state = State::Running { started: started.clone() };
-                        c.pid = Some(pid);
+            let spec = ContainerSpec { attempt, ..self.spec.clone() };
+            let outcome = match self.runtime.start(&self.pod, &self.sandbox, &spec).await {
+                Ok(c) => {
+                    attempt += 1;
+                    let id = c.id();
+                    let mut notes = self.notes.clone();
+                    notes.extend(c.not_applied());
+                    tracing::info!(pod = %self.key, container = %self.name, id = %id, "container running");
+                    self.set(|s| {
+                        s.state = State::Running { started: started.clone() };
+                        s.container_id = Some(id);
+                        s.notes = notes;
                     });
                     let kill = Arc::new(tokio::sync::Notify::new());
-                    let probing = self.probes(Arc::clone(&kill));
-                    let grace = *self.grace.lock().unwrap_or_else(|p| p.into_inner());
+                    let probing = self.probes(Arc::clone(&c), Arc::clone(&kill));
                     let exit = tokio::select! {
-                        exit = running.wait() => exit,
-                        () = kill.notified() => running.stop(grace).await,
+                        exit = c.wait() => exit,
+                        () = kill.notified() => {
+                            let grace = *self.grace.lock().unwrap_or_else(|p| p.into_inner());
+                            c.stop(grace).await
+                        }
                         () = self.stop.cancelled() => {
                             if let Some(t) = probing {
                                 t.abort();
                             }
                             let grace = *self.grace.lock().unwrap_or_else(|p| p.into_inner());
-                            let exit = running.stop(grace).await;
+                            let exit = c.stop(grace).await;
                             self.terminated(exit, &started);
                             return;
                         }
@@ -510,36 +622,22 @@ impl Supervisor {
                     if let Some(t) = probing {
                         t.abort();
                     }
-                    self.set(|c| c.ready = None);
-                    Ok(exit)
-                }
-                Err(e) => Err(e),
-            };
-            let failed = match exit {
-                Ok(exit) => {
+                    self.set(|s| s.ready = None);
                     self.terminated(exit, &started);
-                    exit.code != 0
+                    Ok(exit.code != 0)
                 }
                 Err(e) => {
-                    tracing::warn!(pod = %self.key, container = %self.spec.log.display(), error = %e, "container did not start");
-                    let message = e.to_string();
-                    self.set(|c| {
-                        c.state = State::Terminated {
-                            code: 128,
-                            signal: None,
-                            reason: "StartError".into(),
-                            started: started.clone(),
-                            finished: now(),
-                        };
-                        c.last = Some(State::Waiting { reason: "RunContainerError".into(), message });
-                    });
-                    true
+                    tracing::warn!(pod = %self.key, container = %self.name, error = %e, "container did not start");
+                    self.set(|s| s.state = State::Waiting { reason: e.reason.into(), message: e.message.clone() });
+                    Err(e)
                 }
             };
-            let restart = match self.policy.as_str() {
-                "Never" => false,
-                "OnFailure" => failed,
-                _ => true,
+            // A container that never started is retried whatever the policy.
+            let restart = match (&outcome, self.policy.as_str()) {
+                (Err(_), _) => true,
+                (Ok(_), "Never") => false,
+                (Ok(failed), "OnFailure") => *failed,
+                (Ok(_), _) => true,
             };
             if !restart {
                 return;
@@ -549,23 +647,35 @@ impl Supervisor {
             }
             let wait = delay;
             delay = (delay * 2).min(self.backoff.cap);
-            self.set(|c| {
-                c.last = Some(c.state.clone());
-                c.state = State::Waiting {
-                    reason: "CrashLoopBackOff".into(),
-                    message: format!("back-off {}s restarting failed container", wait.as_secs()),
-                };
+            self.set(|s| match &outcome {
+                Ok(_) => {
+                    s.last = Some(s.state.clone());
+                    s.state = State::Waiting {
+                        reason: "CrashLoopBackOff".into(),
+                        message: format!("back-off {}s restarting failed container", wait.as_secs()),
+                    };
+                }
+                Err(e) => {
+                    let reason = if e.reason == "ErrImagePull" { "ImagePullBackOff" } else { e.reason };
+                    s.state = State::Waiting { reason: reason.into(), message: e.message.clone() };
+                }
             });
             tokio::select! {
                 () = self.stop.cancelled() => return,
                 () = tokio::time::sleep(wait) => {}
             }
-            self.set(|c| c.restarts += 1);
+            if outcome.is_ok() {
+                self.set(|s| s.restarts += 1);
+            }
         }
     }
 
     fn terminated(&self, exit: Exit, started: &str) {
-        let reason = if exit.code == 0 { "Completed" } else { "Error" };
+        let reason = match exit {
+            Exit { oom_killed: true, .. } => "OOMKilled",
+            Exit { code: 0, .. } => "Completed",
+            _ => "Error",
+        };
         self.set(|c| {
             c.state = State::Terminated {
                 code: exit.code,
@@ -591,6 +701,7 @@ mod tests {
                 .collect(),
             start_time: now(),
             restart_policy: policy.into(),
+            pod_ip: Some("10.0.0.5".into()),
         }
     }
 

@@ -1,12 +1,13 @@
-//! Probes, as kubelet runs them: `exec` (a command in the container's
-//! working directory and environment; exit 0 passes), `httpGet` (status
-//! 200–399 passes), `tcpSocket` (a connection passes), with
-//! `initialDelaySeconds`, `periodSeconds`, `timeoutSeconds`,
-//! `successThreshold` and `failureThreshold`. The process runtime shares the
-//! host network, so ports are on 127.0.0.1 unless the probe names a host.
+//! Probes, as kubelet runs them: `exec` (a command run in the container by
+//! its runtime; exit 0 passes), `httpGet` (status 200–399 passes),
+//! `tcpSocket` (a connection passes), with `initialDelaySeconds`,
+//! `periodSeconds`, `timeoutSeconds`, `successThreshold` and
+//! `failureThreshold`. Ports are on the pod's IP (127.0.0.1 for pods on the
+//! host's network) unless the probe names a host.
 
-use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::runtime::Container;
 
 use serde_json::Value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -18,7 +19,7 @@ pub enum Action {
     Exec(Vec<String>),
     /// `GET http://{host}:{port}{path}`.
     Http {
-        /// Host (default 127.0.0.1).
+        /// Host (empty: the pod's).
         host: String,
         /// Port.
         port: u16,
@@ -27,7 +28,7 @@ pub enum Action {
     },
     /// Connect to `{host}:{port}`.
     Tcp {
-        /// Host.
+        /// Host (empty: the pod's).
         host: String,
         /// Port.
         port: u16,
@@ -66,7 +67,7 @@ impl Probe {
         if !v.is_object() {
             return None;
         }
-        let host = |h: &Value| h["host"].as_str().filter(|s| !s.is_empty()).unwrap_or("127.0.0.1").to_owned();
+        let host = |h: &Value| h["host"].as_str().unwrap_or_default().to_owned();
         let action = if let Some(cmd) = v.pointer("/exec/command").and_then(Value::as_array) {
             Action::Exec(cmd.iter().filter_map(Value::as_str).map(str::to_owned).collect())
         } else if let Some(h) = v.get("httpGet") {
@@ -86,28 +87,15 @@ impl Probe {
         })
     }
 
-    /// One check.
-    pub async fn check(&self, workdir: &PathBuf, env: &[(String, String)]) -> bool {
+    /// One check of container `c`, whose pod is at `pod_host`.
+    pub async fn check(&self, c: &dyn Container, pod_host: &str) -> bool {
+        let host_of = |h: &str| if h.is_empty() { pod_host.to_owned() } else { h.to_owned() };
         let run = async {
             match &self.action {
-                Action::Exec(argv) => {
-                    let Some((program, args)) = argv.split_first() else { return false };
-                    let status = tokio::process::Command::new(program)
-                        .args(args)
-                        .env_clear()
-                        .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()))
-                        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                        .current_dir(workdir)
-                        .stdin(std::process::Stdio::null())
-                        .stdout(std::process::Stdio::null())
-                        .stderr(std::process::Stdio::null())
-                        .kill_on_drop(true)
-                        .status()
-                        .await;
-                    status.is_ok_and(|s| s.success())
-                }
-                Action::Tcp { host, port } => tokio::net::TcpStream::connect((host.as_str(), *port)).await.is_ok(),
+                Action::Exec(argv) => c.exec(argv, self.timeout).await.is_ok_and(|code| code == 0),
+                Action::Tcp { host, port } => tokio::net::TcpStream::connect((host_of(host), *port)).await.is_ok(),
                 Action::Http { host, port, path } => {
+                    let host = host_of(host);
                     let Ok(mut s) = tokio::net::TcpStream::connect((host.as_str(), *port)).await else { return false };
                     let req =
                         format!("GET {path} HTTP/1.0\r\nHost: {host}:{port}\r\nUser-Agent: edgehive-probe\r\n\r\n");
@@ -134,20 +122,47 @@ mod tests {
     #[test]
     fn probes_parse_with_kubelet_defaults() {
         let p = Probe::parse(&json!({"tcpSocket": {"port": 8080}})).unwrap();
-        assert_eq!(p.action, Action::Tcp { host: "127.0.0.1".into(), port: 8080 });
+        assert_eq!(p.action, Action::Tcp { host: String::new(), port: 8080 });
         assert_eq!(
             (p.period, p.timeout, p.success_threshold, p.failure_threshold),
             (Duration::from_secs(10), Duration::from_secs(1), 1, 3)
         );
         let h = Probe::parse(&json!({"httpGet": {"path": "/healthz", "port": "9000"}, "periodSeconds": 2})).unwrap();
-        assert_eq!(h.action, Action::Http { host: "127.0.0.1".into(), port: 9000, path: "/healthz".into() });
+        assert_eq!(h.action, Action::Http { host: String::new(), port: 9000, path: "/healthz".into() });
         assert!(Probe::parse(&json!({"httpGet": {"port": "http"}})).is_none(), "named ports are not known here");
         assert!(Probe::parse(&json!(null)).is_none());
     }
 
     #[tokio::test]
     async fn checks_pass_and_fail() {
-        let dir = std::env::temp_dir();
+        use crate::runtime::{ContainerSpec, PodInfo, Runtime as _};
+        let dir = edgehive_testkit::fixtures::TempDir::new("edged-probe");
+        let rt = crate::process::ProcessRuntime::with_cgroups(dir.path(), crate::cgroup::Cgroups::none());
+        let pod = PodInfo {
+            uid: "u1".into(),
+            name: "p".into(),
+            namespace: "default".into(),
+            dir: dir.path().join("u1"),
+            host_network: true,
+            node_ip: "127.0.0.1".into(),
+            labels: Default::default(),
+        };
+        let sandbox = rt.run_sandbox(&pod).await.unwrap();
+        let spec = ContainerSpec {
+            name: "c".into(),
+            image: "i".into(),
+            pull_policy: "Never".into(),
+            command: vec!["sleep".into(), "30".into()],
+            args: vec![],
+            env: vec![("WANT".to_owned(), "yes".to_owned())],
+            working_dir: String::new(),
+            host_dir: pod.dir.join("containers/c"),
+            log: pod.dir.join("logs/c.log"),
+            mounts: vec![],
+            limits: Default::default(),
+            attempt: 0,
+        };
+        let c = rt.start(&pod, &sandbox, &spec).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         tokio::spawn(async move {
@@ -167,14 +182,17 @@ mod tests {
             success_threshold: 1,
             failure_threshold: 1,
         };
-        let http = |path: &str| probe(Action::Http { host: "127.0.0.1".into(), port, path: path.into() });
-        assert!(http("/ok").check(&dir, &[]).await);
-        assert!(!http("/bad").check(&dir, &[]).await);
-        assert!(probe(Action::Tcp { host: "127.0.0.1".into(), port }).check(&dir, &[]).await);
-        let env = vec![("WANT".to_owned(), "yes".to_owned())];
+        let http = |path: &str| probe(Action::Http { host: String::new(), port, path: path.into() });
+        assert!(http("/ok").check(&*c, "127.0.0.1").await);
+        assert!(!http("/bad").check(&*c, "127.0.0.1").await);
+        assert!(probe(Action::Tcp { host: String::new(), port }).check(&*c, "127.0.0.1").await);
+        // exec runs in the container's environment.
         assert!(
-            probe(Action::Exec(vec!["sh".into(), "-c".into(), "test \"$WANT\" = yes".into()])).check(&dir, &env).await
+            probe(Action::Exec(vec!["sh".into(), "-c".into(), "test \"$WANT\" = yes".into()]))
+                .check(&*c, "127.0.0.1")
+                .await
         );
-        assert!(!probe(Action::Exec(vec!["false".into()])).check(&dir, &[]).await);
+        assert!(!probe(Action::Exec(vec!["false".into()])).check(&*c, "127.0.0.1").await);
+        c.stop(Duration::from_secs(1)).await;
     }
 }

@@ -2,15 +2,222 @@
 //! from its `command` and `args`, with its `env`, in a working directory
 //! under the pod's directory, its own process group (so a stop reaches the
 //! whole tree), and stdout/stderr appended to a log file that is rotated at
-//! a size cap. The image name is recorded, not pulled.
+//! a size cap. The image name is recorded, not pulled. CPU and memory
+//! limits go into a cgroup per container where the host lets edged make
+//! one ([`crate::cgroup`]); what could not be applied is reported.
+//!
+//! A process has no mount namespace, so a container's root is its working
+//! directory: a volume mounted at `/etc/cfg` appears at `{workdir}/etc/cfg`
+//! (a symlink to the volume), and the container reads it by that relative
+//! path. Pods share the host's network.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::process::{Child, Command};
+
+use crate::cgroup::{Applied, Cgroups};
+pub use crate::runtime::Exit;
+use crate::runtime::{BoxFuture, Container, ContainerSpec, Mount, PodInfo, Runtime, RuntimeError, Sandbox};
+
+/// The process runtime's name and version, as `nodeInfo.containerRuntimeVersion` shows it.
+pub const RUNTIME_VERSION: &str = concat!("process://edgehive-", env!("CARGO_PKG_VERSION"));
+
+/// The process runtime.
+#[derive(Debug)]
+pub struct ProcessRuntime {
+    pods_dir: PathBuf,
+    cgroups: Cgroups,
+}
+
+impl ProcessRuntime {
+    /// A runtime whose pods live under `pods_dir`, with this host's cgroups.
+    pub fn new(pods_dir: impl Into<PathBuf>) -> ProcessRuntime {
+        ProcessRuntime::with_cgroups(pods_dir, Cgroups::detect())
+    }
+
+    /// A runtime with the given cgroups.
+    pub fn with_cgroups(pods_dir: impl Into<PathBuf>, cgroups: Cgroups) -> ProcessRuntime {
+        ProcessRuntime { pods_dir: pods_dir.into(), cgroups }
+    }
+}
+
+impl Runtime for ProcessRuntime {
+    fn version(&self) -> String {
+        RUNTIME_VERSION.to_owned()
+    }
+
+    fn run_sandbox<'a>(&'a self, pod: &'a PodInfo) -> BoxFuture<'a, Result<Sandbox, RuntimeError>> {
+        // The host is the sandbox: its network, its IP.
+        Box::pin(async move { Ok(Sandbox { id: pod.uid.clone(), ip: pod.node_ip.clone() }) })
+    }
+
+    fn remove_sandbox<'a>(&'a self, _pod: &'a PodInfo, _sandbox: &'a Sandbox) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
+    fn start<'a>(
+        &'a self,
+        pod: &'a PodInfo,
+        _sandbox: &'a Sandbox,
+        spec: &'a ContainerSpec,
+    ) -> BoxFuture<'a, Result<Arc<dyn Container>, RuntimeError>> {
+        Box::pin(async move {
+            let argv: Vec<String> = spec.command.iter().chain(&spec.args).cloned().collect();
+            if argv.is_empty() {
+                return Err(RuntimeError::new("CreateContainerError", StartError::NoCommand.to_string()));
+            }
+            let workdir = spec.host_dir.clone();
+            tokio::fs::create_dir_all(&workdir)
+                .await
+                .map_err(|e| RuntimeError::new("CreateContainerError", format!("{}: {e}", workdir.display())))?;
+            link_mounts(&spec.mounts, &workdir);
+            let cgroup = self.cgroups.create(&format!("{}/{}", pod.uid, spec.name), &spec.limits);
+            for note in &cgroup.not_applied {
+                tracing::warn!(pod = %pod.name, container = %spec.name, "{note}");
+            }
+            let ps = ProcessSpec {
+                argv: crate::cgroup::wrap(&argv, &cgroup.procs),
+                env: spec.env.clone(),
+                workdir,
+                log: spec.log.clone(),
+            };
+            match start(&ps).await {
+                Ok(running) => Ok(Arc::new(ProcessContainer {
+                    pid: running.pid,
+                    pgid: running.pgid,
+                    running: tokio::sync::Mutex::new(running),
+                    env: ps.env,
+                    workdir: ps.workdir,
+                    cgroup,
+                }) as Arc<dyn Container>),
+                Err(e) => {
+                    cgroup.remove();
+                    Err(RuntimeError::new("RunContainerError", e.to_string()))
+                }
+            }
+        })
+    }
+
+    fn cleanup<'a>(&'a self, keep: &'a HashSet<String>) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let Ok(mut dirs) = tokio::fs::read_dir(&self.pods_dir).await else { return };
+            while let Ok(Some(d)) = dirs.next_entry().await {
+                let uid = d.file_name().to_string_lossy().into_owned();
+                if keep.contains(&uid) {
+                    continue;
+                }
+                if let Ok(mut cs) = tokio::fs::read_dir(d.path().join("containers")).await {
+                    while let Ok(Some(c)) = cs.next_entry().await {
+                        if c.path().extension().is_some_and(|e| e == "pid") {
+                            let workdir = c.path().with_extension("");
+                            reap_leftover(&ProcessSpec { workdir, ..ProcessSpec::default() }).await;
+                        }
+                    }
+                }
+                tracing::info!(uid = %uid, "removing what an earlier run left of a pod no longer here");
+                let _ = tokio::fs::remove_dir_all(d.path()).await;
+                self.cgroups.remove_pod(&uid);
+            }
+        })
+    }
+}
+
+/// Links each mount under the container's working directory.
+fn link_mounts(mounts: &[Mount], workdir: &Path) {
+    for m in mounts {
+        let rel = m.container_path.trim_start_matches('/');
+        if rel.is_empty() || rel.split('/').any(|p| p == "..") {
+            tracing::warn!(mount = %m.container_path, "mount path not usable by the process runtime");
+            continue;
+        }
+        let link = workdir.join(rel);
+        let made = link
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| match std::fs::symlink_metadata(&link) {
+                Ok(_) => std::fs::remove_file(&link),
+                Err(_) => Ok(()),
+            })
+            .and_then(|()| std::os::unix::fs::symlink(&m.host_path, &link));
+        if let Err(e) = made {
+            tracing::warn!(mount = %m.container_path, error = %e, "volume mount not linked");
+        }
+    }
+}
+
+/// A container of the process runtime.
+#[derive(Debug)]
+struct ProcessContainer {
+    pid: u32,
+    pgid: Option<Pid>,
+    running: tokio::sync::Mutex<Running>,
+    env: Vec<(String, String)>,
+    workdir: PathBuf,
+    cgroup: Applied,
+}
+
+impl Drop for ProcessContainer {
+    fn drop(&mut self) {
+        self.cgroup.remove();
+    }
+}
+
+impl Container for ProcessContainer {
+    fn id(&self) -> String {
+        format!("process://{}", self.pid)
+    }
+
+    fn wait(&self) -> BoxFuture<'_, Exit> {
+        Box::pin(async move {
+            let exit = self.running.lock().await.wait().await;
+            Exit { oom_killed: exit.signal == Some(9) && self.cgroup.oom_killed(), ..exit }
+        })
+    }
+
+    fn stop(&self, grace: Duration) -> BoxFuture<'_, Exit> {
+        Box::pin(async move {
+            // Signal first: a wait in progress holds the lock until the end.
+            if let Some(pg) = self.pgid {
+                let _ = kill_process_group(pg, Signal::TERM);
+            }
+            self.running.lock().await.escalate(grace).await
+        })
+    }
+
+    fn exec<'a>(&'a self, argv: &'a [String], timeout: Duration) -> BoxFuture<'a, Result<i32, RuntimeError>> {
+        Box::pin(async move {
+            let Some((program, args)) = argv.split_first() else {
+                return Err(RuntimeError::new("ExecError", "empty command"));
+            };
+            let status = Command::new(program)
+                .args(args)
+                .env_clear()
+                .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()))
+                .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .current_dir(&self.workdir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .status();
+            match tokio::time::timeout(timeout, status).await {
+                Ok(Ok(s)) => Ok(s.code().unwrap_or(-1)),
+                Ok(Err(e)) => Err(RuntimeError::new("ExecError", format!("{program}: {e}"))),
+                Err(_) => Err(RuntimeError::new("ExecError", format!("{program}: no exit within {timeout:?}"))),
+            }
+        })
+    }
+
+    fn not_applied(&self) -> Vec<String> {
+        self.cgroup.not_applied.clone()
+    }
+}
 
 /// Largest log file before it is rotated to `{name}.log.1` (one kept).
 pub const LOG_CAP: u64 = 10 << 20;
@@ -61,15 +268,6 @@ pub struct Running {
     pgid: Option<Pid>,
     /// Its process id.
     pub pid: u32,
-}
-
-/// How a process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Exit {
-    /// Exit code (128 + signal for a signalled process, as kubelet reports).
-    pub code: i32,
-    /// It was killed by a signal.
-    pub signal: Option<i32>,
 }
 
 /// Where a container's process is recorded: `{workdir}.pid` holds its pid
@@ -149,14 +347,14 @@ impl Running {
             Ok(status) => {
                 use std::os::unix::process::ExitStatusExt as _;
                 match (status.code(), status.signal()) {
-                    (Some(code), _) => Exit { code, signal: None },
-                    (None, Some(sig)) => Exit { code: 128 + sig, signal: Some(sig) },
-                    (None, None) => Exit { code: -1, signal: None },
+                    (Some(code), _) => Exit::code(code),
+                    (None, Some(sig)) => Exit { code: 128 + sig, signal: Some(sig), oom_killed: false },
+                    (None, None) => Exit::code(-1),
                 }
             }
             Err(e) => {
                 tracing::warn!(pid = self.pid, error = %e, "wait for a container process");
-                Exit { code: -1, signal: None }
+                Exit::code(-1)
             }
         }
     }
@@ -167,6 +365,11 @@ impl Running {
         if let Some(pg) = self.pgid {
             let _ = kill_process_group(pg, Signal::TERM);
         }
+        self.escalate(grace).await
+    }
+
+    /// Waits `grace` for the process to end, then SIGKILLs its group.
+    async fn escalate(&mut self, grace: Duration) -> Exit {
         match tokio::time::timeout(grace, self.wait()).await {
             Ok(exit) => exit,
             Err(_) => {
@@ -240,7 +443,7 @@ mod tests {
     async fn exit_codes_env_workdir_and_logs() {
         let dir = edgehive_testkit::fixtures::TempDir::new("edged-process");
         let mut r = start(&spec(dir.path(), "echo $GREETING; pwd; exit 7")).await.unwrap();
-        assert_eq!(r.wait().await, Exit { code: 7, signal: None });
+        assert_eq!(r.wait().await, Exit::code(7));
         // The log is written by a task; give it a moment to flush.
         let mut log = String::new();
         for _ in 0..100 {

@@ -1,16 +1,17 @@
-//! Volumes for the process runtime. A process has no mount namespace, so a
-//! container's root is its working directory: a volume mounted at
-//! `/etc/cfg` appears at `{workdir}/etc/cfg` (a symlink to the volume), and
-//! the container reads it by that relative path. configMap and secret
-//! volumes are files under `pods/{uid}/volumes/{name}` (items and modes
-//! honoured, each file replaced atomically, rewritten when the object
-//! changes); emptyDir is a directory there; hostPath links the host path.
+//! Volumes. configMap and secret volumes are files under
+//! `pods/{uid}/volumes/{name}` (items and modes honoured, each file replaced
+//! atomically, rewritten when the object changes); emptyDir is a directory
+//! there; hostPath is the host's path. The runtime mounts them: the CRI
+//! runtime bind-mounts, the process runtime links them under the
+//! container's working directory.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+
+use crate::runtime::Mount;
 
 /// Object data by key (secrets decoded).
 pub(crate) type Data = BTreeMap<String, Vec<u8>>;
@@ -122,34 +123,28 @@ pub(crate) fn prepare(pod: &Value, pod_dir: &Path, sources: &BTreeMap<(&'static 
     }
 }
 
-/// Links a container's volume mounts into its working directory.
-pub(crate) fn mount(pod: &Value, container: &Value, pod_dir: &Path, workdir: &Path) {
+/// A container's volume mounts: where each one's data is on the host.
+pub(crate) fn mounts(pod: &Value, container: &Value, pod_dir: &Path) -> Vec<Mount> {
+    let mut out = Vec::new();
     for m in container["volumeMounts"].as_array().into_iter().flatten() {
         let (Some(name), Some(at)) = (m["name"].as_str(), m["mountPath"].as_str()) else { continue };
-        let rel = at.trim_start_matches('/');
-        if rel.is_empty() || rel.split('/').any(|p| p == "..") {
-            tracing::warn!(mount = at, "mount path not usable by the process runtime");
-            continue;
-        }
         let volume = pod["spec"]["volumes"].as_array().into_iter().flatten().find(|v| v["name"] == name);
-        let mut target = match volume.and_then(|v| v.pointer("/hostPath/path")).and_then(Value::as_str) {
+        let Some(volume) = volume else {
+            tracing::warn!(mount = at, volume = name, "volume mount names no volume of the pod");
+            continue;
+        };
+        let mut host_path = match volume.pointer("/hostPath/path").and_then(Value::as_str) {
             Some(host) => PathBuf::from(host),
             None => volume_dir(pod_dir, name),
         };
         if let Some(sub) = m["subPath"].as_str().filter(|s| !s.is_empty() && !s.split('/').any(|p| p == "..")) {
-            target = target.join(sub);
+            host_path = host_path.join(sub);
         }
-        let link = workdir.join(rel);
-        let made = link
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| match std::fs::symlink_metadata(&link) {
-                Ok(_) => std::fs::remove_file(&link),
-                Err(_) => Ok(()),
-            })
-            .and_then(|()| std::os::unix::fs::symlink(&target, &link));
-        if let Err(e) = made {
-            tracing::warn!(mount = at, error = %e, "volume mount not linked");
-        }
+        // configMap and secret volumes are read-only, as kubelet mounts them.
+        let read_only = m["readOnly"].as_bool().unwrap_or(false)
+            || volume.get("configMap").is_some()
+            || volume.get("secret").is_some();
+        out.push(Mount { host_path, container_path: at.to_owned(), read_only });
     }
+    out
 }

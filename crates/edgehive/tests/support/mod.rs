@@ -109,6 +109,8 @@ impl Drop for Cloud {
 pub struct Edge {
     /// Run pods (edged); off by default, where only the store matters.
     pub edged: bool,
+    /// The CRI runtime's endpoint; `None`: the process runtime.
+    pub runtime_endpoint: Option<String>,
     pub child: Option<Child>,
     pub dir: PathBuf,
     pub log: PathBuf,
@@ -132,8 +134,15 @@ impl Edge {
     /// As `configure`, with more `edgeHub` keys (lines indented 4 spaces).
     pub fn configure_with(&self, node: &str, server: &str, join: u16, token: Option<&str>, hub_extra: &str) {
         let token = token.map(|t| format!("    token: {t}\n")).unwrap_or_default();
+        let runtime = self
+            .runtime_endpoint
+            .as_ref()
+            .map(|e| {
+                format!(", tailoredKubeletConfig: {{containerRuntimeEndpoint: '{e}', runtimeRequestTimeout: 30s}}")
+            })
+            .unwrap_or_default();
         let yaml = format!(
-            "apiVersion: edgecore.config.kubeedge.io/v1alpha2\nkind: EdgeCore\ndataDir: {data}\nmodules:\n  edged: {{enable: {edged}, hostnameOverride: {node}, nodeLeaseDurationSeconds: 4, restartBackoff: {{base: 0.2, cap: 1}}}}\n  edgeHub:\n    heartbeat: 1\n    httpServer: https://127.0.0.1:{join}\n{token}    websocket: {{enable: true, server: '{server}'}}\n    reconnect: {{base: 0.1, cap: 0.5}}\n{hub_extra}",
+            "apiVersion: edgecore.config.kubeedge.io/v1alpha2\nkind: EdgeCore\ndataDir: {data}\nmodules:\n  edged: {{enable: {edged}, hostnameOverride: {node}, nodeLeaseDurationSeconds: 4, restartBackoff: {{base: 0.2, cap: 1}}{runtime}}}\n  edgeHub:\n    heartbeat: 1\n    httpServer: https://127.0.0.1:{join}\n{token}    websocket: {{enable: true, server: '{server}'}}\n    reconnect: {{base: 0.1, cap: 0.5}}\n{hub_extra}",
             data = self.dir.join("data").display(),
             edged = self.edged,
         );
@@ -143,7 +152,7 @@ impl Edge {
     pub fn new(dir: &Path) -> Edge {
         let dir = dir.join("edge");
         std::fs::create_dir_all(&dir).unwrap();
-        Edge { edged: false, child: None, log: dir.join("edge.log"), dir }
+        Edge { edged: false, runtime_endpoint: None, child: None, log: dir.join("edge.log"), dir }
     }
 
     pub fn start(&mut self, env: &[(&str, &str)]) {
@@ -158,6 +167,17 @@ impl Edge {
             cmd.env(k, v);
         }
         self.child = Some(cmd.spawn().unwrap());
+    }
+
+    /// SIGTERM, and a wait of at most 15 s for the edge to end.
+    pub fn terminate(&mut self) {
+        if let Some(c) = &mut self.child {
+            let _ = Command::new("kill").args(["-s", "TERM", &c.id().to_string()]).status();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+            while std::time::Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
     }
 
     pub fn kill(&mut self) {
@@ -233,6 +253,10 @@ impl Edge {
 
 impl Drop for Edge {
     fn drop(&mut self) {
+        if self.edged {
+            // Let edged stop its pods and remove their sandboxes/cgroups.
+            self.terminate();
+        }
         self.kill();
         self.kill_containers();
         if std::thread::panicking() {

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::manager::MODULE as METAMANAGER;
+const METAMANAGER: &str = source::METAMANAGER;
 
 /// The node agent's module name.
 pub const MODULE: &str = "nodeagent";
@@ -85,6 +85,16 @@ impl HostInfo {
     }
 }
 
+/// Memory kubelet keeps from pods by default (its hard eviction threshold
+/// `memory.available<100Mi`), KiB.
+const EVICTION_RESERVE_KIB: u64 = 100 * 1024;
+
+/// `MemAvailable` from `/proc/meminfo`, KiB.
+fn available_memory_kib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    s.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?.trim().trim_end_matches("kB").trim().parse().ok()
+}
+
 /// Settings of the node agent.
 #[derive(Debug, Clone)]
 pub struct NodeAgentConfig {
@@ -146,21 +156,43 @@ fn now_rfc3339(micros: bool) -> String {
 impl NodeAgentConfig {
     fn status(&self, now: &str) -> Value {
         let h = &self.host;
-        let resources = json!({"cpu": h.cpus.to_string(), "memory": format!("{}Ki", h.memory_kib), "pods": "110"});
+        let capacity = json!({"cpu": h.cpus.to_string(), "memory": format!("{}Ki", h.memory_kib), "pods": "110"});
+        // Kubelet's default hard eviction threshold (memory.available<100Mi)
+        // is not allocatable.
+        let allocatable = json!({
+            "cpu": h.cpus.to_string(),
+            "memory": format!("{}Ki", h.memory_kib.saturating_sub(EVICTION_RESERVE_KIB)),
+            "pods": "110",
+        });
+        let available = available_memory_kib();
+        let memory_pressure = available.is_some_and(|a| a < EVICTION_RESERVE_KIB);
+        let condition = |ty: &str, pressure: bool, reason_ok: &str, reason_bad: &str, what: &str| {
+            json!({
+                "type": ty, "status": if pressure { "True" } else { "False" },
+                "reason": if pressure { reason_bad } else { reason_ok },
+                "message": format!("edgehive has {}{what}", if pressure { "" } else { "no " }),
+                "lastHeartbeatTime": now, "lastTransitionTime": now,
+            })
+        };
         let mut addresses = Vec::new();
         if let Some(ip) = h.internal_ip {
             addresses.push(json!({"type": "InternalIP", "address": ip.to_string()}));
         }
         addresses.push(json!({"type": "Hostname", "address": h.hostname}));
         json!({
-            "capacity": resources,
-            "allocatable": resources,
+            "capacity": capacity,
+            "allocatable": allocatable,
             "addresses": addresses,
-            "conditions": [{
-                "type": "Ready", "status": "True", "reason": "EdgeReady",
-                "message": "edgehive is posting ready status",
-                "lastHeartbeatTime": now, "lastTransitionTime": now,
-            }],
+            "conditions": [
+                condition("MemoryPressure", memory_pressure, "KubeletHasSufficientMemory", "KubeletHasInsufficientMemory", "memory pressure"),
+                condition("DiskPressure", false, "KubeletHasNoDiskPressure", "KubeletHasDiskPressure", "disk pressure"),
+                condition("PIDPressure", false, "KubeletHasSufficientPID", "KubeletHasInsufficientPID", "PID pressure"),
+                {
+                    "type": "Ready", "status": "True", "reason": "EdgeReady",
+                    "message": "edgehive is posting ready status",
+                    "lastHeartbeatTime": now, "lastTransitionTime": now,
+                },
+            ],
             "nodeInfo": {
                 "machineID": h.machine_id, "systemUUID": "", "bootID": "",
                 "kernelVersion": h.kernel, "osImage": h.os_image,

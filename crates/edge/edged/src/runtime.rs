@@ -1,0 +1,170 @@
+//! The runtime interface: what edged asks of whatever runs containers. Two
+//! runtimes implement it: [`crate::process::ProcessRuntime`] (a supervised
+//! host process per container, no dependency) and [`crate::cri::CriRuntime`]
+//! (containerd, or any CRI runtime, over its gRPC socket).
+//!
+//! A pod gets a sandbox first (the process runtime's is the host itself; a
+//! CRI runtime's holds the pod's namespaces and IP), then its containers
+//! are started in it one attempt at a time. edged owns restarts, probes and
+//! status; a runtime only starts, waits for, stops and execs in containers.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Debug;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cgroup::Limits;
+
+/// A boxed future, so that runtimes can be used as trait objects.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a runtime needs to know of a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodInfo {
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// The pod's directory on the host (`{root}/pods/{uid}`): volumes,
+    /// logs, the process runtime's working directories.
+    pub dir: PathBuf,
+    /// `spec.hostNetwork`.
+    pub host_network: bool,
+    /// The node's address.
+    pub node_ip: String,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A pod's sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sandbox {
+    /// The runtime's id for it.
+    pub id: String,
+    /// The pod's IP.
+    pub ip: String,
+}
+
+/// A volume mounted into a container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// Where the data is on the host.
+    pub host_path: PathBuf,
+    /// Where the container sees it (`mountPath`).
+    pub container_path: String,
+    /// `readOnly`.
+    pub read_only: bool,
+}
+
+/// One attempt at running a container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerSpec {
+    /// `name`.
+    pub name: String,
+    /// `image`.
+    pub image: String,
+    /// `imagePullPolicy` (`Always`, `IfNotPresent`, `Never`).
+    pub pull_policy: String,
+    /// `command` (empty: the image's entrypoint).
+    pub command: Vec<String>,
+    /// `args`.
+    pub args: Vec<String>,
+    /// Environment, in order.
+    pub env: Vec<(String, String)>,
+    /// `workingDir` (empty: the image's).
+    pub working_dir: String,
+    /// The container's directory on the host (`{pod dir}/containers/{name}`).
+    pub host_dir: PathBuf,
+    /// The log file for stdout and stderr.
+    pub log: PathBuf,
+    /// Volume mounts.
+    pub mounts: Vec<Mount>,
+    /// CPU and memory limits.
+    pub limits: Limits,
+    /// How many times this container was started before.
+    pub attempt: u32,
+}
+
+/// How a container ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    /// Exit code (128 + signal for a signalled process, as kubelet reports).
+    pub code: i32,
+    /// It was killed by this signal, when the runtime says so.
+    pub signal: Option<i32>,
+    /// The kernel killed it at its memory limit (`reason: OOMKilled`).
+    pub oom_killed: bool,
+}
+
+impl Exit {
+    /// An exit with `code`, no signal known.
+    pub fn code(code: i32) -> Exit {
+        Exit { code, signal: None, oom_killed: false }
+    }
+}
+
+/// Why a runtime could not do something; `reason` is what
+/// `containerStatuses[].state.waiting.reason` shows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}: {message}")]
+pub struct RuntimeError {
+    /// Kubelet's reason word (`CreateContainerError`, `ErrImagePull`, …).
+    pub reason: &'static str,
+    /// What happened.
+    pub message: String,
+}
+
+impl RuntimeError {
+    /// An error with kubelet's `reason`.
+    pub fn new(reason: &'static str, message: impl Into<String>) -> RuntimeError {
+        RuntimeError { reason, message: message.into() }
+    }
+}
+
+/// A runtime.
+pub trait Runtime: Send + Sync + Debug {
+    /// `nodeInfo.containerRuntimeVersion`, e.g. `containerd://1.6.20`.
+    fn version(&self) -> String;
+
+    /// Makes the pod's sandbox, replacing one an earlier run of edged left.
+    fn run_sandbox<'a>(&'a self, pod: &'a PodInfo) -> BoxFuture<'a, Result<Sandbox, RuntimeError>>;
+
+    /// Stops and removes the pod's sandbox (its containers are stopped
+    /// already).
+    fn remove_sandbox<'a>(&'a self, pod: &'a PodInfo, sandbox: &'a Sandbox) -> BoxFuture<'a, ()>;
+
+    /// Starts one attempt of a container in the pod's sandbox.
+    fn start<'a>(
+        &'a self,
+        pod: &'a PodInfo,
+        sandbox: &'a Sandbox,
+        spec: &'a ContainerSpec,
+    ) -> BoxFuture<'a, Result<Arc<dyn Container>, RuntimeError>>;
+
+    /// Stops and removes what earlier runs of edged left of pods whose uid
+    /// is not in `keep`.
+    fn cleanup<'a>(&'a self, keep: &'a HashSet<String>) -> BoxFuture<'a, ()>;
+}
+
+/// A started container.
+pub trait Container: Send + Sync + Debug {
+    /// `containerStatuses[].containerID`, e.g. `containerd://0123…`.
+    fn id(&self) -> String;
+
+    /// Waits for the container to end.
+    fn wait(&self) -> BoxFuture<'_, Exit>;
+
+    /// Stops it: SIGTERM, then SIGKILL after `grace`. Returns how it ended.
+    fn stop(&self, grace: Duration) -> BoxFuture<'_, Exit>;
+
+    /// Runs `argv` in the container (an exec probe); its exit code.
+    fn exec<'a>(&'a self, argv: &'a [String], timeout: Duration) -> BoxFuture<'a, Result<i32, RuntimeError>>;
+
+    /// Limits asked for but not enforced, and why (empty when all were).
+    fn not_applied(&self) -> Vec<String>;
+}

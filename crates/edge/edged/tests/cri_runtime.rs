@@ -1,0 +1,134 @@
+//! The CRI runtime against a real containerd: sandbox, container start,
+//! exit codes, exec, stop with the grace period, replacement of what an
+//! earlier run left, cleanup of pods no longer here, a missing image.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use edgehive_edged::cri::{CriConfig, CriRuntime};
+use edgehive_edged::runtime::{Container, ContainerSpec, PodInfo, Runtime};
+use edgehive_testkit::containerd::Containerd;
+use edgehive_testkit::fixtures::TempDir;
+
+const IMAGE: &str = Containerd::IMAGE;
+
+fn containerd() -> Containerd {
+    Containerd::start().unwrap_or_else(|e| panic!("the CRI tests need containerd: {e}"))
+}
+
+fn pod(dir: &TempDir, uid: &str) -> PodInfo {
+    PodInfo {
+        uid: uid.into(),
+        name: format!("pod-{uid}"),
+        namespace: "default".into(),
+        dir: dir.path().join(uid),
+        host_network: true,
+        node_ip: "127.0.0.1".into(),
+        labels: Default::default(),
+    }
+}
+
+fn spec(pod: &PodInfo, name: &str, script: &str) -> ContainerSpec {
+    ContainerSpec {
+        name: name.into(),
+        image: IMAGE.into(),
+        pull_policy: "IfNotPresent".into(),
+        command: vec!["sh".into(), "-c".into(), script.into()],
+        args: vec![],
+        env: vec![("GREETING".into(), "hello".into())],
+        working_dir: String::new(),
+        host_dir: pod.dir.join("containers").join(name),
+        log: pod.dir.join("logs").join(format!("{name}.log")),
+        mounts: vec![],
+        limits: Default::default(),
+        attempt: 0,
+    }
+}
+
+async fn runtime(ctd: &Containerd, node: &str) -> CriRuntime {
+    CriRuntime::connect(CriConfig::new(ctd.endpoint(), node)).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containers_start_exit_exec_and_stop() {
+    let dir = TempDir::new("cri-rt");
+    let ctd = containerd();
+    let rt = runtime(&ctd, "node-a").await;
+    assert!(rt.version().starts_with("containerd://"), "{}", rt.version());
+    // The pod network: a sandbox of its own with an IP from the CNI bridge.
+    let p = PodInfo { host_network: false, ..pod(&dir, "uid-a1") };
+    let sb = rt.run_sandbox(&p).await.unwrap();
+    assert!(sb.ip.starts_with("10.") && sb.ip != p.node_ip, "{sb:?}");
+    let c: Arc<dyn Container> = rt.start(&p, &sb, &spec(&p, "main", "echo $GREETING; exit 7")).await.unwrap();
+    assert!(c.id().starts_with("containerd://"));
+    assert_eq!(c.wait().await.code, 7);
+    let log = std::fs::read_to_string(p.dir.join("logs/main.log")).unwrap();
+    assert!(log.contains("stdout F hello"), "{log}");
+
+    // A second attempt replaces the first; exec runs inside it.
+    let s2 = ContainerSpec { attempt: 1, ..spec(&p, "main", "touch /tmp/here; sleep 600") };
+    let c2 = rt.start(&p, &sb, &s2).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(c2.exec(&["test".into(), "-f".into(), "/tmp/here".into()], Duration::from_secs(5)).await.unwrap(), 0);
+    assert_eq!(c2.exec(&["test".into(), "-f".into(), "/tmp/nope".into()], Duration::from_secs(5)).await.unwrap(), 1);
+    // SIGTERM ends a plain sleep: stopped well within the grace period.
+    let t = tokio::time::Instant::now();
+    let exit = c2.stop(Duration::from_secs(10)).await;
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+    assert_eq!(exit.code, 143, "{exit:?}");
+    // One that ignores SIGTERM is killed after the grace period.
+    let c3 = rt
+        .start(&p, &sb, &ContainerSpec { attempt: 2, ..spec(&p, "main", "trap '' TERM; while true; do sleep 1; done") })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let exit = c3.stop(Duration::from_secs(1)).await;
+    assert_eq!(exit.code, 137, "{exit:?}");
+    rt.remove_sandbox(&p, &sb).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarts_replace_sandboxes_and_cleanup_spares_other_nodes() {
+    let dir = TempDir::new("cri-rt2");
+    let ctd = containerd();
+    let rt = runtime(&ctd, "node-b").await;
+    let other = runtime(&ctd, "node-c").await;
+    let (p1, p2, p3) = (pod(&dir, "uid-b1"), pod(&dir, "uid-b2"), pod(&dir, "uid-c1"));
+    let s1 = rt.run_sandbox(&p1).await.unwrap();
+    let s2 = rt.run_sandbox(&p2).await.unwrap();
+    let s3 = other.run_sandbox(&p3).await.unwrap();
+    // A new edged run makes p1's sandbox again: the old one goes.
+    let s1b = rt.run_sandbox(&p1).await.unwrap();
+    assert_ne!(s1.id, s1b.id);
+    // p2 is no longer this node's: cleanup removes it, and nothing of node-c's.
+    rt.cleanup(&HashSet::from(["uid-b1".to_owned()])).await;
+    let ids = ctd.ctr(&["containers", "ls", "-q"]);
+    assert!(!ids.contains(&s1.id) && ids.contains(&s1b.id) && !ids.contains(&s2.id) && ids.contains(&s3.id), "{ids:?}");
+    rt.remove_sandbox(&p1, &s1b).await;
+    other.remove_sandbox(&p3, &s3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_image_is_an_error_kubelet_would_name() {
+    let dir = TempDir::new("cri-rt3");
+    let ctd = containerd();
+    let rt = runtime(&ctd, "node-d").await;
+    let p = pod(&dir, "uid-d1");
+    let sb = rt.run_sandbox(&p).await.unwrap();
+    let never =
+        ContainerSpec { image: "edgehive.local/none:1".into(), pull_policy: "Never".into(), ..spec(&p, "x", "") };
+    let e = rt.start(&p, &sb, &never).await.unwrap_err();
+    assert_eq!(e.reason, "ErrImageNeverPull", "{e}");
+    let pull = ContainerSpec { pull_policy: "IfNotPresent".into(), ..never };
+    let e = rt.start(&p, &sb, &pull).await.unwrap_err();
+    assert_eq!(e.reason, "ErrImagePull", "{e}");
+    rt.remove_sandbox(&p, &sb).await;
+    // A socket with nothing behind it: a clear error, not a hang.
+    let e = CriRuntime::connect(CriConfig::new(format!("unix://{}/none.sock", dir.path().display()), "n"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason, "RuntimeNotReady");
+    assert!(e.message.contains("none.sock"), "{e}");
+}

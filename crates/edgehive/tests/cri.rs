@@ -1,0 +1,147 @@
+//! The same pod lifecycle as `tests/edged.rs`, on the CRI runtime: `edgehive
+//! edge` drives a real containerd (started by the test with its state in a
+//! temporary directory, images built locally from busybox-static and
+//! imported), and kubectl shows the result. If containerd cannot start here,
+//! these tests fail and say why; they are not skipped.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use edgehive_testkit::containerd::Containerd;
+use edgehive_testkit::fixtures::TempDir;
+use support::*;
+
+fn containerd() -> Containerd {
+    Containerd::start().unwrap_or_else(|e| panic!("the CRI tests need containerd: {e}"))
+}
+
+fn pod(name: &str, node: &str, policy: &str, script: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  nodeName: {node}\n  restartPolicy: {policy}\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: main\n    image: {image}\n    command: [sh, -c, '{script}']\n",
+        image = Containerd::IMAGE
+    )
+}
+
+fn field(cloud: &Cloud, pod: &str, path: &str) -> String {
+    cloud.kubectl(&["get", "pod", pod, "-o", &format!("jsonpath={{{path}}}")], None).trim().to_owned()
+}
+
+fn start(dir: &TempDir, cloud: &Cloud, ctd: &Containerd, node: &str) -> Edge {
+    let mut edge = Edge::new(dir.path());
+    edge.edged = true;
+    edge.runtime_endpoint = Some(ctd.endpoint());
+    edge.configure(node, &format!("127.0.0.1:{}", cloud.ws), cloud.join, Some(&cloud.token()));
+    edge.start(&[]);
+    wait_until("the node is Ready", || cloud.node_ready(node).as_deref() == Some("True"));
+    let runtime =
+        cloud.kubectl(&["get", "node", node, "-o", "jsonpath={.status.nodeInfo.containerRuntimeVersion}"], None);
+    assert!(runtime.starts_with("containerd://"), "{runtime}");
+    edge
+}
+
+/// Tasks containerd runs.
+fn tasks(ctd: &Containerd) -> String {
+    ctd.ctr(&["tasks", "ls"])
+}
+
+#[test]
+fn pods_run_restart_fail_and_stop_on_containerd() {
+    let dir = TempDir::new("cri-lifecycle");
+    let ctd = containerd();
+    let cloud = Cloud::start(dir.path(), &[]);
+    let edge = start(&dir, &cloud, &ctd, "edge-c");
+    let yaml = [
+        pod("loop", "edge-c", "Always", "while true; do echo tick; sleep 1; done"),
+        pod("crash", "edge-c", "Always", "echo boom; exit 1"),
+        pod("once", "edge-c", "Never", "exit 3"),
+    ]
+    .join("---\n");
+    cloud.kubectl(&["apply", "-f", "-"], Some(&yaml));
+
+    wait_until("loop is Running and ready", || {
+        field(&cloud, "loop", ".status.phase") == "Running"
+            && field(&cloud, "loop", ".status.containerStatuses[0].ready") == "true"
+    });
+    let table = cloud.kubectl(&["get", "pod", "loop", "--no-headers"], None);
+    assert!(table.contains("1/1") && table.contains("Running"), "{table}");
+    let id = field(&cloud, "loop", ".status.containerStatuses[0].containerID");
+    let id = id.strip_prefix("containerd://").unwrap_or_else(|| panic!("{id}")).to_owned();
+    assert!(tasks(&ctd).contains(&id), "containerd runs {id}:\n{}", tasks(&ctd));
+    // Its output is in the pod's log directory (CRI log format).
+    let uid = field(&cloud, "loop", ".metadata.uid");
+    let log = edge.dir.join("data/pods").join(&uid).join("logs/main.log");
+    wait_until("the log has ticks", || std::fs::read_to_string(&log).unwrap_or_default().contains("stdout F tick"));
+
+    wait_until("crash restarts", || {
+        field(&cloud, "crash", ".status.containerStatuses[0].restartCount").parse::<u32>().unwrap_or(0) >= 2
+    });
+    assert_eq!(field(&cloud, "crash", ".status.containerStatuses[0].lastState.terminated.exitCode"), "1");
+    wait_until("once has Failed", || field(&cloud, "once", ".status.phase") == "Failed");
+    assert_eq!(field(&cloud, "once", ".status.containerStatuses[0].state.terminated.exitCode"), "3");
+    assert_eq!(field(&cloud, "once", ".status.containerStatuses[0].restartCount"), "0");
+
+    // Delete: containerd stops the container within the grace period.
+    let started = Instant::now();
+    cloud.kubectl(&["delete", "pod", "loop", "--timeout=30s"], None);
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    wait_until("the container is gone from containerd", || !tasks(&ctd).contains(&id));
+}
+
+#[test]
+fn probes_volumes_and_env_on_containerd() {
+    let dir = TempDir::new("cri-probes");
+    let ctd = containerd();
+    let cloud = Cloud::start(dir.path(), &[]);
+    let edge = start(&dir, &cloud, &ctd, "edge-d");
+    let yaml = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cfg, namespace: default}}\ndata: {{greeting: hello}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: probed, namespace: default}}\nspec:\n  nodeName: edge-d\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: {image}\n    command: [sh, -c, 'touch /tmp/alive; sleep 2; rm -f /tmp/alive; while true; do echo \"$GREETING=$(cat /etc/cfg/greeting)\"; sleep 0.2; done']\n    env:\n    - name: GREETING\n      valueFrom: {{configMapKeyRef: {{name: cfg, key: greeting}}}}\n    livenessProbe: {{exec: {{command: [test, -f, /tmp/alive]}}, periodSeconds: 1, failureThreshold: 1}}\n    volumeMounts:\n    - {{name: cfg, mountPath: /etc/cfg}}\n  volumes:\n  - name: cfg\n    configMap: {{name: cfg}}\n",
+        image = Containerd::IMAGE
+    );
+    cloud.kubectl(&["apply", "-f", "-"], Some(&yaml));
+    wait_until("probed is Running", || field(&cloud, "probed", ".status.phase") == "Running");
+    let uid = field(&cloud, "probed", ".metadata.uid");
+    let log = edge.dir.join("data/pods").join(&uid).join("logs/main.log");
+    // The env var and the mounted configMap file, inside the container.
+    wait_until("the container reads its config", || {
+        std::fs::read_to_string(&log).unwrap_or_default().contains("hello=hello")
+    });
+    // The liveness probe (ExecSync in the container) fails after 2 s: restarted.
+    wait_until("a liveness restart", || {
+        field(&cloud, "probed", ".status.containerStatuses[0].restartCount").parse::<u32>().unwrap_or(0) >= 1
+    });
+    // The configMap changes: the running container sees the new file.
+    cloud.kubectl(&["patch", "configmap", "cfg", "-p", r#"{"data":{"greeting":"changed"}}"#], None);
+    wait_until("the update reaches the container", || {
+        std::fs::read_to_string(&log).unwrap_or_default().contains("hello=changed")
+    });
+}
+
+#[test]
+fn a_missing_image_is_reported_and_a_restarted_edge_replaces_its_sandboxes() {
+    let dir = TempDir::new("cri-restart");
+    let ctd = containerd();
+    let cloud = Cloud::start(dir.path(), &[]);
+    let mut edge = start(&dir, &cloud, &ctd, "edge-r");
+    let missing = "apiVersion: v1\nkind: Pod\nmetadata: {name: ghost, namespace: default}\nspec:\n  nodeName: edge-r\n  containers:\n  - name: main\n    image: edgehive.local/no-such-image:1\n    imagePullPolicy: Never\n";
+    cloud.kubectl(&["apply", "-f", "-"], Some(missing));
+    cloud.kubectl(&["apply", "-f", "-"], Some(&pod("keeper", "edge-r", "Always", "while true; do sleep 1; done")));
+    wait_until("ghost says why it cannot start", || {
+        field(&cloud, "ghost", ".status.containerStatuses[0].state.waiting.reason") == "ErrImageNeverPull"
+    });
+    assert_eq!(field(&cloud, "ghost", ".status.phase"), "Pending");
+    wait_until("keeper is Running", || field(&cloud, "keeper", ".status.phase") == "Running");
+    let first = field(&cloud, "keeper", ".status.containerStatuses[0].containerID");
+
+    // The edge is killed (containers keep running) and started again: the
+    // old sandbox is replaced, one copy of the pod runs.
+    edge.kill();
+    edge.start(&[]);
+    wait_until("keeper runs in a new container", || {
+        let id = field(&cloud, "keeper", ".status.containerStatuses[0].containerID");
+        !id.is_empty() && id != first && field(&cloud, "keeper", ".status.containerStatuses[0].ready") == "true"
+    });
+    let old = first.trim_start_matches("containerd://");
+    wait_until("the old container is gone", || !tasks(&ctd).contains(old));
+}
