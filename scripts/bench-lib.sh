@@ -6,16 +6,20 @@
 #   EDGED=true|false         run pods on the edge (edged)
 #   HUB_EXTRA='    key: v'   more modules.edgeHub lines (optional)
 #   EDGE_ARGS=(...)          global arguments for the edge (optional)
+#   RUNTIME=process|cri      edged's runtime (default process); cri starts a
+#                            private containerd with scripts/cri-dev.sh
+#   EDGE_BIN=path            another edge binary (e.g. an older build to compare)
 # Afterwards: $bin, $edge_bin, $dir, $edge (the edge's pid), KUBECONFIG.
 cargo build --release -p edgehive >/dev/null
 cargo build --profile edge -p edgehive --no-default-features --features edge >/dev/null
 bin="$PWD/target/release/edgehive"
-edge_bin="$PWD/target/edge/edgehive"
+edge_bin="${EDGE_BIN:-$PWD/target/edge/edgehive}"
 dir="$(mktemp -d)"
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
+    [ "${RUNTIME:-process}" = cri ] && scripts/cri-dev.sh stop "$dir/ctd"
     find "$dir/edge/pods" -name '*.pid' 2>/dev/null | while read -r f; do
         kill -s KILL -- "-$(cut -d' ' -f1 "$f")" 2>/dev/null || true
     done
@@ -29,10 +33,15 @@ export KUBECONFIG="$dir/cloud/kubeconfig.yaml" HOME="$dir"
     --join-bind 127.0.0.1:$join >"$dir/cloud.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 300); do [ -f "$KUBECONFIG" ] && kubectl get ns >/dev/null 2>&1 && break; sleep 0.1; done
+runtime_cfg=""
+if [ "${RUNTIME:-process}" = cri ]; then
+    endpoint=$(scripts/cri-dev.sh start "$dir/ctd")
+    runtime_cfg=", tailoredKubeletConfig: {containerRuntimeEndpoint: '$endpoint'}"
+fi
 cat >"$dir/edge.yaml" <<YAML
 dataDir: $dir/edge
 modules:
-  edged: {enable: ${EDGED:-true}, hostnameOverride: edge-1}
+  edged: {enable: ${EDGED:-true}, hostnameOverride: edge-1$runtime_cfg}
   edgeHub:
     httpServer: https://127.0.0.1:$join
     token: $("$bin" token --data-dir "$dir/cloud")

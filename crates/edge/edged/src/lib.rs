@@ -126,6 +126,8 @@ struct Edge {
     ctx: Context,
     pods: HashMap<String, Running>,
     dirty: HashSet<String>,
+    /// When each pod's status was last sent.
+    reported: HashMap<String, tokio::time::Instant>,
     changed_tx: mpsc::Sender<String>,
     runtime: Arc<dyn Runtime>,
 }
@@ -147,6 +149,7 @@ impl Module for Edged {
                 ctx: ctx.context().clone(),
                 pods: HashMap::new(),
                 dirty: HashSet::new(),
+                reported: HashMap::new(),
                 changed_tx,
                 runtime: Arc::clone(&self.runtime),
             };
@@ -160,7 +163,7 @@ impl Module for Edged {
                         Some(m) => e.on_message(m).await,
                         None => break,
                     },
-                    Some(key) = changed_rx.recv() => { e.dirty.insert(key); }
+                    Some(key) = changed_rx.recv() => e.changed(key),
                     _ = report.tick() => e.report().await,
                 }
             }
@@ -345,19 +348,39 @@ impl Edge {
         }
     }
 
+    /// A pod's state changed: reported at once unless it was reported less
+    /// than an interval ago (then with the next tick, coalesced), so that a
+    /// crash-looping pod does not flood the link.
+    fn changed(&mut self, key: String) {
+        let recent = self.reported.get(&key).is_some_and(|t| t.elapsed() < self.cfg.report_interval);
+        if recent {
+            self.dirty.insert(key);
+        } else {
+            self.report_one(key);
+        }
+    }
+
     /// Sends the status of every pod that changed since the last report.
     async fn report(&mut self) {
         for key in std::mem::take(&mut self.dirty) {
-            let Some(r) = self.pods.get(&key) else { continue };
-            let status = r.handle.state.lock().unwrap_or_else(|p| p.into_inner()).status(&self.cfg.node_ip);
-            let content = json!({"UID": r.handle.uid, "Status": status});
-            let m = Message::new()
-                .with_route(MODULE, group::META, format!("{}/podstatus/{}", ns_of(&r.pod), name_of(&r.pod)), op::UPDATE)
-                .with_content(Content::from_serialize(&content).unwrap_or_default());
-            if self.ctx.try_send(METAMANAGER, m).is_err() {
-                // MetaManager is busy: report again next tick.
-                self.dirty.insert(key);
-            }
+            self.report_one(key);
+        }
+        self.reported.retain(|k, _| self.pods.contains_key(k));
+    }
+
+    fn report_one(&mut self, key: String) {
+        let Some(r) = self.pods.get(&key) else { return };
+        let status = r.handle.state.lock().unwrap_or_else(|p| p.into_inner()).status(&self.cfg.node_ip);
+        let content = json!({"UID": r.handle.uid, "Status": status});
+        let m = Message::new()
+            .with_route(MODULE, group::META, format!("{}/podstatus/{}", ns_of(&r.pod), name_of(&r.pod)), op::UPDATE)
+            .with_content(Content::from_serialize(&content).unwrap_or_default());
+        if self.ctx.try_send(METAMANAGER, m).is_err() {
+            // MetaManager is busy: report again next tick.
+            self.dirty.insert(key);
+        } else {
+            self.dirty.remove(&key);
+            self.reported.insert(key, tokio::time::Instant::now());
         }
     }
 }
