@@ -61,7 +61,8 @@ pub struct EdgedConfig {
     pub root: PathBuf,
     /// Restart back-off.
     pub backoff: Backoff,
-    /// Shortest time between two status reports of one pod.
+    /// Time between two status reports of one pod once its burst of three
+    /// is spent.
     pub report_interval: Duration,
 }
 
@@ -127,7 +128,7 @@ struct Edge {
     pods: HashMap<String, Running>,
     dirty: HashSet<String>,
     /// When each pod's status was last sent.
-    reported: HashMap<String, tokio::time::Instant>,
+    reported: HashMap<String, ReportBudget>,
     changed_tx: mpsc::Sender<String>,
     runtime: Arc<dyn Runtime>,
 }
@@ -154,7 +155,8 @@ impl Module for Edged {
                 runtime: Arc::clone(&self.runtime),
             };
             e.load().await;
-            let mut report = tokio::time::interval(e.cfg.report_interval);
+            // Reports held back by their budget go out as soon as it allows.
+            let mut report = tokio::time::interval((e.cfg.report_interval / 5).max(Duration::from_millis(10)));
             report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
@@ -270,7 +272,7 @@ impl Edge {
         tracing::info!(pod = %key, uid = %uid, "starting pod");
         let handle = pod::run(&pod, env, self.changed_tx.clone());
         self.pods.insert(key.clone(), Running { handle, pod });
-        self.dirty.insert(key);
+        self.changed(key);
     }
 
     /// The configmaps and secrets the pod's environment uses, from
@@ -348,22 +350,29 @@ impl Edge {
         }
     }
 
-    /// A pod's state changed: reported at once unless it was reported less
-    /// than an interval ago (then with the next tick, coalesced), so that a
-    /// crash-looping pod does not flood the link.
+    /// A pod's state changed: reported at once while its budget allows,
+    /// else held (coalesced with later changes) until it does.
     fn changed(&mut self, key: String) {
-        let recent = self.reported.get(&key).is_some_and(|t| t.elapsed() < self.cfg.report_interval);
-        if recent {
-            self.dirty.insert(key);
-        } else {
+        if self.budget(&key).take() {
             self.report_one(key);
+        } else {
+            self.dirty.insert(key);
         }
     }
 
-    /// Sends the status of every pod that changed since the last report.
+    fn budget(&mut self, key: &str) -> &mut ReportBudget {
+        let every = self.cfg.report_interval;
+        self.reported.entry(key.to_owned()).or_insert_with(|| ReportBudget::new(every))
+    }
+
+    /// Sends the held-back status of pods whose budget allows it now.
     async fn report(&mut self) {
         for key in std::mem::take(&mut self.dirty) {
-            self.report_one(key);
+            if self.budget(&key).take() {
+                self.report_one(key);
+            } else {
+                self.dirty.insert(key);
+            }
         }
         self.reported.retain(|k, _| self.pods.contains_key(k));
     }
@@ -380,7 +389,37 @@ impl Edge {
             self.dirty.insert(key);
         } else {
             self.dirty.remove(&key);
-            self.reported.insert(key, tokio::time::Instant::now());
+        }
+    }
+}
+
+/// A pod's status reports: a burst of [`ReportBudget::BURST`] (a new pod's
+/// Pending, then Running, then Ready go at once), then one per report
+/// interval, so that a crash-looping pod does not flood the link.
+#[derive(Debug)]
+struct ReportBudget {
+    tokens: f64,
+    every: Duration,
+    at: tokio::time::Instant,
+}
+
+impl ReportBudget {
+    const BURST: f64 = 3.0;
+
+    fn new(every: Duration) -> ReportBudget {
+        ReportBudget { tokens: Self::BURST, every, at: tokio::time::Instant::now() }
+    }
+
+    fn take(&mut self) -> bool {
+        let now = tokio::time::Instant::now();
+        let earned = now.duration_since(self.at).as_secs_f64() / self.every.as_secs_f64().max(1e-3);
+        self.tokens = (self.tokens + earned).min(Self::BURST);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
         }
     }
 }
