@@ -40,6 +40,17 @@ fn start(dir: &TempDir, cloud: &Cloud, server: &str, node: &str) -> Edge {
     let runtime =
         cloud.kubectl(&["get", "node", node, "-o", "jsonpath={.status.nodeInfo.containerRuntimeVersion}"], None);
     assert!(runtime.starts_with("process://edgehive-"), "{runtime}");
+    // edged's node: the host's capacity, allocatable less kubelet's reserve,
+    // the pressure conditions beside Ready.
+    let node_field = |path: &str| cloud.kubectl(&["get", "node", node, "-o", &format!("jsonpath={{{path}}}")], None);
+    let conditions = node_field(".status.conditions[*].type");
+    for c in ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"] {
+        assert!(conditions.contains(c), "{conditions}");
+    }
+    let kib = |q: String| q.trim_end_matches("Ki").parse::<u64>().unwrap();
+    let (capacity, allocatable) = (kib(node_field(".status.capacity.memory")), kib(node_field(".status.allocatable.memory")));
+    assert_eq!(capacity - allocatable, 100 * 1024);
+    assert_eq!(node_field(".status.capacity.pods"), "110");
     edge
 }
 

@@ -1,8 +1,9 @@
 //! The process runtime: each container is a supervised host process started
 //! from its `command` and `args`, with its `env`, in a working directory
 //! under the pod's directory, its own process group (so a stop reaches the
-//! whole tree), and stdout/stderr appended to a log file that is rotated at
-//! a size cap. The image name is recorded, not pulled. CPU and memory
+//! whole tree), and stdout/stderr appended to a log file (the process's own
+//! file descriptors: nothing is copied through edged) that is rotated at a
+//! size cap. The image name is recorded, not pulled. CPU and memory
 //! limits go into a cgroup per container where the host lets edged make
 //! one ([`crate::cgroup`]); what could not be applied is reported.
 //!
@@ -18,7 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rustix::process::{Pid, Signal, kill_process_group};
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::process::{Child, Command};
 
 use crate::cgroup::{Applied, Cgroups};
@@ -268,6 +268,7 @@ pub struct Running {
     pgid: Option<Pid>,
     /// Its process id.
     pub pid: u32,
+    log: PathBuf,
 }
 
 /// Where a container's process is recorded: `{workdir}.pid` holds its pid
@@ -317,6 +318,10 @@ pub async fn start(spec: &ProcessSpec) -> Result<Running, StartError> {
     if let Some(dir) = spec.log.parent() {
         tokio::fs::create_dir_all(dir).await.map_err(io(dir))?;
     }
+    // The log file is the process's stdout and stderr (O_APPEND): nothing
+    // passes through edged, no buffer per container.
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(&spec.log).map_err(io(&spec.log))?;
+    let log2 = log.try_clone().map_err(io(&spec.log))?;
     let mut cmd = Command::new(program);
     cmd.args(args)
         .env_clear()
@@ -324,26 +329,31 @@ pub async fn start(spec: &ProcessSpec) -> Result<Running, StartError> {
         .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .current_dir(&spec.workdir)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(log2))
         .process_group(0)
         .kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|source| StartError::Spawn { program: program.clone(), source })?;
+    let child = cmd.spawn().map_err(|source| StartError::Spawn { program: program.clone(), source })?;
     let pid = child.id().unwrap_or(0);
     let pgid = i32::try_from(pid).ok().and_then(Pid::from_raw);
     if let Some(started) = start_time(pid) {
         let path = pid_file(spec);
         tokio::fs::write(&path, format!("{pid} {started}\n")).await.map_err(io(&path))?;
     }
-    let (out, err) = (child.stdout.take(), child.stderr.take());
-    tokio::spawn(copy_log(out, err, spec.log.clone()));
-    Ok(Running { child, pgid, pid })
+    Ok(Running { child, pgid, pid, log: spec.log.clone() })
 }
 
 impl Running {
-    /// Waits for the process to end.
+    /// Waits for the process to end, rotating its log meanwhile.
     pub async fn wait(&mut self) -> Exit {
-        match self.child.wait().await {
+        let status = loop {
+            // `Child::wait` may be cancelled and called again.
+            tokio::select! {
+                s = self.child.wait() => break s,
+                () = tokio::time::sleep(ROTATE_CHECK) => rotate_log(&self.log).await,
+            }
+        };
+        match status {
             Ok(status) => {
                 use std::os::unix::process::ExitStatusExt as _;
                 match (status.code(), status.signal()) {
@@ -383,47 +393,28 @@ impl Running {
     }
 }
 
-/// Appends both streams to `log`, rotating it at [`LOG_CAP`].
-async fn copy_log(
-    out: Option<impl AsyncRead + Unpin + Send + 'static>,
-    err: Option<impl AsyncRead + Unpin + Send + 'static>,
-    log: PathBuf,
-) {
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
-    async fn pump(mut r: impl AsyncRead + Unpin + Send, tx: tokio::sync::mpsc::Sender<Vec<u8>>) {
-        let mut buf = vec![0u8; 8192];
-        while let Ok(n) = r.read(&mut buf).await {
-            if n == 0 || tx.send(buf[..n].to_vec()).await.is_err() {
-                break;
-            }
-        }
+/// How often a running container's log size is checked.
+const ROTATE_CHECK: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Rotates a log past [`LOG_CAP`] the way `copytruncate` does: the process
+/// holds the file open in append mode, so it is copied to `{log}.1` (one
+/// kept) and cut to zero, and the process goes on writing at its new end.
+/// What is written between the copy and the cut is lost (a few bytes at
+/// most, once per 10 MiB).
+pub async fn rotate_log(log: &Path) {
+    let Ok(meta) = tokio::fs::metadata(log).await else { return };
+    if meta.len() <= LOG_CAP {
+        return;
     }
-    if let Some(o) = out {
-        tokio::spawn(pump(o, tx.clone()));
+    let mut rotated = log.to_owned().into_os_string();
+    rotated.push(".1");
+    let cut = async {
+        tokio::fs::copy(log, &rotated).await?;
+        tokio::fs::OpenOptions::new().write(true).open(log).await?.set_len(0).await
+    };
+    if let Err(e) = cut.await {
+        tracing::warn!(log = %log.display(), error = %e, "log not rotated");
     }
-    if let Some(e) = err {
-        tokio::spawn(pump(e, tx.clone()));
-    }
-    drop(tx);
-    let open = |log: PathBuf| async move { tokio::fs::OpenOptions::new().create(true).append(true).open(&log).await };
-    let Ok(mut file) = open(log.clone()).await else { return };
-    let mut size = file.metadata().await.map(|m| m.len()).unwrap_or(0);
-    while let Some(chunk) = rx.recv().await {
-        if size + chunk.len() as u64 > LOG_CAP {
-            let _ = file.flush().await;
-            let mut rotated = log.clone().into_os_string();
-            rotated.push(".1");
-            let _ = tokio::fs::rename(&log, &rotated).await;
-            let Ok(f) = open(log.clone()).await else { return };
-            file = f;
-            size = 0;
-        }
-        if file.write_all(&chunk).await.is_err() {
-            return;
-        }
-        size += chunk.len() as u64;
-    }
-    let _ = file.flush().await;
 }
 
 #[cfg(test)]
@@ -459,6 +450,24 @@ mod tests {
         assert!(matches!(start(&none).await, Err(StartError::NoCommand)));
         let missing = ProcessSpec { argv: vec!["/no/such/program".into()], ..spec(dir.path(), "") };
         assert!(matches!(start(&missing).await, Err(StartError::Spawn { .. })));
+    }
+
+    #[tokio::test]
+    async fn a_log_past_its_cap_is_copied_and_cut_while_the_writer_goes_on() {
+        use std::io::Write as _;
+        let dir = edgehive_testkit::fixtures::TempDir::new("edged-rotate");
+        let log = dir.path().join("c.log");
+        let mut writer = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
+        writer.write_all(&vec![b'a'; LOG_CAP as usize]).unwrap();
+        rotate_log(&log).await;
+        assert_eq!(std::fs::metadata(&log).unwrap().len(), LOG_CAP, "not past the cap: left alone");
+        writer.write_all(b"b\n").unwrap();
+        rotate_log(&log).await;
+        assert_eq!(std::fs::metadata(dir.path().join("c.log.1")).unwrap().len(), LOG_CAP + 2);
+        assert_eq!(std::fs::metadata(&log).unwrap().len(), 0);
+        // The writer's next line lands at the start of the cut file.
+        writer.write_all(b"after\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "after\n");
     }
 
     #[tokio::test]
