@@ -13,14 +13,10 @@ use edgehive_testkit::fixtures::TempDir;
 use support::*;
 
 fn pod(name: &str, node: &str, policy: &str, script: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  nodeName: {node}\n  restartPolicy: {policy}\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, '{script}']\n"
-    )
+    shell_pod(name, node, policy, script, "busybox")
 }
 
-fn field(cloud: &Cloud, pod: &str, path: &str) -> String {
-    cloud.kubectl(&["get", "pod", pod, "-o", &format!("jsonpath={{{path}}}")], None).trim().to_owned()
-}
+use support::pod_field as field;
 
 /// The pid in `process://{pid}`.
 fn pid_of(cloud: &Cloud, pod: &str) -> Option<u32> {
@@ -48,7 +44,8 @@ fn start(dir: &TempDir, cloud: &Cloud, server: &str, node: &str) -> Edge {
         assert!(conditions.contains(c), "{conditions}");
     }
     let kib = |q: String| q.trim_end_matches("Ki").parse::<u64>().unwrap();
-    let (capacity, allocatable) = (kib(node_field(".status.capacity.memory")), kib(node_field(".status.allocatable.memory")));
+    let (capacity, allocatable) =
+        (kib(node_field(".status.capacity.memory")), kib(node_field(".status.allocatable.memory")));
     assert_eq!(capacity - allocatable, 100 * 1024);
     assert_eq!(node_field(".status.capacity.pods"), "110");
     edge
@@ -59,31 +56,7 @@ fn pods_run_restart_fail_and_stop_as_kubectl_shows() {
     let dir = TempDir::new("edged-lifecycle");
     let cloud = Cloud::start(dir.path(), &[]);
     let _edge = start(&dir, &cloud, &format!("127.0.0.1:{}", cloud.ws), "edge-p");
-    let yaml = [
-        pod("loop", "edge-p", "Always", "while true; do echo tick; sleep 1; done"),
-        pod("crash", "edge-p", "Always", "echo boom; exit 1"),
-        pod("once", "edge-p", "Never", "exit 3"),
-    ]
-    .join("---\n");
-    cloud.kubectl(&["apply", "-f", "-"], Some(&yaml));
-
-    // A shell loop: Running, READY 1/1.
-    wait_until("loop is Running and ready", || {
-        field(&cloud, "loop", ".status.phase") == "Running"
-            && field(&cloud, "loop", ".status.containerStatuses[0].ready") == "true"
-    });
-    let table = cloud.kubectl(&["get", "pod", "loop", "--no-headers"], None);
-    assert!(table.contains("1/1") && table.contains("Running"), "{table}");
-    // A container that exits 1 is restarted, again and again.
-    wait_until("crash restarts", || {
-        field(&cloud, "crash", ".status.containerStatuses[0].restartCount").parse::<u32>().unwrap_or(0) >= 2
-    });
-    let last = field(&cloud, "crash", ".status.containerStatuses[0].lastState.terminated.exitCode");
-    assert_eq!(last, "1");
-    // restartPolicy Never: Failed, with the exit code.
-    wait_until("once has Failed", || field(&cloud, "once", ".status.phase") == "Failed");
-    assert_eq!(field(&cloud, "once", ".status.containerStatuses[0].state.terminated.exitCode"), "3");
-    assert_eq!(field(&cloud, "once", ".status.containerStatuses[0].restartCount"), "0");
+    run_lifecycle_pods(&cloud, "edge-p", "busybox");
 
     // Delete: the process is stopped within the grace period and the pod goes.
     let pid = pid_of(&cloud, "loop").unwrap();

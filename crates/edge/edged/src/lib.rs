@@ -127,7 +127,7 @@ struct Edge {
     ctx: Context,
     pods: HashMap<String, Running>,
     dirty: HashSet<String>,
-    /// When each pod's status was last sent.
+    /// Each pod's status report budget.
     reported: HashMap<String, ReportBudget>,
     changed_tx: mpsc::Sender<String>,
     runtime: Arc<dyn Runtime>,

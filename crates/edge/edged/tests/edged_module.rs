@@ -35,19 +35,20 @@ fn start(dir: &TempDir, pods: Vec<String>) -> (Seen, CancellationToken) {
     cfg.backoff = Backoff { base: Duration::from_millis(20), cap: Duration::from_millis(40) };
     b.register(Arc::new(Edged::new(cfg))).unwrap();
     let seen2 = seen.clone();
-    let meta = FnModule::new(source::METAMANAGER, group::META, move |mut ctx: ModuleContext, cancel: CancellationToken| {
-        let (seen, pods) = (seen2.clone(), pods.clone());
-        Box::pin(async move {
-            while let Some(m) = ctx.receive_until(&cancel).await {
-                if m.route.operation == op::QUERY {
-                    let _ = ctx.send_resp(m.response(Content::from_serialize(&pods).unwrap()));
-                    continue;
+    let meta =
+        FnModule::new(source::METAMANAGER, group::META, move |mut ctx: ModuleContext, cancel: CancellationToken| {
+            let (seen, pods) = (seen2.clone(), pods.clone());
+            Box::pin(async move {
+                while let Some(m) = ctx.receive_until(&cancel).await {
+                    if m.route.operation == op::QUERY {
+                        let _ = ctx.send_resp(m.response(Content::from_serialize(&pods).unwrap()));
+                        continue;
+                    }
+                    seen.lock().unwrap().push((tokio::time::Instant::now(), m));
                 }
-                seen.lock().unwrap().push((tokio::time::Instant::now(), m));
-            }
-            Ok(())
-        }) as edgehive_beehive::ModuleFuture
-    });
+                Ok(())
+            }) as edgehive_beehive::ModuleFuture
+        });
     b.register(Arc::new(meta)).unwrap();
     let hive = b.build();
     let stop = CancellationToken::new();

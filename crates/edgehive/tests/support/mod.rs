@@ -329,3 +329,43 @@ pub fn pod_yaml(name: &str, node: &str) -> String {
         "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  nodeName: {node}\n  containers: [{{name: c, image: busybox}}]\n"
     )
 }
+
+/// A pod of one container `main` running `sh -c script` from `image`.
+pub fn shell_pod(name: &str, node: &str, policy: &str, script: &str, image: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  nodeName: {node}\n  restartPolicy: {policy}\n  terminationGracePeriodSeconds: 5\n  containers:\n  - name: main\n    image: {image}\n    command: [sh, -c, '{script}']\n"
+    )
+}
+
+/// A field of a pod, by kubectl's jsonpath.
+pub fn pod_field(cloud: &Cloud, pod: &str, path: &str) -> String {
+    cloud.kubectl(&["get", "pod", pod, "-o", &format!("jsonpath={{{path}}}")], None).trim().to_owned()
+}
+
+/// The lifecycle every runtime must show through kubectl, on `node`:
+/// `loop` (a shell loop) Running with READY 1/1; `crash` (exits 1)
+/// restarted with a rising restartCount and lastState exit 1; `once`
+/// (`restartPolicy: Never`, exits 3) Failed with exit code 3, never
+/// restarted. `loop` is left running for the caller.
+pub fn run_lifecycle_pods(cloud: &Cloud, node: &str, image: &str) {
+    let yaml = [
+        shell_pod("loop", node, "Always", "while true; do echo tick; sleep 1; done", image),
+        shell_pod("crash", node, "Always", "echo boom; exit 1", image),
+        shell_pod("once", node, "Never", "exit 3", image),
+    ]
+    .join("---\n");
+    cloud.kubectl(&["apply", "-f", "-"], Some(&yaml));
+    let field = |pod: &str, path: &str| pod_field(cloud, pod, path);
+    wait_until("loop is Running and ready", || {
+        field("loop", ".status.phase") == "Running" && field("loop", ".status.containerStatuses[0].ready") == "true"
+    });
+    let table = cloud.kubectl(&["get", "pod", "loop", "--no-headers"], None);
+    assert!(table.contains("1/1") && table.contains("Running"), "{table}");
+    wait_until("crash restarts", || {
+        field("crash", ".status.containerStatuses[0].restartCount").parse::<u32>().unwrap_or(0) >= 2
+    });
+    assert_eq!(field("crash", ".status.containerStatuses[0].lastState.terminated.exitCode"), "1");
+    wait_until("once has Failed", || field("once", ".status.phase") == "Failed");
+    assert_eq!(field("once", ".status.containerStatuses[0].state.terminated.exitCode"), "3");
+    assert_eq!(field("once", ".status.containerStatuses[0].restartCount"), "0");
+}
