@@ -231,6 +231,44 @@ fn percent_decode(s: &str) -> String {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn a_peer_that_is_not_grpc_is_an_error_and_a_silent_one_meets_the_deadline() {
+        let dir = edgehive_testkit::fixtures::TempDir::new("grpc-bad");
+        let req = crate::cri::api::VersionRequest { version: "v1".into() };
+        let method = "/runtime.v1.RuntimeService/Version";
+        // Nothing listening.
+        let ch = Channel::new(dir.path().join("none.sock"));
+        let e = ch.call::<_, crate::cri::api::VersionResponse>(method, &req, Duration::from_secs(5)).await;
+        assert!(matches!(e, Err(GrpcError::Connect { .. })), "{e:?}");
+        // Garbage instead of HTTP/2.
+        let junk = dir.path().join("junk.sock");
+        let l = tokio::net::UnixListener::bind(&junk).unwrap();
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt as _;
+            while let Ok((mut s, _)) = l.accept().await {
+                let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\nnot grpc").await;
+            }
+        });
+        let t = tokio::time::Instant::now();
+        let e =
+            Channel::new(&junk).call::<_, crate::cri::api::VersionResponse>(method, &req, Duration::from_secs(5)).await;
+        assert!(matches!(e, Err(GrpcError::Transport { .. })), "{e:?}");
+        assert!(t.elapsed() < Duration::from_secs(4));
+        // Accepts and says nothing: the deadline ends the call.
+        let silent = dir.path().join("silent.sock");
+        let l = tokio::net::UnixListener::bind(&silent).unwrap();
+        tokio::spawn(async move {
+            let mut kept = Vec::new();
+            while let Ok((s, _)) = l.accept().await {
+                kept.push(s);
+            }
+        });
+        let e = Channel::new(&silent)
+            .call::<_, crate::cri::api::VersionResponse>(method, &req, Duration::from_millis(300))
+            .await;
+        assert!(matches!(e, Err(GrpcError::Deadline { .. })), "{e:?}");
+    }
+
     #[test]
     fn grpc_messages_are_percent_decoded() {
         assert_eq!(percent_decode("image %22x%22 not found"), "image \"x\" not found");
