@@ -1,9 +1,10 @@
 //! The CRI runtime: containerd (or any runtime speaking CRI `runtime.v1`)
 //! over its gRPC unix socket. A pod is a sandbox (`RunPodSandbox`, with the
 //! pause image containerd is configured with), each container attempt is
-//! `CreateContainer` + `StartContainer`; edged polls `ContainerStatus` for
-//! the end, as kubelet's relist does, stops with `StopContainer` and the
-//! grace period, runs exec probes with `ExecSync`, and rotates each
+//! `CreateContainer` + `StartContainer`. One relist of the node's
+//! containers every 250 ms (as kubelet's) tells edged which ended; edged
+//! stops with `StopContainer` and the grace period, runs exec probes with
+//! `ExecSync`, and rotates each
 //! container's log at the same cap as the process runtime
 //! (`ReopenContainerLog`).
 //!
@@ -18,8 +19,10 @@ pub mod grpc;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use crate::runtime::{BoxFuture, Container, ContainerSpec, Exit, PodInfo, Runtime, RuntimeError, Sandbox};
 use api::{IMAGE, RUNTIME};
@@ -32,9 +35,11 @@ const POD_NAME: &str = "io.kubernetes.pod.name";
 const POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
 const CONTAINER_NAME: &str = "io.kubernetes.container.name";
 
-/// How often a running container's state is read (kubelet relists every
-/// second).
+/// How often this node's containers are listed to see which ended
+/// (kubelet relists every second).
 pub const POLL: Duration = Duration::from_millis(250);
+/// How often a running container's log size is checked.
+const LOG_CHECK: Duration = Duration::from_secs(10);
 
 /// Settings of the CRI runtime.
 #[derive(Debug, Clone)]
@@ -60,6 +65,16 @@ struct Inner {
     cfg: CriConfig,
     version: String,
     runtime_name: String,
+    waiters: std::sync::Mutex<Waiters>,
+}
+
+/// Containers whose end a task waits for: one relist of this node's
+/// containers wakes them all (as kubelet's relist does), instead of a
+/// status request per container.
+#[derive(Debug, Default)]
+struct Waiters {
+    by_id: HashMap<String, Arc<Notify>>,
+    relisting: bool,
 }
 
 /// A CRI runtime.
@@ -95,12 +110,29 @@ impl CriRuntime {
                 version: format!("{}://{}", v.runtime_name, v.runtime_version),
                 runtime_name: v.runtime_name,
                 cfg,
+                waiters: std::sync::Mutex::default(),
             }),
         })
     }
 }
 
 impl Inner {
+    /// Registers `id` with the relist; the returned notify is woken once
+    /// the container is seen exited or gone.
+    fn watch(self: &Arc<Self>, id: &str) -> Arc<Notify> {
+        let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        let n = Arc::clone(w.by_id.entry(id.to_owned()).or_default());
+        if !w.relisting {
+            w.relisting = true;
+            tokio::spawn(relist(Arc::downgrade(self)));
+        }
+        n
+    }
+
+    fn unwatch(&self, id: &str) {
+        self.waiters.lock().unwrap_or_else(|p| p.into_inner()).by_id.remove(id);
+    }
+
     async fn call<Req: prost::Message, Resp: prost::Message + Default>(
         &self,
         method: &str,
@@ -363,12 +395,57 @@ impl Runtime for CriRuntime {
     }
 }
 
+/// Every [`POLL`], lists this node's containers once and wakes the waiters
+/// of those that exited or are gone; ends when nobody waits.
+async fn relist(inner: Weak<Inner>) {
+    loop {
+        tokio::time::sleep(POLL).await;
+        let Some(rt) = inner.upgrade() else { return };
+        let ids: Vec<(String, Arc<Notify>)> = {
+            let mut w = rt.waiters.lock().unwrap_or_else(|p| p.into_inner());
+            if w.by_id.is_empty() {
+                w.relisting = false;
+                return;
+            }
+            w.by_id.iter().map(|(k, v)| (k.clone(), Arc::clone(v))).collect()
+        };
+        let req = api::ListContainersRequest {
+            filter: Some(api::ContainerFilter {
+                pod_sandbox_id: String::new(),
+                label_selector: HashMap::from([(NODE_LABEL.to_owned(), rt.cfg.node_name.clone())]),
+            }),
+        };
+        match rt.call::<_, api::ListContainersResponse>(&format!("{RUNTIME}ListContainers"), &req).await {
+            Ok(list) => {
+                let live: HashSet<&str> = list
+                    .containers
+                    .iter()
+                    .filter(|c| c.state != api::CONTAINER_EXITED)
+                    .map(|c| c.id.as_str())
+                    .collect();
+                for (id, n) in ids {
+                    if !live.contains(id.as_str()) {
+                        n.notify_one();
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "container relist"),
+        }
+    }
+}
+
 /// A container started through CRI.
 #[derive(Debug)]
 struct CriContainer {
     rt: Arc<Inner>,
     id: String,
     log: PathBuf,
+}
+
+impl Drop for CriContainer {
+    fn drop(&mut self) {
+        self.rt.unwatch(&self.id);
+    }
 }
 
 impl CriContainer {
@@ -407,7 +484,7 @@ impl Container for CriContainer {
 
     fn wait(&self) -> BoxFuture<'_, Exit> {
         Box::pin(async move {
-            let mut polls = 0u32;
+            let ended = self.rt.watch(&self.id);
             loop {
                 match self.rt.status(&self.id).await {
                     Ok(s) if s.state == api::CONTAINER_EXITED => return Self::exit_of(&s),
@@ -419,11 +496,11 @@ impl Container for CriContainer {
                     }
                     Err(e) => tracing::warn!(container = %self.id, error = %e, "container status"),
                 }
-                polls = polls.wrapping_add(1);
-                if polls.is_multiple_of(40) {
-                    self.rotate_log().await;
+                // Until the relist sees it end; its log is checked meanwhile.
+                tokio::select! {
+                    () = ended.notified() => {}
+                    () = tokio::time::sleep(LOG_CHECK) => self.rotate_log().await,
                 }
-                tokio::time::sleep(POLL).await;
             }
         })
     }
