@@ -169,10 +169,17 @@ impl Module for Edged {
                     _ = report.tick() => e.report().await,
                 }
             }
-            // Shutdown leaves the containers to the pod's processes' fate:
-            // a restarted edge starts them again from the store.
+            // Shutdown: a runtime whose containers outlive edged keeps them
+            // running for the next run to adopt; the process runtime's end
+            // with edged (stopped here; a restarted edge starts them again
+            // from the store).
+            let keep = e.runtime.keeps_containers();
             for (_, r) in e.pods.drain() {
-                r.handle.stop(Duration::from_secs(2)).await;
+                if keep {
+                    r.handle.detach().await;
+                } else {
+                    r.handle.stop(Duration::from_secs(2)).await;
+                }
             }
             Ok(())
         })

@@ -209,6 +209,7 @@ pub(crate) struct PodHandle {
     pub(crate) uid: String,
     pub(crate) state: Arc<Mutex<PodState>>,
     stop: CancellationToken,
+    detach: CancellationToken,
     grace: Arc<Mutex<Duration>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -218,6 +219,15 @@ impl PodHandle {
     pub(crate) async fn stop(mut self, grace: Duration) {
         *self.grace.lock().unwrap_or_else(|p| p.into_inner()) = grace;
         self.stop.cancel();
+        for t in self.tasks.drain(..) {
+            let _ = t.await;
+        }
+    }
+
+    /// Lets go of the pod, its containers left running for the next run of
+    /// edged to adopt (runtimes whose containers outlive edged).
+    pub(crate) async fn detach(mut self) {
+        self.detach.cancel();
         for t in self.tasks.drain(..) {
             let _ = t.await;
         }
@@ -398,11 +408,12 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
     }));
     crate::volume::prepare(pod, &env.dir, &env.sources);
     let stop = CancellationToken::new();
+    let detach = CancellationToken::new();
     let grace = Arc::new(Mutex::new(Duration::from_secs(30)));
     let info = pod_info(pod, &env);
     let pod = pod.clone();
     let task = {
-        let (state, stop, grace) = (Arc::clone(&state), stop.clone(), Arc::clone(&grace));
+        let (state, stop, detach, grace) = (Arc::clone(&state), stop.clone(), detach.clone(), Arc::clone(&grace));
         tokio::spawn(async move {
             let runtime = Arc::clone(&env.runtime);
             let reporter =
@@ -420,6 +431,7 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
                         }
                         tokio::select! {
                             () = stop.cancelled() => return,
+                            () = detach.cancelled() => return,
                             () = tokio::time::sleep(delay) => {}
                         }
                         delay = (delay * 2).min(env.backoff.cap);
@@ -450,6 +462,7 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
                         report: reporter(i),
                         key: key.clone(),
                         stop: stop.clone(),
+                        detach: detach.clone(),
                         grace: Arc::clone(&grace),
                     };
                     tokio::spawn(sup.run())
@@ -458,10 +471,12 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
             for t in supervisors {
                 let _ = t.await;
             }
-            runtime.remove_sandbox(&info, &sandbox).await;
+            if !detach.is_cancelled() {
+                runtime.remove_sandbox(&info, &sandbox).await;
+            }
         })
     };
-    PodHandle { uid, state, stop, grace, tasks: vec![task] }
+    PodHandle { uid, state, stop, detach, grace, tasks: vec![task] }
 }
 
 struct Supervisor {
@@ -481,6 +496,8 @@ struct Supervisor {
     report: Reporter,
     key: String,
     stop: CancellationToken,
+    /// Edged lets go: return, leaving the container running.
+    detach: CancellationToken,
     grace: Arc<Mutex<Duration>>,
 }
 
@@ -585,13 +602,26 @@ impl Supervisor {
     async fn run(self) {
         let mut delay = self.backoff.base;
         let mut attempt = 0u32;
+        // A container an earlier run of edged left running is taken over.
+        let mut adopted = self.runtime.adopt(&self.pod, &self.sandbox, &self.spec).await;
+        if let Some((c, n)) = &adopted {
+            tracing::info!(pod = %self.key, container = %self.name, id = %c.id(), attempt = n, "container adopted");
+            attempt = n + 1;
+            self.set(|s| s.restarts = *n);
+        }
         loop {
             let started_at = Instant::now();
             let started = now();
             let spec = ContainerSpec { attempt, ..self.spec.clone() };
-            let outcome = match self.runtime.start(&self.pod, &self.sandbox, &spec).await {
+            let (result, fresh) = match adopted.take() {
+                Some((c, _)) => (Ok(c), false),
+                None => (self.runtime.start(&self.pod, &self.sandbox, &spec).await, true),
+            };
+            let outcome = match result {
                 Ok(c) => {
-                    attempt += 1;
+                    if fresh {
+                        attempt += 1;
+                    }
                     let id = c.id();
                     let mut notes = self.notes.clone();
                     notes.extend(c.not_applied());
@@ -608,6 +638,12 @@ impl Supervisor {
                         () = kill.notified() => {
                             let grace = *self.grace.lock().unwrap_or_else(|p| p.into_inner());
                             c.stop(grace).await
+                        }
+                        () = self.detach.cancelled() => {
+                            if let Some(t) = probing {
+                                t.abort();
+                            }
+                            return;
                         }
                         () = self.stop.cancelled() => {
                             if let Some(t) = probing {
@@ -662,6 +698,7 @@ impl Supervisor {
             });
             tokio::select! {
                 () = self.stop.cancelled() => return,
+                () = self.detach.cancelled() => return,
                 () = tokio::time::sleep(wait) => {}
             }
             if outcome.is_ok() {

@@ -104,6 +104,21 @@ impl Runtime for ProcessRuntime {
         })
     }
 
+    fn adopt<'a>(
+        &'a self,
+        _pod: &'a PodInfo,
+        _sandbox: &'a Sandbox,
+        _spec: &'a ContainerSpec,
+    ) -> BoxFuture<'a, Option<(Arc<dyn Container>, u32)>> {
+        // A process edged did not start is not its child: it cannot be
+        // waited for, so a leftover is stopped and started again instead.
+        Box::pin(async { None })
+    }
+
+    fn keeps_containers(&self) -> bool {
+        false
+    }
+
     fn cleanup<'a>(&'a self, keep: &'a HashSet<String>) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let Ok(mut dirs) = tokio::fs::read_dir(&self.pods_dir).await else { return };

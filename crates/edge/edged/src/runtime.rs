@@ -146,6 +146,21 @@ pub trait Runtime: Send + Sync + Debug {
         spec: &'a ContainerSpec,
     ) -> BoxFuture<'a, Result<Arc<dyn Container>, RuntimeError>>;
 
+    /// Takes over the container `spec` names that an earlier run of edged
+    /// left running in this sandbox: the container and its attempt number
+    /// (its restart count). `None` when there is none or the runtime's
+    /// containers end with edged.
+    fn adopt<'a>(
+        &'a self,
+        pod: &'a PodInfo,
+        sandbox: &'a Sandbox,
+        spec: &'a ContainerSpec,
+    ) -> BoxFuture<'a, Option<(Arc<dyn Container>, u32)>>;
+
+    /// Containers outlive edged: its shutdown leaves them running, and the
+    /// next run adopts them (kubelet's way with a container runtime).
+    fn keeps_containers(&self) -> bool;
+
     /// Stops and removes what earlier runs of edged left of pods whose uid
     /// is not in `keep`.
     fn cleanup<'a>(&'a self, keep: &'a HashSet<String>) -> BoxFuture<'a, ()>;

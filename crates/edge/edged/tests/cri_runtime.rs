@@ -1,5 +1,5 @@
 //! The CRI runtime against a real containerd: sandbox, container start,
-//! exit codes, exec, stop with the grace period, replacement of what an
+//! exit codes, exec, stop with the grace period, adoption of what an
 //! earlier run left, cleanup of pods no longer here, a missing image.
 #![allow(clippy::unwrap_used)]
 
@@ -90,7 +90,7 @@ async fn containers_start_exit_exec_and_stop() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn restarts_replace_sandboxes_and_cleanup_spares_other_nodes() {
+async fn restarts_adopt_sandboxes_and_cleanup_spares_other_nodes() {
     let dir = TempDir::new("cri-rt2");
     let ctd = containerd();
     let rt = runtime(&ctd, "node-b").await;
@@ -100,12 +100,19 @@ async fn restarts_replace_sandboxes_and_cleanup_spares_other_nodes() {
     let s2 = rt.run_sandbox(&p2).await.unwrap();
     let s3 = other.run_sandbox(&p3).await.unwrap();
     // A new edged run makes p1's sandbox again: the old one goes.
+    // A container of p1 runs; a new edged run takes the ready sandbox and
+    // the container over instead of making them again.
+    let c = rt.start(&p1, &s1, &ContainerSpec { attempt: 4, ..spec(&p1, "main", "sleep 600") }).await.unwrap();
     let s1b = rt.run_sandbox(&p1).await.unwrap();
-    assert_ne!(s1.id, s1b.id);
+    assert_eq!(s1, s1b, "the ready sandbox is adopted");
+    let (adopted, attempt) = rt.adopt(&p1, &s1b, &spec(&p1, "main", "")).await.unwrap();
+    assert_eq!((adopted.id(), attempt), (c.id(), 4));
+    assert!(rt.adopt(&p1, &s1b, &spec(&p1, "other", "")).await.is_none(), "nothing of that name runs");
+    assert!(rt.keeps_containers());
     // p2 is no longer this node's: cleanup removes it, and nothing of node-c's.
     rt.cleanup(&HashSet::from(["uid-b1".to_owned()])).await;
     let ids = ctd.ctr(&["containers", "ls", "-q"]);
-    assert!(!ids.contains(&s1.id) && ids.contains(&s1b.id) && !ids.contains(&s2.id) && ids.contains(&s3.id), "{ids:?}");
+    assert!(ids.contains(&s1b.id) && !ids.contains(&s2.id) && ids.contains(&s3.id), "{ids:?}");
     rt.remove_sandbox(&p1, &s1b).await;
     other.remove_sandbox(&p3, &s3).await;
 }

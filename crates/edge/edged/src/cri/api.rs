@@ -279,6 +279,9 @@ pub struct StopContainerRequest {
     pub timeout: i64,
 }
 
+/// `PodSandboxState`: SANDBOX_READY = 0.
+pub const SANDBOX_READY: i32 = 0;
+
 /// `ContainerState`.
 pub const CONTAINER_CREATED: i32 = 0;
 pub const CONTAINER_RUNNING: i32 = 1;

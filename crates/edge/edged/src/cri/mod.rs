@@ -230,6 +230,18 @@ impl Inner {
         }
     }
 
+    /// A sandbox's IP (empty on the host's network or when unknown).
+    async fn sandbox_ip(&self, id: &str) -> String {
+        let req = api::PodSandboxIdRequest { pod_sandbox_id: id.to_owned() };
+        match self.call::<_, api::PodSandboxStatusResponse>(&format!("{RUNTIME}PodSandboxStatus"), &req).await {
+            Ok(s) => s.status.and_then(|s| s.network).map(|n| n.ip).unwrap_or_default(),
+            Err(e) => {
+                tracing::warn!(sandbox = %id, error = %e, "sandbox status");
+                String::new()
+            }
+        }
+    }
+
     async fn status(&self, id: &str) -> Result<api::ContainerStatus, GrpcError> {
         let r: api::ContainerStatusResponse = self
             .call(&format!("{RUNTIME}ContainerStatus"), &api::ContainerIdRequest { container_id: id.to_owned() })
@@ -246,14 +258,26 @@ impl Runtime for CriRuntime {
     fn run_sandbox<'a>(&'a self, pod: &'a PodInfo) -> BoxFuture<'a, Result<Sandbox, RuntimeError>> {
         Box::pin(async move {
             let rt = &self.inner;
-            // What an earlier run of edged left of this pod goes first.
-            let old = rt
+            // A ready sandbox an earlier run of edged left is taken over
+            // (its containers with it); any other goes.
+            let mut old = rt
                 .sandboxes(HashMap::from([(POD_UID.to_owned(), pod.uid.clone())]))
                 .await
                 .map_err(err("CreatePodSandboxError"))?;
+            old.sort_by_key(|s| s.state != api::SANDBOX_READY);
+            let mut kept = None;
             for s in old {
-                tracing::info!(pod = %pod.name, sandbox = %s.id, "replacing a sandbox an earlier run left");
-                rt.drop_sandbox(&s.id).await;
+                if kept.is_none() && s.state == api::SANDBOX_READY {
+                    tracing::info!(pod = %pod.name, sandbox = %s.id, "adopting the sandbox an earlier run left");
+                    kept = Some(s.id);
+                } else {
+                    tracing::info!(pod = %pod.name, sandbox = %s.id, "removing a sandbox an earlier run left");
+                    rt.drop_sandbox(&s.id).await;
+                }
+            }
+            if let Some(id) = kept {
+                let ip = rt.sandbox_ip(&id).await;
+                return Ok(Sandbox { ip: if ip.is_empty() { pod.node_ip.clone() } else { ip }, id });
             }
             tokio::fs::create_dir_all(pod.dir.join("logs"))
                 .await
@@ -265,19 +289,7 @@ impl Runtime for CriRuntime {
                 )
                 .await
                 .map_err(err("CreatePodSandboxError"))?;
-            let status: Result<api::PodSandboxStatusResponse, _> = rt
-                .call(
-                    &format!("{RUNTIME}PodSandboxStatus"),
-                    &api::PodSandboxIdRequest { pod_sandbox_id: r.pod_sandbox_id.clone() },
-                )
-                .await;
-            let ip = match status {
-                Ok(s) => s.status.and_then(|s| s.network).map(|n| n.ip).unwrap_or_default(),
-                Err(e) => {
-                    tracing::warn!(pod = %pod.name, error = %e, "sandbox status");
-                    String::new()
-                }
-            };
+            let ip = rt.sandbox_ip(&r.pod_sandbox_id).await;
             let ip = if ip.is_empty() { pod.node_ip.clone() } else { ip };
             tracing::info!(pod = %pod.name, sandbox = %r.pod_sandbox_id, ip = %ip, "pod sandbox running");
             Ok(Sandbox { id: r.pod_sandbox_id, ip })
@@ -372,6 +384,40 @@ impl Runtime for CriRuntime {
             }
             Ok(Arc::new(CriContainer { rt: Arc::clone(&self.inner), id, log: spec.log.clone() }) as Arc<dyn Container>)
         })
+    }
+
+    fn adopt<'a>(
+        &'a self,
+        _pod: &'a PodInfo,
+        sandbox: &'a Sandbox,
+        spec: &'a ContainerSpec,
+    ) -> BoxFuture<'a, Option<(Arc<dyn Container>, u32)>> {
+        Box::pin(async move {
+            let rt = &self.inner;
+            let req = api::ListContainersRequest {
+                filter: Some(api::ContainerFilter {
+                    pod_sandbox_id: sandbox.id.clone(),
+                    label_selector: HashMap::from([(CONTAINER_NAME.to_owned(), spec.name.clone())]),
+                }),
+            };
+            let list = match rt.call::<_, api::ListContainersResponse>(&format!("{RUNTIME}ListContainers"), &req).await
+            {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(sandbox = %sandbox.id, error = %e, "could not list containers to adopt");
+                    return None;
+                }
+            };
+            let c = list.containers.into_iter().find(|c| c.state == api::CONTAINER_RUNNING)?;
+            let attempt = c.metadata.as_ref().map_or(0, |m| m.attempt);
+            let adopted: Arc<dyn Container> =
+                Arc::new(CriContainer { rt: Arc::clone(&self.inner), id: c.id, log: spec.log.clone() });
+            Some((adopted, attempt))
+        })
+    }
+
+    fn keeps_containers(&self) -> bool {
+        true
     }
 
     fn cleanup<'a>(&'a self, keep: &'a HashSet<String>) -> BoxFuture<'a, ()> {
