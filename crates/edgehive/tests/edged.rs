@@ -58,6 +58,16 @@ fn pods_run_restart_fail_and_stop_as_kubectl_shows() {
     let _edge = start(&dir, &cloud, &format!("127.0.0.1:{}", cloud.ws), "edge-p");
     run_lifecycle_pods(&cloud, "edge-p", "busybox");
 
+    // An update of the pod's image restarts that container with it.
+    let before = pid_of(&cloud, "loop").unwrap();
+    cloud.kubectl(&["set", "image", "pod/loop", "main=busybox:1.36"], None);
+    wait_until("loop restarts with the new image", || {
+        field(&cloud, "loop", ".status.containerStatuses[0].image") == "busybox:1.36"
+            && field(&cloud, "loop", ".status.containerStatuses[0].ready") == "true"
+    });
+    assert_eq!(field(&cloud, "loop", ".status.containerStatuses[0].restartCount"), "1");
+    assert!(!alive(before), "the old process was stopped");
+
     // Delete: the process is stopped within the grace period and the pod goes.
     let pid = pid_of(&cloud, "loop").unwrap();
     assert!(alive(pid));

@@ -251,11 +251,14 @@ impl Edge {
         let key = pod_key(&pod);
         let uid = pod["metadata"]["uid"].as_str().unwrap_or_default().to_owned();
         let deleting = !pod["metadata"]["deletionTimestamp"].is_null();
-        if let Some(r) = self.pods.get(&key)
+        if let Some(r) = self.pods.get_mut(&key)
             && r.handle.uid == uid
         {
             if deleting {
                 self.delete_gracefully(&key, &pod).await;
+            } else {
+                r.handle.update(&pod);
+                r.pod = pod;
             }
             return;
         }

@@ -212,6 +212,8 @@ pub(crate) struct PodHandle {
     detach: CancellationToken,
     grace: Arc<Mutex<Duration>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Each container's image: a change restarts that container with it.
+    images: Vec<tokio::sync::watch::Sender<String>>,
 }
 
 impl PodHandle {
@@ -221,6 +223,22 @@ impl PodHandle {
         self.stop.cancel();
         for t in self.tasks.drain(..) {
             let _ = t.await;
+        }
+    }
+
+    /// Applies an update of the pod: a container whose `image` changed is
+    /// stopped and started again with the new image (the only container
+    /// field Kubernetes lets an update change).
+    pub(crate) fn update(&self, pod: &Value) {
+        for (tx, c) in self.images.iter().zip(pod["spec"]["containers"].as_array().into_iter().flatten()) {
+            let image = c["image"].as_str().unwrap_or_default();
+            tx.send_if_modified(|old| {
+                let changed = old != image;
+                if changed {
+                    image.clone_into(old);
+                }
+                changed
+            });
         }
     }
 
@@ -411,6 +429,10 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
     let detach = CancellationToken::new();
     let grace = Arc::new(Mutex::new(Duration::from_secs(30)));
     let info = pod_info(pod, &env);
+    let (images, image_rxs): (Vec<_>, Vec<_>) = containers
+        .iter()
+        .map(|c| tokio::sync::watch::channel(c["image"].as_str().unwrap_or_default().to_owned()))
+        .unzip();
     let pod = pod.clone();
     let task = {
         let (state, stop, detach, grace) = (Arc::clone(&state), stop.clone(), detach.clone(), Arc::clone(&grace));
@@ -443,8 +465,9 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
             let probe_host = if sandbox.ip == info.node_ip { "127.0.0.1".to_owned() } else { sandbox.ip.clone() };
             let supervisors: Vec<_> = containers
                 .iter()
+                .zip(image_rxs)
                 .enumerate()
-                .map(|(i, c)| {
+                .map(|(i, (c, image))| {
                     let (spec, notes) = container_spec(&pod, c, &env, &sandbox.ip);
                     let sup = Supervisor {
                         name: spec.name.clone(),
@@ -464,6 +487,7 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
                         stop: stop.clone(),
                         detach: detach.clone(),
                         grace: Arc::clone(&grace),
+                        image,
                     };
                     tokio::spawn(sup.run())
                 })
@@ -476,7 +500,7 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
             }
         })
     };
-    PodHandle { uid, state, stop, detach, grace, tasks: vec![task] }
+    PodHandle { uid, state, stop, detach, grace, tasks: vec![task], images }
 }
 
 struct Supervisor {
@@ -499,6 +523,8 @@ struct Supervisor {
     /// Edged lets go: return, leaving the container running.
     detach: CancellationToken,
     grace: Arc<Mutex<Duration>>,
+    /// The container's image, changed by a pod update.
+    image: tokio::sync::watch::Receiver<String>,
 }
 
 /// Changes one container's status and flags its pod for a report.
@@ -599,7 +625,7 @@ impl Supervisor {
         }))
     }
 
-    async fn run(self) {
+    async fn run(mut self) {
         let mut delay = self.backoff.base;
         let mut attempt = 0u32;
         // A container an earlier run of edged left running is taken over.
@@ -612,7 +638,8 @@ impl Supervisor {
         loop {
             let started_at = Instant::now();
             let started = now();
-            let spec = ContainerSpec { attempt, ..self.spec.clone() };
+            let image = self.image.borrow_and_update().clone();
+            let spec = ContainerSpec { attempt, image: image.clone(), ..self.spec.clone() };
             let (result, fresh) = match adopted.take() {
                 Some((c, _)) => (Ok(c), false),
                 None => (self.runtime.start(&self.pod, &self.sandbox, &spec).await, true),
@@ -627,14 +654,33 @@ impl Supervisor {
                     notes.extend(c.not_applied());
                     tracing::info!(pod = %self.key, container = %self.name, id = %id, "container running");
                     self.set(|s| {
+                        s.image = image.clone();
                         s.state = State::Running { started: started.clone() };
                         s.container_id = Some(id);
                         s.notes = notes;
                     });
                     let kill = Arc::new(tokio::sync::Notify::new());
                     let probing = self.probes(Arc::clone(&c), Arc::clone(&kill));
+                    let mut image_rx = self.image.clone();
                     let exit = tokio::select! {
                         exit = c.wait() => exit,
+                        Ok(()) = image_rx.changed() => {
+                            // The pod was updated with a new image: this
+                            // container is replaced at once, no back-off.
+                            tracing::info!(pod = %self.key, container = %self.name, "image changed; restarting the container");
+                            if let Some(t) = probing {
+                                t.abort();
+                            }
+                            let grace = *self.grace.lock().unwrap_or_else(|p| p.into_inner());
+                            let exit = c.stop(grace).await;
+                            self.terminated(exit, &started);
+                            self.set(|s| {
+                                s.ready = None;
+                                s.last = Some(s.state.clone());
+                                s.restarts += 1;
+                            });
+                            continue;
+                        }
                         () = kill.notified() => {
                             let grace = *self.grace.lock().unwrap_or_else(|p| p.into_inner());
                             c.stop(grace).await
