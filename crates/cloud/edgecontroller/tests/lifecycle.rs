@@ -146,8 +146,11 @@ async fn a_connected_node_is_alive_without_reports_and_its_disconnect_starts_the
     let lifecycle =
         LifecycleConfig { grace: Duration::from_millis(400), interval: Duration::from_millis(100), evict_after: None };
     let cloud = Cloud::start_with(CloudHubConfig::default(), lifecycle).await;
-    cloud.ready_edge_node("edge-1", json!({})).await;
+    // The session first, then the node's Ready report (as an edge reports
+    // on connect): a slow connect under load cannot outlast the grace
+    // period before the session counts.
     let edge = Edge::connect(&cloud, "edge-1").await;
+    cloud.ready_edge_node("edge-1", json!({})).await;
     // Connected, and CloudHub keeps the session (the edge's keepalives): no
     // status or Lease needed to stay Ready, well past the grace period.
     for _ in 0..12 {
