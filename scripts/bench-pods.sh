@@ -27,6 +27,8 @@ done
 sleep 10
 echo "edge_rss_kib_40_running_pods $(awk '/^VmRSS:/ {print $2}' /proc/$edge/status)" \
     "(anon $(awk '/^RssAnon:/ {print $2}' /proc/$edge/status), file $(awk '/^RssFile:/ {print $2}' /proc/$edge/status))"
+echo "edge_threads $(awk '/^Threads:/ {print $2}' /proc/$edge/status)" \
+    "heap_rss_kib $(awk '/\[heap\]/ {h=1; next} /^[0-9a-f]+-/ {h=0} h && /^Rss:/ {print $2}' /proc/$edge/smaps)"
 printf '%s\n' "${lat[@]}" | sort -n | awk '{a[NR]=$1} END {printf "e2e_create_to_running_ms p50=%d p99=%d max=%d (n=%d)\n", a[int(NR*0.5+0.5)], a[int(NR*0.99+0.5)], a[NR], NR}'
 python3 - "$dir/edge.log" <<'PY'
 import json, sys, datetime

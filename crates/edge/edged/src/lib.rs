@@ -117,6 +117,7 @@ fn grace_of(pod: &Value) -> Duration {
     Duration::from_secs(secs)
 }
 
+/// A pod edged runs (`pod`: its [`slim`] form).
 struct Running {
     handle: pod::PodHandle,
     pod: Value,
@@ -258,7 +259,7 @@ impl Edge {
                 self.delete_gracefully(&key, &pod).await;
             } else {
                 r.handle.update(&pod);
-                r.pod = pod;
+                r.pod = slim(&pod);
             }
             return;
         }
@@ -281,7 +282,7 @@ impl Edge {
         };
         tracing::info!(pod = %key, uid = %uid, "starting pod");
         let handle = pod::run(&pod, env, self.changed_tx.clone());
-        self.pods.insert(key.clone(), Running { handle, pod });
+        self.pods.insert(key.clone(), Running { handle, pod: slim(&pod) });
         self.changed(key);
     }
 
@@ -432,6 +433,20 @@ impl ReportBudget {
             false
         }
     }
+}
+
+/// What edged keeps of a running pod: its identity, grace period and
+/// volumes (the whole object's JSON tree is several times its text; the
+/// runtime has what else it needs).
+fn slim(pod: &Value) -> Value {
+    let (meta, spec) = (&pod["metadata"], &pod["spec"]);
+    json!({
+        "metadata": {
+            "name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"],
+            "deletionGracePeriodSeconds": meta["deletionGracePeriodSeconds"],
+        },
+        "spec": {"volumes": spec["volumes"], "terminationGracePeriodSeconds": spec["terminationGracePeriodSeconds"]},
+    })
 }
 
 fn ns_of(pod: &Value) -> &str {

@@ -492,6 +492,9 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
                     tokio::spawn(sup.run())
                 })
                 .collect();
+            // The pod's JSON and its sources are not needed while it runs:
+            // edged keeps one copy of the pod, not two.
+            drop((pod, containers, env));
             for t in supervisors {
                 let _ = t.await;
             }
