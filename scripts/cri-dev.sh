@@ -14,9 +14,16 @@
 # prints the CRI endpoint (unix://DIR/containerd.sock). It fails with the
 # reason when a part is missing or containerd does not come up.
 #
-# `stop` kills the containers' processes (children of this containerd's
-# shims), the shims and containerd, removes the pod network namespaces of
-# its subnet and its bridge, and unmounts what is left under DIR.
+# Everything containerd keeps lives under DIR (runc's state too, and the pod
+# network namespaces) except the shims' sockets, which containerd 1.6 always
+# puts in /run/containerd/s, the cgroups of the containers, and the CNI
+# plugins' result cache in /var/lib/cni/results.
+#
+# `stop` kills and deletes every task through containerd (the shims then
+# remove runc's state, the cgroups and their sockets), then kills whatever is
+# left (the containers' processes, the shims, containerd), removes what those
+# leave outside DIR, the pod network namespaces and the bridge, and unmounts
+# what is left under DIR.
 set -euo pipefail
 
 cmd=${1:-}
@@ -58,8 +65,12 @@ start() {
     need
     mkdir -p "$dir/cni.d" "$dir/images/root/bin" "$dir/images/root/tmp" "$dir/images/root/etc"
     # A bridge and a /24 of its own, so that several can run at once.
-    local n=$((RANDOM % 250)) m=$((RANDOM % 50 + 200))
-    local bridge="eh${m}x${n}" subnet="10.$m.$n.0/24"
+    local n m bridge subnet
+    for _ in $(seq 20); do
+        n=$((RANDOM % 250)) m=$((RANDOM % 50 + 200))
+        bridge="eh${m}x${n}" subnet="10.$m.$n.0/24"
+        ip link show "$bridge" >/dev/null 2>&1 || break
+    done
     echo "$bridge $subnet" >"$dir/network"
     cat >"$dir/cni.d/10-edgehive.conflist" <<JSON
 {"cniVersion": "1.0.0", "name": "edgehive-$m-$n", "plugins": [
@@ -79,13 +90,20 @@ state = "$dir/state"
   address = ""
 [metrics]
   address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$dir/opt"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "edgehive.local/pause:1"
   restrict_oom_score_adj = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "native"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+    Root = "$dir/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$dir/cni.d"
@@ -121,7 +139,27 @@ descendants() {
     done
 }
 
+# Kills and deletes every task of this containerd through it, each call
+# bounded, while it answers.
+delete_tasks() {
+    local ns t
+    timeout 2 ctr --address "$sock" version >/dev/null 2>&1 || return 0
+    for ns in $(timeout 5 ctr --address "$sock" namespaces ls -q 2>/dev/null); do
+        for t in $(timeout 5 ctr --address "$sock" -n "$ns" tasks ls -q 2>/dev/null); do
+            timeout 5 ctr --address "$sock" -n "$ns" tasks kill -a -s KILL "$t" >/dev/null 2>&1 || true
+        done
+        for t in $(timeout 5 ctr --address "$sock" -n "$ns" tasks ls -q 2>/dev/null); do
+            timeout 5 ctr --address "$sock" -n "$ns" tasks delete -f "$t" >/dev/null 2>&1 || true
+        done
+    done
+}
+
 stop() {
+    local tasks="$dir/state/io.containerd.runtime.v2.task"
+    # What a killed shim leaves outside DIR: noted before anything is killed.
+    local bundles=() b
+    for b in "$tasks"/*/*; do [ -d "$b" ] && bundles+=("$b"); done
+    delete_tasks
     # The shims of this containerd (and the containers under them).
     local shims=() p
     for p in $(pgrep -f "containerd-shim.*-address $sock( |\$)" 2>/dev/null || true); do shims+=("$p"); done
@@ -135,17 +173,31 @@ stop() {
         kill -KILL "$p" 2>/dev/null || true
     fi
     for p in "${shims[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-    if [ -f "$dir/network" ]; then
-        read -r bridge subnet <"$dir/network"
-        local prefix=${subnet%.0/24}.
-        for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
-            if ip netns exec "$ns" ip -4 -o addr 2>/dev/null | grep -q " inet ${prefix//./\\.}"; then
-                ip netns del "$ns" 2>/dev/null || true
+    # (A bundle containerd deleted has nothing left but the CNI cache.)
+    for b in "${bundles[@]}"; do
+        local id ns addr root cg
+        id=$(basename "$b") ns=$(basename "$(dirname "$b")")
+        addr=$(cat "$b/address" 2>/dev/null || true)
+        case "$addr" in unix:///run/containerd/s/*) rm -f "${addr#unix://}" ;; esac
+        # runc's state: under DIR for the CRI's containers, in the default
+        # root for those `ctr run` started (when its bundle is this one).
+        for root in "$dir/runc/$ns" "/run/containerd/runc/$ns"; do
+            if grep -qF "\"bundle=$b\"" "$root/$id/state.json" 2>/dev/null; then
+                runc --root "$root" delete --force "$id" >/dev/null 2>&1 || true
             fi
         done
+        cg=$(grep -o '"cgroupsPath":"[^"]*"' "$b/config.json" 2>/dev/null | cut -d'"' -f4 || true)
+        if [ -n "$cg" ] && [ "${cg#/}" != "$cg" ]; then
+            find /sys/fs/cgroup -depth -type d -path "*$cg" -exec rmdir {} + 2>/dev/null || true
+        fi
+        # The CNI plugins' cache of a pod's network (the CRI's ids are unique).
+        if [[ "$id" =~ ^[0-9a-f]{64}$ ]]; then rm -f /var/lib/cni/results/*-"$id"-*; fi
+    done
+    if [ -f "$dir/network" ]; then
+        read -r bridge subnet <"$dir/network"
         ip link del "$bridge" 2>/dev/null || true
     fi
-    # Mounts the shims left (rootfs, shm), deepest first.
+    # Mounts the shims left (rootfs, shm, pod network namespaces), deepest first.
     awk -v d="$dir/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
         umount -l "$m" 2>/dev/null || true
     done
