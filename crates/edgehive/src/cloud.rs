@@ -98,6 +98,11 @@ pub(crate) struct Args {
     /// Seconds between SyncController passes.
     #[arg(long, default_value_t = 5)]
     sync_interval: u64,
+    /// Lifetime of the certificates the join service issues to edges
+    /// (KubeEdge's `edgeCertSigningDuration`, there 365 days). Edges renew at
+    /// 70–90 % of it; one offline for longer joins again with a token.
+    #[arg(long, default_value = "90d", value_parser = crate::duration::positive)]
+    edge_cert_validity: Duration,
 }
 
 pub(crate) fn default_data_dir() -> PathBuf {
@@ -116,7 +121,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 async fn serve(args: Args) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&args.data_dir).with_context(|| format!("create {}", args.data_dir.display()))?;
+    // The data directory holds keys and Secrets: the owner's alone.
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(&args.data_dir)
+        .with_context(|| format!("create {}", args.data_dir.display()))?;
     let backend = match args.store {
         StoreKind::Sqlite => BackendConfig::Sqlite { path: args.data_dir.join("state.db"), fsync: !args.no_fsync },
         StoreKind::Etcd => BackendConfig::Etcd { endpoints: args.etcd_endpoints.clone() },
@@ -131,9 +139,14 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         .context("CloudHub serving certificate")?;
     let identity = Identity { cert_chain: vec![hub_cert.cert_der.clone()], key: hub_cert.key_der.clone_key() };
     let ca = Arc::new(ca);
+    // Join tokens and node certificates, recorded in the store.
+    let credentials = Arc::new(edgehive_credentials::Credentials::new(store.clone(), ca.clone()));
+    credentials.ensure_namespaces().await.context("create the credentials' namespaces")?;
+    let mut join_config = JoinConfig::new(args.join_bind);
+    join_config.cert_validity = args.edge_cert_validity;
     let join = JoinServer::bind(
-        JoinConfig::new(args.join_bind),
-        ca.clone(),
+        join_config,
+        credentials.clone(),
         (vec![hub_cert.cert_der.clone()], hub_cert.key_der.clone_key()),
     )
     .await
@@ -154,20 +167,24 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     for s in &servers {
         tracing::info!(addr = %s.local_addr(), protocol = ?s.protocol(), "CloudHub listening");
     }
+    let transport_stats: Vec<_> = servers.iter().map(|s| (s.protocol(), s.shared_stats())).collect();
 
     let points = SuccessPoints::load(store.clone()).await.context("load success points")?;
-    let hub = Arc::new(CloudHub::new(
-        CloudHubConfig {
-            keepalive_interval: Duration::from_secs(args.keepalive_interval.max(1)),
-            node_limit: args.node_limit,
-            require_node_certificate: !args.allow_unnamed_node_certificates,
-            points_flush_interval: Duration::from_millis(args.success_point_flush_ms),
-            points_write_rate: args.success_point_write_rate.max(1),
-            ..CloudHubConfig::default()
-        },
-        points,
-        servers,
-    ));
+    let hub = Arc::new(
+        CloudHub::new(
+            CloudHubConfig {
+                keepalive_interval: Duration::from_secs(args.keepalive_interval.max(1)),
+                node_limit: args.node_limit,
+                require_node_certificate: !args.allow_unnamed_node_certificates,
+                points_flush_interval: Duration::from_millis(args.success_point_flush_ms),
+                points_write_rate: args.success_point_write_rate.max(1),
+                ..CloudHubConfig::default()
+            },
+            points,
+            servers,
+        )
+        .with_credentials(credentials.clone()),
+    );
     let lifecycle = LifecycleConfig {
         grace: Duration::from_secs(args.node_grace_period),
         evict_after: args.evict_after.map(Duration::from_secs),
@@ -197,6 +214,8 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         let (hub, controller, sync) = (hub.clone(), controller.clone(), sync.clone());
         move |out: &mut String| {
             join_stats.render_metrics(out);
+            let transports: Vec<_> = transport_stats.iter().map(|(p, s)| (*p, s.as_ref())).collect();
+            edgehive_viaduct::ServerStats::render_metrics(&transports, out);
             hub.metrics().render(out);
             controller.metrics().render(out);
             sync.metrics().render(out);
@@ -212,7 +231,10 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         server.kubeconfig_path().display()
     );
     let stop = CancellationToken::new();
-    let tokens = tokio::spawn(publish_tokens(store.clone(), ca, stop.clone()));
+    let tokens = tokio::spawn({
+        let (credentials, stop) = (credentials.clone(), stop.clone());
+        async move { credentials.keep_tokens(stop).await }
+    });
     let joining = tokio::spawn(join.serve(stop.clone()));
     let serving = tokio::spawn(server.serve(stop.clone()));
     let modules = tokio::spawn(hive.run(stop.clone()));
@@ -225,43 +247,4 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let _ = joining.await;
     store.close().await;
     Ok(())
-}
-
-/// Keeps a fresh join token in the Secret `kubeedge/tokensecret` (key
-/// `tokendata`), where KubeEdge's tools read it: a new one at start and
-/// every 12 h, each valid 24 h.
-async fn publish_tokens(store: Store, ca: Arc<edgehive_pki::Ca>, stop: CancellationToken) {
-    use base64::Engine as _;
-    use edgehive_store::resources::{NAMESPACES, SECRETS};
-    let mut source = edgehive_pki::TokenSource::new(ca);
-    loop {
-        let token = source.token(time::OffsetDateTime::now_utc()).to_owned();
-        let data = base64::engine::general_purpose::STANDARD.encode(&token);
-        let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubeedge"}});
-        let _ = store.create(&NAMESPACES, ns).await;
-        let secret = serde_json::json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": "tokensecret", "namespace": "kubeedge"}, "data": {"tokendata": data}});
-        let written = match store.create(&SECRETS, secret).await {
-            Err(edgehive_store::StoreError::AlreadyExists { .. }) => store
-                .update_with(&SECRETS, "kubeedge", "tokensecret", |cur| {
-                    let mut v = cur.to_value()?;
-                    v["data"]["tokendata"] = serde_json::json!(data);
-                    Ok(Some(v))
-                })
-                .await
-                .map(|_| ()),
-            other => other.map(|_| ()),
-        };
-        if let Err(e) = written {
-            tracing::warn!(error = %e, "store the join token in kubeedge/tokensecret");
-        }
-        let wait = source
-            .next_refresh()
-            .map(|t| (t - time::OffsetDateTime::now_utc()).try_into().unwrap_or(Duration::from_secs(60)))
-            .unwrap_or(Duration::from_secs(60));
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(wait.max(Duration::from_secs(1))) => {}
-        }
-    }
 }

@@ -157,7 +157,7 @@ impl<'a> Obj<'a> {
     fn duration(&self, key: &str, default: Duration) -> Result<Duration, ConfigError> {
         match self.get(key) {
             None | Some(Value::Null) => Ok(default),
-            Some(Value::String(text)) => go_duration(text)
+            Some(Value::String(text)) => crate::duration::parse(text)
                 .filter(|d| !d.is_zero())
                 .ok_or_else(|| err(&self.child(key), format!("{text:?} is not a duration such as 2m or 90s"))),
             Some(_) => self.seconds(key, default.as_secs(), 0.001, 86400.0),
@@ -176,33 +176,6 @@ impl<'a> Obj<'a> {
         }
         Ok(())
     }
-}
-
-/// Parses a Go duration (`1h2m3s`, `250ms`, `1.5s`).
-fn go_duration(text: &str) -> Option<Duration> {
-    let mut rest = text.trim();
-    if rest.is_empty() {
-        return None;
-    }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let n = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        let value: f64 = rest[..n].parse().ok()?;
-        rest = &rest[n..];
-        let u = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let scale = match &rest[..u] {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 0.001,
-            "us" | "µs" => 0.000_001,
-            "ns" => 0.000_000_001,
-            _ => return None,
-        };
-        total += value * scale;
-        rest = &rest[u..];
-    }
-    (total <= 86400.0 * 365.0).then(|| Duration::from_secs_f64(total))
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -459,10 +432,6 @@ mod tests {
         let c = EdgeConfig::parse(&yaml).unwrap();
         assert_eq!(c.container_runtime_endpoint.as_deref(), Some("unix:///run/containerd/containerd.sock"));
         assert_eq!(c.runtime_request_timeout, Duration::from_secs(90));
-        assert_eq!(go_duration("250ms"), Some(Duration::from_millis(250)));
-        assert_eq!(go_duration("1h2m"), Some(Duration::from_secs(3720)));
-        assert_eq!(go_duration("2x"), None);
-        assert_eq!(go_duration("m"), None);
     }
 
     #[test]

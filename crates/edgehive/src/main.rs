@@ -6,14 +6,19 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[cfg(feature = "cloud")]
+mod admin;
+#[cfg(feature = "cloud")]
 mod cloud;
 mod demo;
+mod duration;
 #[cfg(feature = "edge")]
 mod edge;
 #[cfg(feature = "edge")]
 mod edge_config;
 mod inspect;
 mod logging;
+#[cfg(feature = "cloud")]
+mod node;
 mod process;
 #[cfg(feature = "cloud")]
 mod token;
@@ -46,9 +51,13 @@ enum Command {
     /// Run an edge node: EdgeHub, MetaManager and the node agent.
     #[cfg(feature = "edge")]
     Edge(edge::Args),
-    /// Print a join token for edge nodes (KubeEdge's format, valid 24 h).
+    /// Join tokens for edge nodes: create one (the default; KubeEdge's
+    /// format, valid 24 h), list them, revoke one.
     #[cfg(feature = "cloud")]
     Token(token::Args),
+    /// Edge nodes: revoke one's certificates.
+    #[cfg(feature = "cloud")]
+    Node(node::Args),
     /// Read KubeEdge wire messages (one JSON per line) from stdin, check them,
     /// and print what they say.
     Inspect(inspect::Args),
@@ -69,6 +78,8 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(args),
         #[cfg(feature = "cloud")]
         Command::Token(args) => token::run(args),
+        #[cfg(feature = "cloud")]
+        Command::Node(args) => node::run(args),
     };
     match result {
         Ok(code) => code,

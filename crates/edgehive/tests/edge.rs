@@ -167,3 +167,67 @@ fn an_edge_cut_off_converges_and_keeps_its_pods_while_notready() {
     assert_eq!(edge.rows()["default/configmap/cfg"].1["data"]["greeting"], "changed");
     drop(proxy);
 }
+
+/// Join tokens are recorded and revocable, a token cannot take over a
+/// registered node, an admin's `--rejoin` token can (and the old machine is
+/// locked out), and a revoked node stays out — with the real binaries.
+#[test]
+fn tokens_are_revocable_cannot_take_over_a_node_and_a_revoked_node_stays_out() {
+    let dir = TempDir::new("edge-tokens");
+    let cloud = Cloud::start(dir.path(), &[]);
+    let ws = format!("127.0.0.1:{}", cloud.ws);
+    let token = cloud.admin(&["token", "create", "--ttl", "1h", "--description", "line 3"]).trim().to_owned();
+    let list = cloud.admin(&["token", "list"]);
+    let line = list.lines().find(|l| l.ends_with("line 3")).unwrap_or_else(|| panic!("listed: {list}"));
+    let id = line.split_whitespace().next().unwrap().to_owned();
+    assert!(line.contains(" 59m ") || line.contains(" 1h "), "{line}");
+    // The record is a Kubernetes bootstrap token Secret.
+    let secret = cloud.json(&["get", "secret", "-n", "kube-system", &format!("bootstrap-token-{id}")]);
+    assert_eq!(secret["type"], "bootstrap.kubernetes.io/token");
+
+    let mut a = Edge::new(&dir.path().join("a"));
+    a.configure("edge-1", &ws, cloud.join, Some(&token));
+    a.start(&[]);
+    wait_until("edge-1 is registered and Ready", || cloud.node_ready("edge-1").as_deref() == Some("True"));
+
+    // Another machine with the same token claims edge-1: refused, and gives up.
+    let mut b = Edge::new(&dir.path().join("b"));
+    b.configure("edge-1", &ws, cloud.join, Some(&token));
+    b.start(&[]);
+    wait_until("the impostor exits", || b.exited());
+    assert!(b.log_text().contains("is registered and holds a valid certificate"), "{}", b.log_text());
+    assert!(!b.dir.join("data/certs/edge.crt").exists());
+
+    // Revoked, the token joins nothing new.
+    assert!(cloud.admin(&["token", "revoke", &id]).contains("revoked"));
+    assert!(!cloud.admin(&["token", "list"]).contains(&id));
+    let mut c = Edge::new(&dir.path().join("c"));
+    c.configure("edge-2", &ws, cloud.join, Some(&token));
+    c.start(&[]);
+    wait_until("the late edge exits", || c.exited());
+    assert!(c.log_text().contains(&format!("token {id} is unknown")), "{}", c.log_text());
+    let again = cloud.admin_output(&["token", "revoke", &id]);
+    assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("no token"));
+
+    // The admin re-provisions edge-1 on machine b: the old machine is locked out.
+    let rejoin = cloud.admin(&["token", "create", "--rejoin", "edge-1"]).trim().to_owned();
+    b.configure("edge-1", &ws, cloud.join, Some(&rejoin));
+    b.start(&[]);
+    wait_until("machine b joined as edge-1", || b.log_text().contains("connected to the cloud"));
+    wait_until("machine a is refused as replaced", || a.log_text().contains("replaced by a newer one"));
+    wait_until("edge-1 is Ready from b", || cloud.node_ready("edge-1").as_deref() == Some("True"));
+
+    // Revoking edge-1 ends b's session and keeps it out.
+    let out = cloud.admin(&["node", "revoke", "edge-1"]);
+    assert!(out.contains("certificates revoked") && out.contains("Node deleted"), "{out}");
+    wait_until("machine b is refused as revoked", || b.log_text().contains("were revoked"));
+    let node = cloud.admin_output(&["node", "revoke", "Bad_Name"]);
+    assert!(!node.status.success());
+    let gone = std::process::Command::new("kubectl")
+        .env("KUBECONFIG", cloud.data.join("kubeconfig.yaml"))
+        .env("HOME", &cloud.home)
+        .args(["get", "node", "edge-1"])
+        .output()
+        .unwrap();
+    assert!(!gone.status.success(), "edge-1 did not come back");
+}

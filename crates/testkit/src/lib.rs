@@ -8,6 +8,7 @@ pub mod containerd;
 pub mod fixtures;
 pub mod pki;
 pub mod proxy;
+pub mod umask;
 
 use std::time::Duration;
 

@@ -1,5 +1,11 @@
 //! Request bodies (JSON or YAML) and response formats (JSON, or the
 //! `meta.k8s.io/v1` Table kubectl asks for).
+//!
+//! Kubernetes decodes a built-in object into its Go type, which supplies a
+//! missing `kind` and `apiVersion` from the request's URL; a custom resource
+//! (KubeEdge's types are CRDs) is decoded as an unstructured object, which
+//! must name its kind: [`check_type_meta`] refuses one that does not, with
+//! the decoder's message.
 
 use bytes::Bytes;
 use edgehive_store::resources::ResourceDef;
@@ -10,6 +16,7 @@ use serde_json::{Value, json};
 use crate::route::Query;
 use crate::status::ApiError;
 use crate::table;
+use crate::validation::{self, go_quote};
 
 /// What a table row carries besides its cells (`includeObject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +135,108 @@ pub(crate) fn decode(headers: &HeaderMap, bytes: &Bytes, kind: &str) -> Result<V
         )));
     }
     Ok(v)
+}
+
+/// Whether Kubernetes serves `res` as a custom resource (decoded as an
+/// unstructured object), not a built-in type.
+pub(crate) fn is_custom_resource(res: &ResourceDef) -> bool {
+    validation::kind_info(res.group, res.kind).is_some_and(|k| k.custom)
+}
+
+/// Refuses a decoded body whose `apiVersion` or `kind` Kubernetes' decoder
+/// refuses (staging/src/k8s.io/apimachinery/pkg/runtime/serializer/json/json.go
+/// `Decode`, wrapped by `transformDecodeError` in
+/// staging/src/k8s.io/apiserver/pkg/endpoints/handlers/rest.go):
+///
+/// - either of them not a string: its `Interpret` step fails, for any type;
+/// - a custom resource without `kind` (or with an empty one): with the
+///   default field validation (Warn) or Strict, the strict decoder reports
+///   "Object 'Kind' is missing in '<the body>'" with no kind known, so the
+///   message says the object is unrecognized; with `fieldValidation=Ignore`
+///   the lax decoder had already defaulted the kind from the URL and says the
+///   kind "cannot be handled". A built-in type takes both from the URL.
+pub(crate) fn check_type_meta(
+    res: &ResourceDef,
+    query: &Query,
+    headers: &HeaderMap,
+    bytes: &[u8],
+    obj: &Value,
+) -> Result<(), ApiError> {
+    for field in ["apiVersion", "kind"] {
+        let what = match obj.get(field) {
+            None | Some(Value::Null | Value::String(_)) => continue,
+            Some(Value::Bool(_)) => "bool",
+            Some(Value::Number(_)) => "number",
+            Some(Value::Array(_)) => "array",
+            Some(Value::Object(_)) => "object",
+        };
+        return Err(unrecognized(
+            res,
+            &format!(
+                "couldn't get version/kind; json parse error: json: cannot unmarshal {what} into Go struct field .{field} of type string"
+            ),
+            bytes,
+        ));
+    }
+    if !is_custom_resource(res) || obj.get("kind").and_then(Value::as_str).is_some_and(|k| !k.is_empty()) {
+        return Ok(());
+    }
+    if query.get("fieldValidation") != Some("Ignore") {
+        let missing = format!("Object 'Kind' is missing in '{}'", String::from_utf8_lossy(bytes));
+        return Err(unrecognized(res, &missing, bytes));
+    }
+    // The lax decoder quotes the JSON it unmarshals: the body without the
+    // whitespace around it, or YAML converted to JSON.
+    let data = match content_type(headers).as_str() {
+        "" | "application/json" => String::from_utf8_lossy(bytes.trim_ascii()).into_owned(),
+        _ => go_json(obj),
+    };
+    // The version is the body's, else the URL's (Go's `gvkWithDefaults`).
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let version = if version.is_empty() && (group.is_empty() || group == res.group) { res.version } else { version };
+    Err(ApiError::bad_request(format!(
+        "{kind} in version {} cannot be handled as a {kind}: Object 'Kind' is missing in '{data}'",
+        go_quote(version),
+        kind = res.kind
+    )))
+}
+
+/// `transformDecodeError` when the decoder found no kind.
+fn unrecognized(res: &ResourceDef, reason: &str, bytes: &[u8]) -> ApiError {
+    ApiError::bad_request(format!(
+        "the object provided is unrecognized (must be of type {}): {reason} ({})",
+        res.kind,
+        summarize(bytes)
+    ))
+}
+
+/// Kubernetes' `summarizeData(body, 30)`: the first 30 bytes of a body, as
+/// text if it starts like a JSON object, else in hex.
+fn summarize(bytes: &[u8]) -> String {
+    const MAX: usize = 30;
+    let head = &bytes[..bytes.len().min(MAX)];
+    let more = if bytes.len() > MAX { " ..." } else { "" };
+    match bytes.first() {
+        None => "<empty>".to_string(),
+        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(head)),
+        Some(_) => format!("{}{more}", head.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+    }
+}
+
+/// `v` as Go's JSON encoder writes a map: compact, keys sorted, and `<`, `>`,
+/// `&`, U+2028 and U+2029 escaped.
+pub(crate) fn go_json(v: &Value) -> String {
+    // serde_json's map is ordered by key here (no `preserve_order`).
+    let text = v.to_string();
+    if !text.contains(['<', '>', '&', '\u{2028}', '\u{2029}']) {
+        return text;
+    }
+    text.replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
 }
 
 fn type_name(v: &Value) -> &'static str {

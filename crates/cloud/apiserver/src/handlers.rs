@@ -144,8 +144,12 @@ fn ns_of(target: &Target) -> &str {
     target.namespace.as_deref().unwrap_or_default()
 }
 
-async fn get(shared: &Shared, target: &Target, _query: &Query, format: &Format) -> Result<Response<Body>, ApiError> {
+async fn get(shared: &Shared, target: &Target, query: &Query, format: &Format) -> Result<Response<Body>, ApiError> {
     let res = target.resource;
+    if let Some(rv) = query.resource_version()? {
+        // At least as fresh as `rv`, as Kubernetes' watch cache serves it.
+        shared.store.wait_for_revision(rv).await.map_err(ApiError::too_large_resource_version)?;
+    }
     let obj = shared.store.get(res, ns_of(target), name_of(target)).await.map_err(store_err(res))?;
     if let Err(e) = obj.json() {
         tracing::error!(key = obj.key(), error = %e, "stored object is corrupt");
@@ -184,6 +188,11 @@ async fn list(shared: &Shared, target: &Target, query: &Query, format: &Format) 
         resource_version: query.resource_version()?,
         exact: query.get("resourceVersionMatch") == Some("Exact"),
     };
+    // Not older than `rv` (a continue token carries its own revision): wait
+    // for it as Kubernetes' watch cache does, then answer its 504.
+    if let Some(rv) = opts.resource_version.filter(|_| !opts.exact && opts.continue_token.is_none()) {
+        shared.store.wait_for_revision(rv).await.map_err(ApiError::too_large_resource_version)?;
+    }
     let list = shared.store.list(res, &opts).await.map_err(store_err(res))?;
     match format {
         Format::Table(t) => {
@@ -226,13 +235,13 @@ pub(crate) fn check_identity(res: &ResourceDef, target: &Target, obj: &mut Value
         return Err(ApiError::bad_request(format!("the body must be a {} object", res.kind)));
     };
     let want = res.api_version();
-    match map.get("apiVersion").and_then(Value::as_str) {
-        Some(v) if !v.is_empty() && v != want => {
-            return Err(ApiError::bad_request(format!(
-                "the API version in the data ({v}) does not match the expected API version ({want})"
-            )));
-        }
-        _ => {}
+    // A built-in type takes a missing apiVersion from the URL; a custom
+    // resource keeps the empty one it was decoded with, which does not match.
+    let given = map.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    if given != want && (!given.is_empty() || body::is_custom_resource(res)) {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({given}) does not match the expected API version ({want})"
+        )));
     }
     match map.get("kind").and_then(Value::as_str) {
         Some(k) if !k.is_empty() && k != res.kind => {
@@ -329,6 +338,7 @@ async fn create(
     let res = target.resource;
     let format = body::response_format(headers, query)?;
     let mut obj = body::decode(headers, bytes, res.kind)?;
+    body::check_type_meta(res, query, headers, bytes, &obj)?;
     check_identity(res, target, &mut obj)?;
     // As Kubernetes' create strategies: the status of a new pod, service or
     // custom resource is the server's to set (nodes and namespaces keep theirs).
@@ -399,6 +409,7 @@ async fn update(
     let res = target.resource;
     let format = body::response_format(headers, query)?;
     let mut obj = body::decode(headers, bytes, res.kind)?;
+    body::check_type_meta(res, query, headers, bytes, &obj)?;
     check_identity(res, target, &mut obj)?;
     if target.subresource.as_deref() == Some("finalize") {
         return crate::namespaces::finalize(shared, target, obj).await;
@@ -618,10 +629,27 @@ pub(crate) async fn watch(
         if !bookmarks {
             return Err(ApiError::bad_request("sendInitialEvents requires allowWatchBookmarks=true"));
         }
+        // The initial state must be at least as fresh as `resourceVersion`:
+        // Kubernetes' watch cache waits for it, then fails the watch with an
+        // ERROR event (cacher.go `waitUntilWatchCacheFreshAndForceAllEvents`).
+        if let Some(rv) = query.resource_version()?
+            && let Err(e) = shared.store.wait_for_revision(rv).await
+        {
+            return Ok(error_event(&ApiError::too_large_resource_version(e)));
+        }
         WatchStart::InitialState { end_bookmark: true }
     } else {
         match query.resource_version()? {
-            Some(rv) => WatchStart::After(rv),
+            // Kubernetes accepts a plain watch from a revision not reached
+            // yet and waits for events, which strands a client whose
+            // revision came from before a restore of an older database (it
+            // never hears of anything again). Here it gets the same wait and
+            // then the same ERROR event as a read "not older than" that
+            // revision, so a reflector lists again and recovers.
+            Some(rv) => match shared.store.wait_for_revision(rv).await {
+                Ok(()) => WatchStart::After(rv),
+                Err(e) => return Ok(error_event(&ApiError::too_large_resource_version(e))),
+            },
             None => WatchStart::InitialState { end_bookmark: false },
         }
     };
@@ -634,13 +662,9 @@ pub(crate) async fn watch(
     };
     let mut watch = match shared.store.watch(WatchOptions { filter, start, bookmarks }).await {
         Ok(w) => w,
-        Err(StoreError::Expired(m)) => {
-            // As Kubernetes: a 200 whose stream carries one ERROR event with
-            // the 410 Status.
-            let status = ApiError::new(StatusCode::GONE, "Expired", m).to_status();
-            let line = json!({"type": "ERROR", "object": status}).to_string() + "\n";
-            return Ok(streaming_response(stream_once(Bytes::from(line))));
-        }
+        // As Kubernetes: a 200 whose stream carries one ERROR event with the
+        // 410 Status.
+        Err(StoreError::Expired(m)) => return Ok(error_event(&ApiError::new(StatusCode::GONE, "Expired", m))),
         Err(e) => return Err(ApiError::from_store(e, res.plural, res.group)),
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
@@ -689,6 +713,12 @@ pub(crate) async fn watch(
         }
     });
     Ok(streaming_response(rx))
+}
+
+/// A watch that ends at once with one ERROR event carrying `e`'s Status.
+fn error_event(e: &ApiError) -> Response<Body> {
+    let line = json!({"type": "ERROR", "object": e.to_status()}).to_string() + "\n";
+    streaming_response(stream_once(Bytes::from(line)))
 }
 
 fn stream_once(line: Bytes) -> tokio::sync::mpsc::Receiver<Bytes> {

@@ -1,6 +1,7 @@
 //! PATCH: JSON patch, JSON merge patch and strategic merge patch applied to
 //! the stored object in a read-modify-write that retries on conflicts, then
-//! defaulted and validated like an update.
+//! defaulted and validated like an update. A patched custom resource must
+//! still name its kind, as Kubernetes decodes it.
 
 use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode, header};
@@ -11,7 +12,8 @@ use crate::handlers::{modified, rewrite};
 use crate::patch::{self, PatchError};
 use crate::route::{Query, Target};
 use crate::server::{Body, Shared};
-use crate::status::ApiError;
+use crate::status::{ApiError, Cause};
+use crate::validation::go_quote;
 
 /// The patch types served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +49,21 @@ fn patch_error(e: PatchError) -> ApiError {
     }
 }
 
+/// A patched custom resource without `kind`: Kubernetes decodes the patched
+/// JSON as an unstructured object, which fails, and answers 422 for the field
+/// `patch` with that JSON (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go
+/// `applyPatchToCurrentObject`). A built-in type takes its kind from the URL.
+fn kind_missing(patched: &Value) -> ApiError {
+    let json = body::go_json(patched);
+    let cause = Cause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: {}: Object 'Kind' is missing in '{json}'", go_quote(&json)),
+        field: "patch".into(),
+    };
+    let summary = format!("patch: {}", cause.message);
+    ApiError::invalid_with_summary("", "", "", vec![cause], &[summary])
+}
+
 /// Handles a PATCH of `target`.
 pub(crate) async fn patch(
     shared: &Shared,
@@ -75,6 +92,7 @@ pub(crate) async fn patch(
     }
     let dry_run = body::dry_run(query)?;
     let name = target.name.as_deref().unwrap_or_default();
+    let custom = body::is_custom_resource(res);
     rewrite(shared, target, &format, dry_run, |cur, old| {
         let mut patched = old.clone();
         let applied = match ty {
@@ -86,6 +104,9 @@ pub(crate) async fn patch(
             PatchType::Strategic => patch::strategic_merge_patch(&mut patched, &doc, res.group, res.kind),
         };
         applied.map_err(patch_error)?;
+        if custom && patched.get("kind").and_then(Value::as_str).is_none_or(str::is_empty) {
+            return Err(kind_missing(&patched));
+        }
         // A resourceVersion in the patch is a precondition.
         if patched
             .pointer("/metadata/resourceVersion")

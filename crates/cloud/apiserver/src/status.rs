@@ -3,6 +3,7 @@
 //! would report Kubernetes' own.
 
 use edgehive_store::StoreError;
+use edgehive_store::watch::TooLargeResourceVersion;
 use http::StatusCode;
 use serde_json::{Value, json};
 
@@ -131,6 +132,21 @@ impl ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", message)
     }
 
+    /// 504 Timeout for a read at a revision the store did not reach in
+    /// time, as Kubernetes' `storage.NewTooLargeResourceVersionError`
+    /// (staging/src/k8s.io/apiserver/pkg/storage/errors.go) words it: the
+    /// cause `ResourceVersionTooLarge`, retry after 1 s.
+    pub fn too_large_resource_version(e: TooLargeResourceVersion) -> ApiError {
+        let mut err = ApiError::new(StatusCode::GATEWAY_TIMEOUT, "Timeout", format!("Timeout: {e}"));
+        err.details.causes = vec![Cause {
+            reason: "ResourceVersionTooLarge".into(),
+            message: "Too large resource version".into(),
+            field: String::new(),
+        }];
+        err.details.retry_after = Some(1);
+        err
+    }
+
     /// Sets `details`.
     pub fn details(mut self, name: &str, group: &str, kind: &str) -> ApiError {
         self.details.name = Some(name.to_string()).filter(|s| !s.is_empty());
@@ -158,7 +174,16 @@ impl ApiError {
                 Value::Array(
                     d.causes
                         .iter()
-                        .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                        .map(|c| {
+                            // Each is `omitempty` in Kubernetes' StatusCause.
+                            let mut cause = serde_json::Map::new();
+                            for (key, value) in [("reason", &c.reason), ("message", &c.message), ("field", &c.field)] {
+                                if !value.is_empty() {
+                                    cause.insert(key.into(), json!(value));
+                                }
+                            }
+                            Value::Object(cause)
+                        })
                         .collect(),
                 ),
             );
@@ -241,5 +266,21 @@ mod tests {
         );
         assert_eq!(inv.message, "Pod \"p\" is invalid: spec.containers: Required value");
         assert_eq!(inv.to_status()["details"]["causes"][0]["field"], "spec.containers");
+    }
+
+    #[test]
+    fn a_too_large_resource_version_is_kubernetes_timeout() {
+        let s =
+            ApiError::too_large_resource_version(TooLargeResourceVersion { requested: 1012, current: 12 }).to_status();
+        assert_eq!(
+            s,
+            json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "Timeout: Too large resource version: 1012, current: 12", "reason": "Timeout",
+                "details": {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                            "retryAfterSeconds": 1},
+                "code": 504,
+            })
+        );
     }
 }

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Cluster, get_accept, raw};
+use common::{Answer, Cluster, get_accept, raw};
 use futures_util::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
@@ -307,7 +307,7 @@ async fn bad_input_gets_a_status_and_stores_nothing() {
         "POST",
         "/apis/devices.kubeedge.io/v1beta1/namespaces/default/devices",
         json,
-        r#"{"metadata":{"name":"d"},"spec":{}}"#,
+        r#"{"apiVersion":"devices.kubeedge.io/v1beta1","kind":"Device","metadata":{"name":"d"},"spec":{}}"#,
     )
     .await;
     assert_eq!(dev.code, 201, "{}", dev.body);
@@ -498,4 +498,273 @@ async fn deleting_a_namespace_always_succeeds() {
         assert_eq!(gone.code, 200, "{name}: {}", gone.body);
         assert!(gone.body["metadata"]["deletionTimestamp"].is_string());
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_resource_must_name_its_kind() {
+    // Kubernetes decodes custom resources (KubeEdge's types are CRDs) as
+    // unstructured objects, which must carry `kind`; built-in types take
+    // kind and apiVersion from the URL.
+    let c = Cluster::start().await;
+    let client = c.admin().await;
+    let devices = "/apis/devices.kubeedge.io/v1beta1/namespaces/default/devices";
+    let json = "application/json";
+    let no_kind = r#"{"apiVersion":"devices.kubeedge.io/v1beta1","metadata":{"name":"d"},"spec":{}}"#;
+    let b = refused(&c, &client, "POST", devices, json, no_kind.as_bytes(), (400, "BadRequest")).await;
+    assert_eq!(
+        b["message"],
+        format!(
+            "the object provided is unrecognized (must be of type Device): Object 'Kind' is missing in '{no_kind}' \
+             ({{\"apiVersion\":\"devices.kubeedg ...)"
+        )
+    );
+    // The lax decoder (fieldValidation=Ignore) has defaulted the kind from the URL.
+    let b = refused(
+        &c,
+        &client,
+        "POST",
+        &format!("{devices}?fieldValidation=Ignore"),
+        json,
+        format!("{no_kind}\n").as_bytes(),
+        (400, "BadRequest"),
+    )
+    .await;
+    assert_eq!(
+        b["message"],
+        format!("Device in version \"v1beta1\" cannot be handled as a Device: Object 'Kind' is missing in '{no_kind}'")
+    );
+    let empty = r#"{"kind":"","apiVersion":"devices.kubeedge.io/v1beta1","metadata":{"name":"d"}}"#;
+    let b = refused(&c, &client, "POST", devices, json, empty.as_bytes(), (400, "BadRequest")).await;
+    assert!(b["message"].as_str().unwrap().contains(&format!("Object 'Kind' is missing in '{empty}'")), "{b}");
+    let yaml = "apiVersion: devices.kubeedge.io/v1beta1\nmetadata:\n  name: y\n";
+    let b = refused(&c, &client, "POST", devices, "application/yaml", yaml.as_bytes(), (400, "BadRequest")).await;
+    assert_eq!(
+        b["message"],
+        format!(
+            "the object provided is unrecognized (must be of type Device): Object 'Kind' is missing in '{yaml}' \
+             (61706956657273696f6e3a20646576696365732e6b756265656467652e69 ...)"
+        )
+    );
+    // With a kind but no apiVersion, the decoded object's empty version does not match.
+    let b = refused(
+        &c,
+        &client,
+        "POST",
+        devices,
+        json,
+        br#"{"kind":"Device","metadata":{"name":"d"}}"#,
+        (400, "BadRequest"),
+    )
+    .await;
+    assert_eq!(
+        b["message"],
+        "the API version in the data () does not match the expected API version (devices.kubeedge.io/v1beta1)"
+    );
+    // Any type: a kind that is not a string fails the decoder's first look.
+    let b = refused(
+        &c,
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        json,
+        br#"{"kind":5,"metadata":{"name":"x"}}"#,
+        (400, "BadRequest"),
+    )
+    .await;
+    assert_eq!(
+        b["message"],
+        "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse \
+         error: json: cannot unmarshal number into Go struct field .kind of type string \
+         ({\"kind\":5,\"metadata\":{\"name\":\" ...)"
+    );
+    // A built-in type without either is filled in from the URL.
+    let cm = raw(&client, "POST", "/api/v1/namespaces/default/configmaps", json, r#"{"metadata":{"name":"x"}}"#).await;
+    assert_eq!((cm.code, &cm.body["kind"], &cm.body["apiVersion"]), (201, &json!("ConfigMap"), &json!("v1")));
+
+    // Update: the same decoding.
+    let made = raw(
+        &client,
+        "POST",
+        devices,
+        json,
+        r#"{"apiVersion":"devices.kubeedge.io/v1beta1","kind":"Device","metadata":{"name":"d"},"spec":{}}"#,
+    )
+    .await;
+    assert_eq!(made.code, 201, "{}", made.body);
+    let put = r#"{"apiVersion":"devices.kubeedge.io/v1beta1","metadata":{"name":"d"},"spec":{}}"#;
+    let b = refused(&c, &client, "PUT", &format!("{devices}/d"), json, put.as_bytes(), (400, "BadRequest")).await;
+    assert!(b["message"].as_str().unwrap().starts_with("the object provided is unrecognized (must be of type Device)"));
+
+    // Patch: the patched object is decoded the same way; Kubernetes answers
+    // 422 for the field `patch`, quoting the patched JSON.
+    let current = raw(&client, "GET", &format!("{devices}/d"), "", "").await.body;
+    let mut patched = current.clone();
+    patched.as_object_mut().unwrap().remove("kind");
+    let text = patched.to_string();
+    let b = refused(
+        &c,
+        &client,
+        "PATCH",
+        &format!("{devices}/d"),
+        "application/merge-patch+json",
+        br#"{"kind":null}"#,
+        (422, "Invalid"),
+    )
+    .await;
+    let cause = format!("Invalid value: {}: Object 'Kind' is missing in '{text}'", Value::String(text.clone()));
+    assert_eq!(b["message"], format!(" \"\" is invalid: patch: {cause}"));
+    assert_eq!(b["details"], json!({"causes": [{"reason": "FieldValueInvalid", "message": cause, "field": "patch"}]}));
+    refused(
+        &c,
+        &client,
+        "PATCH",
+        &format!("{devices}/d"),
+        "application/json-patch+json",
+        br#"[{"op":"remove","path":"/kind"}]"#,
+        (422, "Invalid"),
+    )
+    .await;
+    // A built-in type's patched kind comes from the URL again.
+    let p = raw(
+        &client,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/x",
+        "application/merge-patch+json",
+        r#"{"kind":null}"#,
+    )
+    .await;
+    assert_eq!((p.code, &p.body["kind"]), (200, &json!("ConfigMap")));
+    c.stop().await;
+}
+
+/// The lines of a watch stream.
+fn watch_lines(a: &Answer) -> Vec<Value> {
+    match &a.body {
+        Value::String(text) => text.lines().map(|l| serde_json::from_str(l).unwrap()).collect(),
+        Value::Null => Vec::new(),
+        one => vec![one.clone()],
+    }
+}
+
+/// Kubernetes' `storage.NewTooLargeResourceVersionError` as a Status.
+fn too_large(requested: u64, current: u64) -> Value {
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": format!("Timeout: Too large resource version: {requested}, current: {current}"),
+        "reason": "Timeout",
+        "details": {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                    "retryAfterSeconds": 1},
+        "code": 504,
+    })
+}
+
+/// The admin's client without the `kube` crate's retries, which repeat a 504
+/// (up to 15 times, with backoff) as they would against Kubernetes.
+async fn admin_once(c: &Cluster) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(&c.kubeconfig).unwrap();
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.unwrap();
+    config.default_retry = false;
+    kube::Client::try_from(config).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_from_a_revision_not_reached_times_out_as_kubernetes_does() {
+    let c = Cluster::start().await;
+    let client = admin_once(&c).await;
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let made = raw(&client, "POST", cms, "application/json", r#"{"metadata":{"name":"x"}}"#).await;
+    assert_eq!(made.code, 201);
+    let now = c.store.current_rev().await.unwrap();
+    let future = now + 1000;
+    let started = tokio::time::Instant::now();
+    let timed = |path: String| {
+        let client = client.clone();
+        async move {
+            let a = raw(&client, "GET", &path, "", "").await;
+            (a, started.elapsed())
+        }
+    };
+    let ((list, list_took), (get, get_took), (initial, initial_took), (plain, plain_took)) = tokio::join!(
+        timed(format!("{cms}?resourceVersion={future}")),
+        timed(format!("{cms}/x?resourceVersion={future}")),
+        timed(format!(
+            "{cms}?watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan\
+             &resourceVersion={future}&timeoutSeconds=30"
+        )),
+        timed(format!("{cms}?watch=true&resourceVersion={future}&timeoutSeconds=4")),
+    );
+    // Kubernetes' watch cache waits 3 s (blockTimeout) for the revision.
+    let (wait, margin) = (Duration::from_secs(3), Duration::from_secs(3));
+    for (what, took) in
+        [("list", list_took), ("get", get_took), ("initial events", initial_took), ("plain watch", plain_took)]
+    {
+        assert!(took >= wait && took < wait + margin, "{what} answered after {took:?}");
+    }
+    assert_eq!((list.code, &list.body), (504, &too_large(future, now)));
+    assert_eq!((get.code, &get.body), (504, &too_large(future, now)));
+    // A watch that must send the state at that revision fails in its stream.
+    assert_eq!(initial.code, 200);
+    assert_eq!(watch_lines(&initial), [json!({"type": "ERROR", "object": too_large(future, now)})]);
+    // Without sendInitialEvents Kubernetes would wait for events forever
+    // (a client whose revision predates a restore would hear nothing again);
+    // here it gets the same ERROR after the same wait, and lists again.
+    assert_eq!(plain.code, 200);
+    assert_eq!(watch_lines(&plain), [json!({"type": "ERROR", "object": too_large(future, now)})]);
+
+    // kubectl reports the Status.
+    let out = tokio::process::Command::new("kubectl")
+        .env("KUBECONFIG", &c.kubeconfig)
+        .env("HOME", c.dir.path())
+        .args(["get", "--raw", &format!("{cms}?resourceVersion={future}")])
+        .output()
+        .await
+        .expect("run kubectl (it is on the machines)");
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("Error from server (Timeout): Timeout: Too large resource version: {future}, current: {now}\n")
+    );
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_waiting_for_a_revision_is_answered_when_a_write_reaches_it() {
+    let c = Cluster::start().await;
+    let client = admin_once(&c).await;
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let next = c.store.current_rev().await.unwrap() + 1;
+    let started = tokio::time::Instant::now();
+    let list = tokio::spawn({
+        let client = client.clone();
+        async move { raw(&client, "GET", &format!("{cms}?resourceVersion={next}"), "", "").await }
+    });
+    let watch = tokio::spawn({
+        let client = client.clone();
+        let path = format!(
+            "{cms}?watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan\
+             &resourceVersion={next}&timeoutSeconds=1"
+        );
+        async move { raw(&client, "GET", &path, "", "").await }
+    });
+    // Both are waiting for the revision; the write that makes it ends the wait.
+    edgehive_testkit::eventually("both reads wait", WAIT, || c.store.hub().revision_waiters() == 2).await;
+    let made = raw(&client, "POST", cms, "application/json", r#"{"metadata":{"name":"late"}}"#).await;
+    assert_eq!(made.code, 201);
+    let list = list.await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3), "answered before Kubernetes' 3 s deadline");
+    assert_eq!(list.code, 200, "{}", list.body);
+    let names: Vec<&str> =
+        list.body["items"].as_array().unwrap().iter().filter_map(|o| o["metadata"]["name"].as_str()).collect();
+    assert_eq!(names, ["late"]);
+    let watch = watch.await.unwrap();
+    assert_eq!(watch.code, 200);
+    let events: Vec<(String, String)> = watch_lines(&watch)
+        .iter()
+        .map(|e| {
+            (e["type"].as_str().unwrap().to_owned(), e["object"]["metadata"]["name"].as_str().unwrap_or("").to_owned())
+        })
+        .collect();
+    assert_eq!(events[..2], [("ADDED".into(), "late".into()), ("BOOKMARK".into(), String::new())], "{events:?}");
+    c.stop().await;
 }

@@ -61,9 +61,15 @@ struct SessionHandle {
     cancel: CancellationToken,
 }
 
+/// Longest wait for the store's answer on whether a certificate is still
+/// accepted; past it the connection is refused (the edge retries).
+const CERTIFICATE_CHECK_DEADLINE: Duration = Duration::from_secs(5);
+
 /// State shared by the module, the accept loops and the sessions.
 pub(crate) struct Shared {
     pub(crate) cfg: CloudHubConfig,
+    /// Which node certificates are still accepted (`None`: any the CA signed).
+    credentials: Option<Arc<edgehive_credentials::Credentials>>,
     pub(crate) points: Arc<SuccessPoints>,
     pub(crate) metrics: HubMetrics,
     sessions: Mutex<HashMap<Text, SessionHandle>>,
@@ -121,9 +127,20 @@ impl CloudHub {
                 sessions: Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(1),
                 last_meta: Mutex::new(None),
+                credentials: None,
             }),
             servers: servers.into_iter().map(|s| Arc::new(tokio::sync::Mutex::new(s))).collect(),
         }
+    }
+
+    /// Accepts a node's certificate only while `credentials` has not
+    /// revoked or replaced it (checked at every connection). Call before the
+    /// hub runs.
+    pub fn with_credentials(mut self, credentials: Arc<edgehive_credentials::Credentials>) -> CloudHub {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.credentials = Some(credentials);
+        }
+        self
     }
 
     /// Counters for Prometheus.
@@ -233,7 +250,10 @@ async fn accept_loop(
             _ = stop.cancelled() => return,
             c = server.accept() => match c { Some(c) => c, None => return },
         };
-        admit(conn, &shared, &ctx, &stop, &tasks).await;
+        // Each connection is admitted on its own task: a slow check of one
+        // certificate holds no other edge up.
+        let (shared, ctx, stop, inner) = (shared.clone(), ctx.clone(), stop.clone(), tasks.clone());
+        tasks.spawn(async move { admit(conn, &shared, &ctx, &stop, &inner).await });
     }
 }
 
@@ -257,6 +277,22 @@ async fn admit(conn: Connection, shared: &Arc<Shared>, ctx: &Context, stop: &Can
         );
         close_refused(conn, refusal(&node, &reason), tasks);
         return;
+    }
+    if let Some(credentials) = &shared.credentials {
+        let serial = peer.cert.as_ref().map(|c| c.serial.as_str()).unwrap_or_default();
+        let checked =
+            tokio::time::timeout(CERTIFICATE_CHECK_DEADLINE, credentials.check_certificate(&node, serial)).await;
+        let refused = match checked {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some(format!("the certificate could not be checked within {CERTIFICATE_CHECK_DEADLINE:?}")),
+        };
+        if let Some(why) = refused {
+            shared.metrics.refused_revoked.fetch_add(1, Relaxed);
+            tracing::warn!(node = %node, remote = %peer.remote_addr, serial, reason = %why, "refused: certificate not accepted");
+            close_refused(conn, refusal(&node, &format!("refused: {why}")), tasks);
+            return;
+        }
     }
     let (id, inbox_rx, cancel) = {
         let mut sessions = shared.sessions();

@@ -18,6 +18,9 @@ pub struct HubMetrics {
     pub refused_identity: AtomicU64,
     /// Connections refused: node limit reached.
     pub refused_limit: AtomicU64,
+    /// Connections refused: the certificate was revoked or replaced (or
+    /// could not be checked).
+    pub refused_revoked: AtomicU64,
     /// Sessions ended for want of a keepalive.
     pub keepalive_expired: AtomicU64,
     /// Sessions replaced by a newer connection of the same node.
@@ -89,6 +92,7 @@ impl HubMetrics {
         let _ = writeln!(out, "# TYPE edgehive_cloudhub_refused_total counter");
         let _ = writeln!(out, "edgehive_cloudhub_refused_total{{reason=\"identity\"}} {}", c(&self.refused_identity));
         let _ = writeln!(out, "edgehive_cloudhub_refused_total{{reason=\"node_limit\"}} {}", c(&self.refused_limit));
+        let _ = writeln!(out, "edgehive_cloudhub_refused_total{{reason=\"revoked\"}} {}", c(&self.refused_revoked));
         let _ = writeln!(out, "# HELP edgehive_cloudhub_dropped_total Messages dropped (recovered from the store).");
         let _ = writeln!(out, "# TYPE edgehive_cloudhub_dropped_total counter");
         let _ = writeln!(out, "edgehive_cloudhub_dropped_total{{reason=\"offline\"}} {}", c(&self.dropped_offline));

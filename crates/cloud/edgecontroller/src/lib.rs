@@ -11,10 +11,12 @@
 //!
 //! Upstream, it applies what edges report (registration, node status, pod
 //! status, leases, deletion confirmations) and answers their queries, under
-//! the NodeRestriction rule: a node touches only its own Node and Lease and
-//! its own pods' status, and reads only the configmaps and secrets its pods
-//! use. Anything else gets an error reply, is logged and counted, and the
-//! session goes on.
+//! the NodeRestriction rule ([`restriction`]): a node touches only its own
+//! Node (status, kubelet labels, annotations) and Lease (in
+//! `kube-node-lease`) and only the status of its own pods, and reads only
+//! the configmaps and secrets its pods use. Every write an edge makes gets
+//! the API server's defaults and validation. Anything else gets an error
+//! reply, is logged and counted, and the session goes on.
 //!
 //! It also runs the node lifecycle ([`lifecycle`]: NotReady after a grace
 //! period without heartbeats, no eviction unless configured) and a simple
@@ -27,6 +29,7 @@ mod controller;
 pub mod index;
 pub mod lifecycle;
 mod metrics;
+pub mod restriction;
 pub mod scheduler;
 mod upstream;
 

@@ -4,13 +4,15 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
+use edgehive_apiserver::validation::{self, FieldError};
 use edgehive_model::{Content, Message, ResourcePath, Text, op, resource_type as rt, source};
-use edgehive_store::resources::{CONFIGMAPS, LEASES, NODES, PODS, SECRETS, SERVICE_ACCOUNTS};
-use edgehive_store::{DeleteOptions, StoreError};
+use edgehive_store::resources::{CONFIGMAPS, LEASES, NODES, PODS, ResourceDef, SECRETS, SERVICE_ACCOUNTS};
+use edgehive_store::{DeleteOptions, Object, StoreError};
 use serde_json::{Value, json};
 
 use crate::controller::{Controller, object_content};
 use crate::index::{EDGE_LABEL, Ref};
+use crate::restriction;
 
 /// Why an upstream request was refused.
 #[derive(Debug)]
@@ -63,32 +65,72 @@ impl Controller {
         }
     }
 
-    /// A strategic merge patch (kubelet's node and pod status patches).
-    async fn patch(
+    /// A read-modify-write by an edge: `change` turns the stored object into
+    /// the one the edge asks for (or refuses); the result then passes the
+    /// API server's defaults and update validation. Nothing is written when
+    /// either refuses.
+    async fn edge_update(
         &self,
-        res: &'static edgehive_store::resources::ResourceDef,
+        res: &'static ResourceDef,
         ns: &str,
         name: &str,
-        patch: &Value,
-    ) -> Result<edgehive_store::Object, Refusal> {
-        let mut bad = None;
-        let obj = self
+        mut change: impl FnMut(&Object, &Value) -> Result<Option<Value>, Refusal>,
+    ) -> Result<Object, Refusal> {
+        let mut refusal = None;
+        let result = self
             .store
             .update_with(res, ns, name, |cur| {
-                let mut v = cur.to_value()?;
-                match edgehive_apiserver::patch::strategic_merge_patch(&mut v, patch, res.group, res.kind) {
-                    Ok(()) => Ok(Some(v)),
-                    Err(e) => {
-                        bad = Some(e.to_string());
+                let old = cur.value()?;
+                let outcome = change(cur, old).and_then(|new| match new {
+                    Some(mut new) => admit_update(res, old, &mut new).map(|()| Some(new)),
+                    None => Ok(None),
+                });
+                match outcome {
+                    Ok(new) => Ok(new),
+                    Err(r) => {
+                        refusal = Some(r);
                         Ok(None)
                     }
                 }
             })
-            .await?;
-        match bad {
-            Some(e) => Err(Refusal::Invalid(format!("patch does not apply: {e}"))),
-            None => Ok(obj),
+            .await;
+        match refusal {
+            Some(r) => Err(r),
+            None => Ok(result?),
         }
+    }
+
+    /// A strategic merge patch (kubelet's node and pod status patches),
+    /// checked by `allowed(old, new)` before it is validated and written.
+    async fn patch(
+        &self,
+        res: &'static ResourceDef,
+        ns: &str,
+        name: &str,
+        patch: &Value,
+        allowed: impl Fn(&Value, &Value) -> Result<(), String>,
+    ) -> Result<Object, Refusal> {
+        self.edge_update(res, ns, name, |cur, old| {
+            // kubelet sends the pod's uid as a precondition.
+            if let Some(uid) = patch.pointer("/metadata/uid").and_then(Value::as_str)
+                && cur.uid() != Some(uid)
+            {
+                return Err(Refusal::Store(StoreError::Conflict {
+                    resource: res.plural.into(),
+                    name: name.into(),
+                    reason: format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        cur.uid().unwrap_or_default()
+                    ),
+                }));
+            }
+            let mut new = old.clone();
+            edgehive_apiserver::patch::strategic_merge_patch(&mut new, patch, res.group, res.kind)
+                .map_err(|e| Refusal::Invalid(format!("patch does not apply: {e}")))?;
+            allowed(old, &new).map_err(Refusal::Forbidden)?;
+            Ok(Some(new))
+        })
+        .await
     }
 
     pub(crate) async fn on_message(&mut self, m: Message) {
@@ -174,7 +216,15 @@ impl Controller {
             (op::INSERT, rt::NODE) => {
                 own(node, name, "node")?;
                 let mut v = object_from(m, "v1", "Node", "", name)?;
-                v["metadata"]["labels"][EDGE_LABEL] = json!("");
+                match v.pointer_mut("/metadata/labels") {
+                    None | Some(Value::Null) => v["metadata"]["labels"] = json!({EDGE_LABEL: ""}),
+                    Some(Value::Object(labels)) => {
+                        labels.insert(EDGE_LABEL.into(), json!(""));
+                    }
+                    Some(_) => return Err(Refusal::Invalid("metadata.labels of a Node must be an object".into())),
+                }
+                restriction::node_create(node, &v).map_err(Refusal::Forbidden)?;
+                admit_create(&NODES, &mut v)?;
                 let obj = match self.store.create(&NODES, v).await {
                     Ok(o) => o,
                     Err(StoreError::AlreadyExists { .. }) => self.store.get(&NODES, "", name).await?,
@@ -193,16 +243,15 @@ impl Controller {
                     .ok_or_else(|| Refusal::Invalid("nodestatus needs a Status object".into()))?;
                 let uid = req.get("UID").and_then(Value::as_str).unwrap_or_default().to_owned();
                 let obj = self
-                    .store
-                    .update_with(&NODES, "", name, |cur| {
+                    .edge_update(&NODES, "", name, |cur, old| {
                         if !uid.is_empty() && cur.uid() != Some(uid.as_str()) {
-                            return Err(StoreError::Conflict {
+                            return Err(Refusal::Store(StoreError::Conflict {
                                 resource: "nodes".into(),
                                 name: name.into(),
                                 reason: "the node was replaced (uid differs)".into(),
-                            });
+                            }));
                         }
-                        let mut v = cur.to_value()?;
+                        let mut v = old.clone();
                         v["status"] = status.clone();
                         Ok(Some(v))
                     })
@@ -214,6 +263,14 @@ impl Controller {
             (op::UPDATE, rt::PODSTATUS) => {
                 self.own_pod(node, ns, name)?;
                 let req = m.content.to_value();
+                if let Some(other) = req
+                    .as_object()
+                    .and_then(|o| o.keys().find(|k| !matches!(k.as_str(), "UID" | "Name" | "Status" | "status")))
+                {
+                    return Err(Refusal::Forbidden(format!(
+                        "a podstatus carries only UID, Name and Status; this one also carries {other:?}"
+                    )));
+                }
                 let status = req
                     .get("Status")
                     .or_else(|| req.get("status"))
@@ -221,28 +278,32 @@ impl Controller {
                     .filter(Value::is_object)
                     .ok_or_else(|| Refusal::Invalid("podstatus needs a Status object".into()))?;
                 let uid = req.get("UID").and_then(Value::as_str).unwrap_or_default().to_owned();
-                self.store
-                    .update_with(&PODS, ns, name, |cur| {
-                        if !uid.is_empty() && cur.uid() != Some(uid.as_str()) {
-                            return Ok(None);
-                        }
-                        let mut v = cur.to_value()?;
-                        v["status"] = status.clone();
-                        Ok(Some(v))
-                    })
-                    .await?;
+                self.edge_update(&PODS, ns, name, |cur, old| {
+                    // A report about a pod since replaced is dropped.
+                    if !uid.is_empty() && cur.uid() != Some(uid.as_str()) {
+                        return Ok(None);
+                    }
+                    let mut v = old.clone();
+                    v["status"] = status.clone();
+                    restriction::pod_status_update(node, old, &v).map_err(Refusal::Forbidden)?;
+                    Ok(Some(v))
+                })
+                .await?;
                 Ok(None)
             }
             (op::PATCH, rt::NODEPATCH) => {
                 own(node, name, "node")?;
                 let patch = patch_of(m)?;
-                let obj = self.patch(&NODES, "", name, &patch).await?;
+                let obj =
+                    self.patch(&NODES, "", name, &patch, |old, new| restriction::node_update(node, old, new)).await?;
                 Ok(Some(reply(m, wrapped(&obj), Some(obj.rev()))))
             }
             (op::PATCH, rt::PODPATCH) => {
                 self.own_pod(node, ns, name)?;
                 let patch = patch_of(m)?;
-                let obj = self.patch(&PODS, ns, name, &patch).await?;
+                let obj = self
+                    .patch(&PODS, ns, name, &patch, |old, new| restriction::pod_status_update(node, old, new))
+                    .await?;
                 Ok(Some(reply(m, wrapped(&obj), Some(obj.rev()))))
             }
             (op::DELETE, rt::POD) => {
@@ -256,19 +317,32 @@ impl Controller {
                 }
             }
             (op::INSERT | op::UPDATE, rt::LEASE) => {
-                own(node, name, "lease")?;
-                let v = object_from(m, "coordination.k8s.io/v1", "Lease", ns, name)?;
+                restriction::lease(node, ns, name).map_err(Refusal::Forbidden)?;
+                let mut v = object_from(m, "coordination.k8s.io/v1", "Lease", ns, name)?;
                 let spec = v.get("spec").cloned().unwrap_or(Value::Null);
+                // What a node may say of its Lease is the spec and that its
+                // Node owns it; the rest of the metadata is the server's.
+                let owners = v.pointer("/metadata/ownerReferences").filter(|o| !o.is_null()).cloned();
+                let own_node = |r: &Value| r["apiVersion"] == "v1" && r["kind"] == "Node" && r["name"] == name;
+                if owners.as_ref().is_some_and(|o| !o.as_array().is_some_and(|refs| refs.iter().all(own_node))) {
+                    return Err(Refusal::Forbidden(format!(
+                        "the lease of node {node:?} may be owned only by its Node"
+                    )));
+                }
+                v["metadata"] = json!({"name": name, "namespace": ns});
+                if let Some(owners) = owners {
+                    v["metadata"]["ownerReferences"] = owners;
+                }
+                admit_create(&LEASES, &mut v)?;
                 let obj = match self.store.create(&LEASES, v).await {
                     Ok(o) => o,
                     Err(StoreError::AlreadyExists { .. }) => {
-                        self.store
-                            .update_with(&LEASES, ns, name, |cur| {
-                                let mut v = cur.to_value()?;
-                                v["spec"] = spec.clone();
-                                Ok(Some(v))
-                            })
-                            .await?
+                        self.edge_update(&LEASES, ns, name, |_, old| {
+                            let mut v = old.clone();
+                            v["spec"] = spec.clone();
+                            Ok(Some(v))
+                        })
+                        .await?
                     }
                     Err(e) => return Err(e.into()),
                 };
@@ -383,6 +457,42 @@ fn patch_of(m: &Message) -> Result<Value, Refusal> {
         None => m.content.to_value(),
     };
     if v.is_object() { Ok(v) } else { Err(Refusal::Invalid("patch must be a JSON object".into())) }
+}
+
+/// Defaults and create validation, as the API server applies them.
+fn admit_create(res: &ResourceDef, v: &mut Value) -> Result<(), Refusal> {
+    edgehive_apiserver::defaults::apply_defaults(res.group, res.kind, v);
+    refuse_invalid(res, v, validation::validate_create(res.group, res.kind, v))
+}
+
+/// Defaults and update validation, as the API server applies them. The
+/// stored object is compared with its defaults filled in too: one written
+/// by a controller without them must not look changed by the edge.
+fn admit_update(res: &ResourceDef, old: &Value, new: &mut Value) -> Result<(), Refusal> {
+    edgehive_apiserver::defaults::apply_defaults(res.group, res.kind, new);
+    let mut old = old.clone();
+    edgehive_apiserver::defaults::apply_defaults(res.group, res.kind, &mut old);
+    refuse_invalid(res, new, validation::validate_update(res.group, res.kind, new, &old))
+}
+
+/// Kubernetes' message for a refused write: `Pod "x" is invalid: ...`, or
+/// the decoder's for a wrong JSON type.
+fn refuse_invalid(res: &ResourceDef, v: &Value, errors: Vec<FieldError>) -> Result<(), Refusal> {
+    if errors.is_empty() {
+        return Ok(());
+    }
+    if let Some(e) = errors.iter().find(|e| e.is_decode_error()) {
+        let kind = res.kind;
+        return Err(Refusal::Invalid(format!(
+            "{kind} in version {:?} cannot be handled as a {kind}: {}",
+            res.api_version(),
+            e.message()
+        )));
+    }
+    let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let list: Vec<String> = errors.iter().map(FieldError::message).collect();
+    let e = edgehive_apiserver::status::ApiError::invalid_with_summary(res.kind, res.group, name, Vec::new(), &list);
+    Err(Refusal::Invalid(e.message))
 }
 
 fn own(node: &str, name: &str, what: &str) -> Result<(), Refusal> {

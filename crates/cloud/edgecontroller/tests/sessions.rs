@@ -332,3 +332,259 @@ async fn a_node_gets_service_account_tokens_for_its_own_pods_only() {
     assert_eq!(missing.content.to_value()["ErrStatus"]["code"], 404);
     cloud.stop().await;
 }
+
+/// A `podpatch` as kubelet sends it: the patch is a JSON string.
+fn podpatch(pod: &str, patch: serde_json::Value) -> Message {
+    Message::new()
+        .with_route("edged", "meta", format!("default/podpatch/{pod}"), "patch")
+        .with_content(Content::string(&patch.to_string()))
+}
+
+fn nodepatch(node: &str, patch: serde_json::Value) -> Message {
+    Message::new()
+        .with_route("edged", "meta", format!("default/nodepatch/{node}"), "patch")
+        .with_content(Content::string(&patch.to_string()))
+}
+
+/// The refusal's text, after checking it is one.
+fn refused(answer: &Message) -> String {
+    assert_eq!(answer.route.operation, "error", "{:?}", answer.content.as_text());
+    answer.content.as_text().unwrap().into_owned()
+}
+
+/// The attack found by a probe: from its own certificate alone, a node
+/// patched its own pod to mount a secret no pod of its uses and then read
+/// that secret; then moved the pod to another node with a new command, which
+/// the other edge ran. Each step is refused, logged and counted, and nothing
+/// changes in the store or at the other edge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_podpatch_attack_fails_at_each_step() {
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    cloud.edge_node("a").await;
+    cloud.edge_node("b").await;
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db-password", "namespace": "default"},
+        "data": {"password": "aHVudGVyMg=="}});
+    cloud.store.create(&SECRETS, secret).await.unwrap();
+    let a_pod = cloud.pod("a-pod", "a", None).await;
+    cloud.pod("b-pod", "b", None).await;
+    let a = Edge::connect(&cloud, "a").await;
+    let b = Edge::connect(&cloud, "b").await;
+    eventually("both have their pods", WAIT, || {
+        a.has("default/pod/a-pod").is_some() && b.has("default/pod/b-pod").is_some()
+    })
+    .await;
+    let forbidden_before = cloud.controller.metrics().forbidden.load(Ordering::Relaxed);
+
+    // 1. Mount the secret into its own pod.
+    let mount = json!({"spec": {"volumes": [{"name": "steal", "secret": {"secretName": "db-password"}}],
+        "containers": [{"name": "c", "volumeMounts": [{"name": "steal", "mountPath": "/s"}]}]}});
+    let why = refused(&ask(&a, podpatch("a-pod", mount)).await);
+    assert!(why.contains("only the status") && why.contains("spec.volumes"), "{why}");
+    // 2. Read the secret: no pod of its uses it, so no.
+    let why = refused(&ask(&a, req("query", "default/secret/db-password", json!(null))).await);
+    assert!(why.contains("forbidden"), "{why}");
+    // 3. Move the pod to b with another command.
+    let hijack =
+        json!({"spec": {"nodeName": "b", "containers": [{"name": "c", "command": ["sh", "-c", "touch /tmp/owned"]}]}});
+    let why = refused(&ask(&a, podpatch("a-pod", hijack)).await);
+    assert!(why.contains("spec.containers") && why.contains("spec.nodeName"), "{why}");
+    // The same through a kubelet-shaped patch that also carries a status.
+    let sneaky = json!({"metadata": {"uid": a_pod.uid()}, "spec": {"nodeName": "b"}, "status": {"phase": "Running"}});
+    refused(&ask(&a, podpatch("a-pod", sneaky)).await);
+
+    // Every other field outside status, one at a time.
+    for (field, patch) in [
+        ("metadata.labels", json!({"metadata": {"labels": {"app": "x"}}})),
+        ("metadata.annotations", json!({"metadata": {"annotations": {"x": "y"}}})),
+        (
+            "metadata.ownerReferences",
+            json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "a", "uid": "u"}]}}),
+        ),
+        ("metadata.finalizers", json!({"metadata": {"finalizers": ["example.com/keep"]}})),
+        ("metadata.deletionTimestamp", json!({"metadata": {"deletionTimestamp": "2030-01-01T00:00:00Z"}})),
+        ("spec.serviceAccountName", json!({"spec": {"serviceAccountName": "admin"}})),
+        ("spec.hostNetwork", json!({"spec": {"hostNetwork": true}})),
+    ] {
+        let why = refused(&ask(&a, podpatch("a-pod", patch)).await);
+        assert!(why.contains(field), "{field}: {why}");
+    }
+    // A podstatus carries a status and nothing else.
+    let why = refused(
+        &ask(
+            &a,
+            req(
+                "update",
+                "default/podstatus/a-pod",
+                json!({"UID": a_pod.uid(), "Status": {}, "Spec": {"nodeName": "b"}}),
+            ),
+        )
+        .await,
+    );
+    assert!(why.contains("\"Spec\""), "{why}");
+    assert_eq!(cloud.controller.metrics().forbidden.load(Ordering::Relaxed) - forbidden_before, 12);
+
+    // Nothing changed: the pod is as the API made it, b got nothing of a's.
+    let now = cloud.store.get(&PODS, "default", "a-pod").await.unwrap();
+    assert_eq!(now.rev(), a_pod.rev());
+    assert!(b.has("default/pod/a-pod").is_none());
+    assert!(a.has("default/secret/db-password").is_none());
+
+    // A status that does not validate is refused as the API refuses it.
+    let invalid_before = cloud.controller.metrics().invalid.load(Ordering::Relaxed);
+    let why = refused(&ask(&a, podpatch("a-pod", json!({"status": {"podIP": 5}}))).await);
+    assert!(why.contains("cannot be handled as a Pod"), "{why}");
+    assert_eq!(cloud.controller.metrics().invalid.load(Ordering::Relaxed) - invalid_before, 1);
+    // A uid precondition for a pod since replaced: a conflict.
+    let why = refused(
+        &ask(&a, podpatch("a-pod", json!({"metadata": {"uid": "another"}, "status": {"phase": "Running"}}))).await,
+    );
+    assert!(why.contains("Precondition failed"), "{why}");
+
+    // What a kubelet sends still works.
+    let status = json!({"metadata": {"uid": a_pod.uid()}, "status": {"phase": "Running", "podIP": "10.0.0.7"}});
+    assert_eq!(ask(&a, podpatch("a-pod", status)).await.route.operation, "response");
+    let v = cloud.store.get(&PODS, "default", "a-pod").await.unwrap().value().unwrap().clone();
+    assert_eq!(v["status"]["podIP"], "10.0.0.7");
+    assert_eq!(v["spec"]["nodeName"], "a");
+    cloud.stop().await;
+}
+
+/// Kubernetes' NodeRestriction for Nodes and Leases, stricter on labels: an
+/// edge may not label itself into workloads (`zone=secure`), untaint or
+/// uncordon itself, or keep a Lease outside `kube-node-lease`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_sets_only_kubelet_labels_and_keeps_its_lease_in_kube_node_lease() {
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    cloud.ready_edge_node("a", json!({})).await;
+    cloud
+        .store
+        .update_with(&NODES, "", "a", |cur| {
+            let mut v = cur.to_value()?;
+            v["spec"] = json!({"unschedulable": false, "taints": [{"key": "dedicated", "value": "ops", "effect": "NoSchedule"}]});
+            Ok(Some(v))
+        })
+        .await
+        .unwrap();
+    let a = Edge::connect(&cloud, "a").await;
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    let rev = cloud.store.get(&NODES, "", "a").await.unwrap().rev();
+
+    for (patch, says) in [
+        (json!({"metadata": {"labels": {"zone": "secure"}}}), "not allowed to modify labels: zone"),
+        (
+            json!({"metadata": {"labels": {"node-restriction.kubernetes.io/secure": "true"}}}),
+            "node-restriction.kubernetes.io/secure",
+        ),
+        (
+            json!({"metadata": {"labels": {"node-role.kubernetes.io/edge": null}, "annotations": {"edgehive.io/x": "1"}}}),
+            "annotations: edgehive.io/x",
+        ),
+        (json!({"spec": {"taints": null}}), "not allowed to modify taints"),
+        (json!({"spec": {"unschedulable": true}}), "spec.unschedulable"),
+    ] {
+        let why = refused(&ask(&a, nodepatch("a", patch)).await);
+        assert!(why.contains(says), "{says}: {why}");
+    }
+    assert_eq!(cloud.store.get(&NODES, "", "a").await.unwrap().rev(), rev, "nothing written");
+
+    // A pod that selects `zone=secure` does not land on it.
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "secure-app", "namespace": "default"},
+        "spec": {"nodeSelector": {"zone": "secure"}, "containers": [{"name": "c", "image": "i"}]}});
+    cloud.store.create(&PODS, pod).await.unwrap();
+    eventually_async("the pod is unschedulable", WAIT, || {
+        let cloud = &cloud;
+        async move {
+            let v = cloud.store.get(&PODS, "default", "secure-app").await.unwrap().value().unwrap().clone();
+            assert!(v["spec"]["nodeName"].is_null());
+            v["status"]["conditions"][0]["reason"] == "Unschedulable"
+        }
+    })
+    .await;
+
+    // Kubelet's own labels and annotations are fine.
+    let ok = json!({"metadata": {"labels": {"topology.kubernetes.io/zone": "z1", "kubernetes.io/hostname": "a"},
+        "annotations": {"node.alpha.kubernetes.io/ttl": "0"}}});
+    assert_eq!(ask(&a, nodepatch("a", ok)).await.route.operation, "response");
+    let labels = cloud.store.get(&NODES, "", "a").await.unwrap().value().unwrap()["metadata"]["labels"].clone();
+    assert_eq!(labels["topology.kubernetes.io/zone"], "z1");
+
+    // Leases: only its own, only in kube-node-lease.
+    let lease = |ns: &str| {
+        req("update", &format!("{ns}/lease/a"), json!({"spec": {"holderIdentity": "a", "leaseDurationSeconds": 40}}))
+    };
+    let why = refused(&ask(&a, lease("default")).await);
+    assert!(why.contains("kube-node-lease"), "{why}");
+    assert!(cloud.store.get(&edgehive_store::resources::LEASES, "default", "a").await.is_err());
+    assert_eq!(ask(&a, lease("kube-node-lease")).await.route.operation, "response");
+    cloud.stop().await;
+}
+
+/// Registration: an edge names itself, with kubelet's labels only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_registers_itself_with_kubelet_labels_only() {
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    let c = Edge::connect(&cloud, "c").await;
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    let node = |labels: serde_json::Value| {
+        req("insert", "default/node/c", json!({"metadata": {"name": "c", "labels": labels}, "spec": {}}))
+    };
+    let why = refused(&ask(&c, node(json!({"zone": "secure", "kubernetes.io/os": "linux"}))).await);
+    assert!(why.contains("not allowed to set the following labels: zone"), "{why}");
+    let why = refused(&ask(&c, req("insert", "default/node/d", json!({"metadata": {"name": "d"}}))).await);
+    assert!(why.contains("forbidden"), "{why}");
+    assert!(cloud.store.get(&NODES, "", "c").await.is_err(), "nothing registered");
+    let why = refused(&ask(&c, node(json!("not a map"))).await);
+    assert!(why.contains("labels"), "{why}");
+
+    let ok = ask(&c, node(json!({"kubernetes.io/os": "linux", "node-role.kubernetes.io/agent": ""}))).await;
+    assert_eq!(ok.route.operation, "response", "{:?}", ok.content.as_text());
+    let labels = cloud.store.get(&NODES, "", "c").await.unwrap().value().unwrap()["metadata"]["labels"].clone();
+    assert_eq!(
+        labels,
+        json!({"kubernetes.io/os": "linux", "node-role.kubernetes.io/agent": "", "node-role.kubernetes.io/edge": ""})
+    );
+    cloud.stop().await;
+}
+
+/// CloudHub accepts a node's certificate only while the cloud's record of
+/// that node lists it: a certificate replaced by a later join, or any after
+/// the node was revoked, is refused with a reason; other nodes go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoked_and_replaced_certificates_are_refused_at_connect() {
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    let serial = |cert: &edgehive_testkit::pki::Issued| edgehive_pki::certificate_id(&cert.cert).unwrap();
+    let (old, new) = (cloud.ca.node("edge-1"), cloud.ca.node("edge-1"));
+    let now = time::OffsetDateTime::now_utc();
+    let token = edgehive_credentials::records::IssuedWith::Token("abc123".into());
+    cloud.credentials.record_issued("edge-1", &serial(&new), token, None, now).await.unwrap();
+
+    let refusal_of = |cert: edgehive_testkit::pki::Issued| {
+        let cfg = cloud.client_config("edge-1", &cert);
+        async move {
+            let conn = edgehive_viaduct::ws::connect(&cfg).await.unwrap();
+            let (_tx, mut rx) = conn.split();
+            let m = tokio::time::timeout(WAIT, rx.recv()).await.unwrap().expect("a refusal before the close");
+            assert!(tokio::time::timeout(WAIT, rx.recv()).await.unwrap().is_none(), "then the connection closes");
+            refused(&m)
+        }
+    };
+    // The certificate the record names works; the one it replaced does not.
+    let why = refusal_of(old).await;
+    assert!(why.contains("replaced by a newer one"), "{why}");
+    let ok = Edge::connect(&cloud, "edge-2").await;
+    let mut cfg = cloud.client_config("edge-1", &new);
+    cfg.handshake_timeout = WAIT;
+    let conn = edgehive_viaduct::ws::connect(&cfg).await.unwrap();
+    conn.tx.try_write(keepalive()).unwrap();
+    eventually("edge-1 connected", WAIT, || cloud.hub.connected_nodes().contains(&"edge-1".to_owned())).await;
+    drop(conn);
+
+    // Revoked: nothing of edge-1's is accepted; edge-2 is untouched.
+    cloud.credentials.revoke_node("edge-1", now).await.unwrap();
+    let why = refusal_of(new).await;
+    assert!(why.contains("revoked"), "{why}");
+    assert_eq!(cloud.hub.metrics().refused_revoked.load(Ordering::Relaxed), 2);
+    assert!(cloud.hub.connected_nodes().contains(&"edge-2".to_owned()));
+    drop(ok);
+    cloud.stop().await;
+}

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use edgehive_pki::{Ca, Identity, PkiError, verify_jwt};
+use edgehive_credentials::{Credentials, JoinGrant, records::IssuedWith};
+use edgehive_pki::{CertificateId, Identity, PkiError, verify_jwt};
 use http::header::{ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, EXPECT, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Full};
@@ -31,7 +32,8 @@ const DRAIN_TIME: Duration = Duration::from_secs(5);
 /// State every request reads.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub(crate) ca: Arc<Ca>,
+    /// The CA, the token records and the node certificate records.
+    pub(crate) credentials: Arc<Credentials>,
     /// The CA certificate, DER, ready to send.
     pub(crate) ca_der: Bytes,
     pub(crate) config: JoinConfig,
@@ -42,15 +44,23 @@ pub(crate) struct Shared {
 /// client sent one. rustls has verified it against the CA (chain, validity,
 /// clientAuth usage) before the first request is read; an `Err` is a
 /// verified certificate whose subject names no single user.
-pub(crate) type ClientIdentity = Option<Result<Identity, String>>;
+pub(crate) type ClientIdentity = Option<Result<(Identity, CertificateId), String>>;
+
+/// Reads the identity and serial of a client certificate rustls verified.
+pub(crate) fn client_identity(cert_der: &[u8]) -> Result<(Identity, CertificateId), String> {
+    let identity = edgehive_pki::identity_of(cert_der).map_err(|e| e.to_string())?;
+    let id = edgehive_pki::certificate_id(cert_der).map_err(|e| e.to_string())?;
+    Ok((identity, id))
+}
 
 /// How a node proved who it is.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Proof {
-    /// A bearer join token.
-    Token,
-    /// A client certificate of this CA for the same node (renewal).
-    Certificate,
+    /// A bearer join token with a record.
+    Token(JoinGrant),
+    /// A client certificate of this CA for the same node (renewal), still
+    /// accepted: its serial.
+    Certificate(String),
 }
 
 /// A request turned down: the status, the counter it goes to, and a one-line
@@ -182,13 +192,13 @@ async fn edge_cert(
     let node = headers::node_name(&parts.headers)
         .map_err(|m| Refusal::new(StatusCode::BAD_REQUEST, RefusalReason::BadNodeName, m))?;
     let common_name = format!("system:node:{node}");
-    let proof = authenticate(&shared.ca, client, &parts.headers, node, &common_name)?;
+    let proof = authenticate(&shared.credentials, client, &parts.headers, node, &common_name).await?;
     let usages = headers::ext_key_usages(&parts.headers)
         .map_err(|m| Refusal::new(StatusCode::BAD_REQUEST, RefusalReason::BadRequest, m))?;
     let csr = read_limited(body, &parts.headers, shared.config.max_csr_bytes).await?;
 
     let validity = shared.config.cert_validity;
-    let cert = shared.ca.sign_csr(&csr, &common_name, &[NODES_GROUP], validity).map_err(|e| match e {
+    let cert = shared.credentials.ca().sign_csr(&csr, &common_name, &[NODES_GROUP], validity).map_err(|e| match e {
         PkiError::CsrTooLarge { size, limit } => Refusal::too_large(format!(
             "the certificate signing request is {size} bytes, over the {limit}-byte limit for a CSR"
         )),
@@ -203,18 +213,40 @@ async fn edge_cert(
             format!("could not sign the certificate: {other}"),
         ),
     })?;
+    // Recorded before it is handed out: an unrecorded certificate would
+    // escape revocation and the takeover check.
+    let internal = |what: String| Refusal::new(StatusCode::INTERNAL_SERVER_ERROR, RefusalReason::Internal, what);
+    let issued = edgehive_pki::certificate_id(&cert).map_err(|e| internal(format!("read the new certificate: {e}")))?;
+    let (with, renewed) = match &proof {
+        Proof::Token(grant) => (IssuedWith::Token(grant.token_id.clone()), None),
+        Proof::Certificate(serial) => (IssuedWith::Renewal, Some(serial.as_str())),
+    };
+    shared
+        .credentials
+        .record_issued(node, &issued, with, renewed, OffsetDateTime::now_utc())
+        .await
+        .map_err(|e| internal(format!("record the certificate: {e}")))?;
     shared.stats.count_issued();
     // Every certificate is clientAuth only, whatever was asked: a node uses
     // it to connect to the cloud and for nothing else.
     let only_client_auth = usages.iter().all(|u| *u == CLIENT_AUTH);
-    tracing::info!(node, %remote, proof = ?proof, ?usages, only_client_auth, "issued node certificate");
+    let (token, takes_over) = match &proof {
+        Proof::Token(grant) => (grant.token_id.as_str(), grant.takes_over),
+        Proof::Certificate(_) => ("", false),
+    };
+    if takes_over {
+        tracing::warn!(node, %remote, token, "a token allowed to rejoin replaces the node's certificate");
+    }
+    tracing::info!(node, %remote, token, renewal = token.is_empty(), serial = %issued.serial, ?usages, only_client_auth, "issued node certificate");
     Ok(der_response(Bytes::from(cert.to_vec())))
 }
 
 /// Who may have a certificate for `node`: the holder of a client certificate
-/// of this CA for the same node, or else the bearer of a valid join token.
-fn authenticate(
-    ca: &Ca,
+/// of this CA for the same node that the cloud still accepts (not revoked,
+/// not replaced), or else the bearer of a join token that has a record and
+/// does not take over a registered node with a live certificate.
+async fn authenticate(
+    credentials: &Credentials,
     client: &ClientIdentity,
     headers: &HeaderMap,
     node: &str,
@@ -222,8 +254,11 @@ fn authenticate(
 ) -> Result<Proof, Refusal> {
     let forbidden = |message: String| Refusal::new(StatusCode::FORBIDDEN, RefusalReason::Forbidden, message);
     match client {
-        Some(Ok(identity)) if identity.common_name == common_name => Ok(Proof::Certificate),
-        Some(Ok(identity)) => Err(forbidden(format!(
+        Some(Ok((identity, cert))) if identity.common_name == common_name => {
+            credentials.check_certificate(node, &cert.serial).await.map_err(|e| refusal_of(e, &forbidden))?;
+            Ok(Proof::Certificate(cert.serial.clone()))
+        }
+        Some(Ok((identity, _))) => Err(forbidden(format!(
             "the client certificate is for {:?}, not for node {node:?}",
             shorten(&identity.common_name)
         ))),
@@ -235,10 +270,24 @@ fn authenticate(
             // KubeEdge answers 400 when the JWT itself fails; 401 is the
             // status for bad credentials, and a KubeEdge edge treats any
             // answer but 200 as a failure, so it sees no difference.
-            verify_jwt(ca, jwt, OffsetDateTime::now_utc())
+            let now = OffsetDateTime::now_utc();
+            let claims = verify_jwt(credentials.ca(), jwt, now)
                 .map_err(|e| Refusal::unauthorized(RefusalReason::BadToken, e.to_string()))?;
-            Ok(Proof::Token)
+            let grant = credentials.authorize_join(&claims, node, now).await.map_err(|e| refusal_of(e, &forbidden))?;
+            Ok(Proof::Token(grant))
         }
+    }
+}
+
+/// The answer to a refusal of the credentials: 401 for a token that is not
+/// (or no longer) valid, 403 for a node that may not have a certificate, 500
+/// when the records could not be read.
+fn refusal_of(e: edgehive_credentials::Refusal, forbidden: &impl Fn(String) -> Refusal) -> Refusal {
+    use edgehive_credentials::Refusal as R;
+    match e {
+        e @ (R::UnknownToken(_) | R::Expired { .. }) => Refusal::unauthorized(RefusalReason::BadToken, e.to_string()),
+        e @ R::Store(_) => Refusal::new(StatusCode::INTERNAL_SERVER_ERROR, RefusalReason::Internal, e.to_string()),
+        e => forbidden(e.to_string()),
     }
 }
 

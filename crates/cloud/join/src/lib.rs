@@ -9,33 +9,54 @@
 //!   header, and answers a certificate for the CSR's key with the subject
 //!   `CN=system:node:{NodeName}, O=system:nodes`, whatever the CSR asked
 //!   for. The node proves who it is with `Authorization: Bearer {jwt}`, the
-//!   JWT part of a join token ([`edgehive_pki::issue_token`]), or, to renew,
-//!   with a client certificate of this CA for the same node.
+//!   JWT part of a join token ([`edgehive_pki::issue_token`]) that the
+//!   cloud still has a record of and that does not take over a registered
+//!   node holding a valid certificate
+//!   ([`edgehive_credentials::Credentials::authorize_join`]), or, to renew,
+//!   with a client certificate of this CA for the same node that the cloud
+//!   has not revoked or replaced. Every certificate issued is recorded
+//!   before it is sent.
 //! - Everything else is 404 (unknown path) or 405 (wrong method).
 //!
 //! Every refusal has a one-line plain-text body a person can act on, is
 //! logged with the node, the remote address and the reason, and is counted
 //! ([`JoinStats`], exported with [`JoinStats::render_metrics`]).
 //!
-//! Unlike KubeEdge, a CSR that cannot be signed is a 400 with the reason
-//! (KubeEdge v1.15 answers 200 with an empty body), and a join token that
-//! does not verify is a 401 (KubeEdge: 400).
+//! Before a request says who is asking, connections are bounded: TLS and
+//! the first request's head must arrive within
+//! [`JoinConfig::handshake_timeout`] (5 s), and a new connection that finds
+//! [`JoinConfig::max_connections`] open, or its source with
+//! [`JoinConfig::max_pending_handshakes_per_source`] connections in their
+//! handshake, closes the oldest such connection (of all, or of that source)
+//! instead of being refused; evictions and timeouts are counted in
+//! [`JoinStats`].
 //!
-//! **Architecture Invariant:** this crate only signs. It knows nothing of
-//! sessions, the store or nodes' objects: it does not check that a node
-//! exists, and registers nothing. Who may join is decided by who holds a
-//! token, and the token, like the CA, comes from `edgehive-pki`.
+//! Unlike KubeEdge, a CSR that cannot be signed is a 400 with the reason
+//! (KubeEdge v1.15 answers 200 with an empty body), a join token that does
+//! not verify or has no record is a 401 (KubeEdge: 400), and a token that
+//! would take over a registered node, or a revoked node's certificate, is a
+//! 403 saying what an admin can do.
+//!
+//! **Architecture Invariant:** this crate serves and signs. It knows nothing
+//! of sessions or nodes' objects; who may have a certificate is decided by
+//! `edgehive-credentials`, which also records what was issued.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //!
+//! use edgehive_credentials::{Credentials, TokenSpec};
+//! use edgehive_store::{BackendConfig, Store, StoreConfig};
+//!
+//! let store = Store::open(StoreConfig::new(BackendConfig::Sqlite { path: "/var/lib/edgehive/state.db".into(), fsync: true })).await?;
 //! let ca = Arc::new(edgehive_pki::Ca::load_or_create("/var/lib/edgehive/pki".as_ref(), "edgehive-ca")?);
 //! let serving = edgehive_pki::load_or_issue_server(
 //!     "/var/lib/edgehive/pki".as_ref(), &ca, "cloudhub", "edgehive-cloudhub", &["cloud.example.com".into()])?;
+//! let credentials = Arc::new(Credentials::new(store, ca));
 //! let config = edgehive_join::JoinConfig::new(([0, 0, 0, 0], edgehive_join::DEFAULT_PORT).into());
-//! let server = edgehive_join::JoinServer::bind(config, Arc::clone(&ca), (vec![serving.cert_der], serving.key_der)).await?;
-//! let token = edgehive_pki::issue_token(&ca, time::OffsetDateTime::now_utc(), edgehive_pki::TOKEN_VALIDITY);
+//! let spec = TokenSpec { ttl: edgehive_pki::TOKEN_VALIDITY, description: "line 3".into(), rejoin_nodes: vec![] };
+//! let (token, _record) = credentials.create_token(&spec, time::OffsetDateTime::now_utc()).await?;
+//! let server = edgehive_join::JoinServer::bind(config, credentials, (vec![serving.cert_der], serving.key_der)).await?;
 //! println!("keadm join --token {token}");
 //! server.serve(tokio_util::sync::CancellationToken::new()).await;
 //! # Ok(())
@@ -62,8 +83,9 @@ pub const DEFAULT_PORT: u16 = 10002;
 pub struct JoinConfig {
     /// Listen address.
     pub bind: SocketAddr,
-    /// Validity of the node certificates issued: 365 days (KubeEdge's
-    /// `edgeCertSigningDuration`).
+    /// Validity of the node certificates issued: 90 days (KubeEdge's
+    /// `edgeCertSigningDuration` is 365 days). Edges renew at 70–90 % of
+    /// it; a shorter life bounds what a copied certificate is worth.
     pub cert_validity: Duration,
     /// Largest request body read: 1 MiB (KubeEdge's `MaxRespBodyLength`).
     /// The CA then refuses CSRs over [`edgehive_pki::CSR_SIZE_LIMIT`]
@@ -71,10 +93,24 @@ pub struct JoinConfig {
     pub max_csr_bytes: usize,
     /// Time for a request to arrive whole (headers and body): 30 s.
     pub request_timeout: Duration,
-    /// Time for a TLS handshake: 10 s.
+    /// Time from accept for the TLS handshake and the first request's head:
+    /// 5 s. A TLS 1.3 handshake and a request are three round trips, so this
+    /// leaves room for a 1 s round trip and a retransmission; it is also how
+    /// long a connection that never sends a byte holds a slot when the
+    /// server is not under pressure.
     pub handshake_timeout: Duration,
-    /// Connections served at once; more are closed on accept: 1,024.
+    /// Connections open at once: 1,024. When all are open, a new connection
+    /// closes the oldest one still in its handshake (TLS and the first
+    /// request's head) to make room; it is refused only when every open
+    /// connection is serving a request.
     pub max_connections: usize,
+    /// Connections still in their handshake from one source (an IPv4
+    /// address, or an IPv6 /64) at once: 64. A new connection from a source
+    /// at this limit closes that source's oldest pending one, so one source
+    /// cannot evict everyone else's handshakes. Edges join rarely, one
+    /// connection each, so 64 leaves room for a whole site joining at once
+    /// through one NAT address.
+    pub max_pending_handshakes_per_source: usize,
     /// Largest request head (request line and headers): 16 KiB.
     pub max_header_bytes: usize,
 }
@@ -84,11 +120,12 @@ impl JoinConfig {
     pub fn new(bind: SocketAddr) -> JoinConfig {
         JoinConfig {
             bind,
-            cert_validity: Duration::from_secs(365 * 24 * 3600),
+            cert_validity: Duration::from_secs(90 * 24 * 3600),
             max_csr_bytes: 1 << 20,
             request_timeout: Duration::from_secs(30),
-            handshake_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(5),
             max_connections: 1024,
+            max_pending_handshakes_per_source: 64,
             max_header_bytes: 16 << 10,
         }
     }
@@ -97,6 +134,9 @@ impl JoinConfig {
         let invalid = |field: &'static str, reason: &'static str| Err(JoinError::Config { field, reason });
         if self.max_connections == 0 {
             return invalid("max_connections", "must be at least 1");
+        }
+        if self.max_pending_handshakes_per_source == 0 {
+            return invalid("max_pending_handshakes_per_source", "must be at least 1");
         }
         if self.max_csr_bytes == 0 {
             return invalid("max_csr_bytes", "must be at least 1");

@@ -4,6 +4,8 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use edgehive_viaduct::admission::Limit;
+
 /// Why a request was refused. Each has its own counter
 /// ([`JoinStats::refused`]) and label value in the metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -83,6 +85,11 @@ pub struct JoinStats {
     refused: [AtomicU64; RefusalReason::ALL.len()],
     connections_refused: AtomicU64,
     handshakes_failed: AtomicU64,
+    handshakes_timed_out: AtomicU64,
+    evicted_at_source_limit: AtomicU64,
+    evicted_at_connection_limit: AtomicU64,
+    connections_open: AtomicU64,
+    pending_handshakes: AtomicU64,
 }
 
 impl JoinStats {
@@ -106,15 +113,51 @@ impl JoinStats {
         self.refused.iter().map(|c| c.load(Ordering::Relaxed)).sum()
     }
 
-    /// Connections closed unserved because the connection limit was reached.
+    /// Connections closed unserved because the connection limit was reached
+    /// with every open connection serving a request (none pending to evict).
     pub fn connections_refused(&self) -> u64 {
         self.connections_refused.load(Ordering::Relaxed)
     }
 
-    /// TLS handshakes that failed or timed out (including client
-    /// certificates that do not verify against the CA).
+    /// TLS handshakes that failed (including client certificates that do
+    /// not verify against the CA). Timeouts are
+    /// [`JoinStats::handshakes_timed_out`].
     pub fn handshakes_failed(&self) -> u64 {
         self.handshakes_failed.load(Ordering::Relaxed)
+    }
+
+    /// Connections closed because their TLS handshake and first request's
+    /// head did not arrive within the handshake timeout.
+    pub fn handshakes_timed_out(&self) -> u64 {
+        self.handshakes_timed_out.load(Ordering::Relaxed)
+    }
+
+    /// Pending connections (still in their handshake) closed to make room
+    /// for a new one, because its source had the most pending connections
+    /// allowed ([`crate::JoinConfig::max_pending_handshakes_per_source`]).
+    pub fn handshakes_evicted_at_source_limit(&self) -> u64 {
+        self.evicted_at_source_limit.load(Ordering::Relaxed)
+    }
+
+    /// Pending connections closed to make room for a new one, because
+    /// [`crate::JoinConfig::max_connections`] were open.
+    pub fn handshakes_evicted_at_connection_limit(&self) -> u64 {
+        self.evicted_at_connection_limit.load(Ordering::Relaxed)
+    }
+
+    /// Pending connections closed to make room, for either limit.
+    pub fn handshakes_evicted(&self) -> u64 {
+        self.handshakes_evicted_at_source_limit() + self.handshakes_evicted_at_connection_limit()
+    }
+
+    /// Connections open now (a gauge).
+    pub fn connections_open(&self) -> u64 {
+        self.connections_open.load(Ordering::Relaxed)
+    }
+
+    /// Connections open now that are still in their handshake (a gauge).
+    pub fn pending_handshakes(&self) -> u64 {
+        self.pending_handshakes.load(Ordering::Relaxed)
     }
 
     pub(crate) fn count_issued(&self) {
@@ -137,6 +180,23 @@ impl JoinStats {
         self.handshakes_failed.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn count_handshake_timed_out(&self) {
+        self.handshakes_timed_out.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_handshake_evicted(&self, limit: Limit) {
+        let counter = match limit {
+            Limit::Source => &self.evicted_at_source_limit,
+            Limit::Total => &self.evicted_at_connection_limit,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_connections(&self, open: usize, pending: usize) {
+        self.connections_open.store(open as u64, Ordering::Relaxed);
+        self.pending_handshakes.store(pending as u64, Ordering::Relaxed);
+    }
+
     /// Appends the counters to `out` in the Prometheus text format, names
     /// prefixed `edgehive_join_`.
     ///
@@ -146,22 +206,47 @@ impl JoinStats {
     /// stats.render_metrics(&mut out);
     /// assert!(out.contains("edgehive_join_certificates_issued_total 0\n"));
     /// assert!(out.contains("edgehive_join_requests_refused_total{reason=\"bad_token\"} 0\n"));
+    /// assert!(out.contains("edgehive_join_handshakes_evicted_total{limit=\"source\"} 0\n"));
     /// ```
     pub fn render_metrics(&self, out: &mut String) {
-        let mut counter = |name: &str, help: &str, value: u64| {
+        let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
             let _ = write!(
                 out,
-                "# HELP edgehive_join_{name} {help}\n# TYPE edgehive_join_{name} counter\nedgehive_join_{name} {value}\n"
+                "# HELP edgehive_join_{name} {help}\n# TYPE edgehive_join_{name} {kind}\nedgehive_join_{name} {value}\n"
             );
         };
-        counter("certificates_issued_total", "Node certificates signed.", self.certificates_issued());
-        counter("ca_served_total", "Times the CA certificate was downloaded.", self.ca_served());
-        counter(
+        metric("certificates_issued_total", "counter", "Node certificates signed.", self.certificates_issued());
+        metric("ca_served_total", "counter", "Times the CA certificate was downloaded.", self.ca_served());
+        metric(
             "connections_refused_total",
-            "Connections closed because the connection limit was reached.",
+            "counter",
+            "Connections closed because the connection limit was reached with none pending to evict.",
             self.connections_refused(),
         );
-        counter("tls_handshakes_failed_total", "TLS handshakes that failed or timed out.", self.handshakes_failed());
+        metric("tls_handshakes_failed_total", "counter", "TLS handshakes that failed.", self.handshakes_failed());
+        metric(
+            "handshakes_timed_out_total",
+            "counter",
+            "Connections closed because TLS and the first request did not arrive within the handshake timeout.",
+            self.handshakes_timed_out(),
+        );
+        metric("connections_open", "gauge", "Connections open.", self.connections_open());
+        metric(
+            "pending_handshakes",
+            "gauge",
+            "Connections open that are still in their handshake.",
+            self.pending_handshakes(),
+        );
+        out.push_str(
+            "# HELP edgehive_join_handshakes_evicted_total Pending connections closed to make room, by the limit reached.\n",
+        );
+        out.push_str("# TYPE edgehive_join_handshakes_evicted_total counter\n");
+        for (limit, value) in [
+            ("source", self.handshakes_evicted_at_source_limit()),
+            ("connections", self.handshakes_evicted_at_connection_limit()),
+        ] {
+            let _ = writeln!(out, "edgehive_join_handshakes_evicted_total{{limit=\"{limit}\"}} {value}");
+        }
         out.push_str("# HELP edgehive_join_requests_refused_total Requests refused, by reason.\n");
         out.push_str("# TYPE edgehive_join_requests_refused_total counter\n");
         for reason in RefusalReason::ALL {
@@ -201,14 +286,25 @@ mod tests {
         stats.count_issued();
         stats.count_refused(RefusalReason::Forbidden);
         stats.count_connection_refused();
+        stats.count_handshake_evicted(Limit::Source);
+        stats.count_handshake_evicted(Limit::Source);
+        stats.count_handshake_evicted(Limit::Total);
+        stats.count_handshake_timed_out();
+        stats.set_connections(7, 3);
         let mut out = String::new();
         stats.render_metrics(&mut out);
         assert!(out.contains("\nedgehive_join_certificates_issued_total 2\n"));
         assert!(out.contains("\nedgehive_join_connections_refused_total 1\n"));
+        assert!(out.contains("\nedgehive_join_handshakes_evicted_total{limit=\"source\"} 2\n"));
+        assert!(out.contains("\nedgehive_join_handshakes_evicted_total{limit=\"connections\"} 1\n"));
+        assert!(out.contains("\nedgehive_join_handshakes_timed_out_total 1\n"));
+        assert!(out.contains("\n# TYPE edgehive_join_pending_handshakes gauge\nedgehive_join_pending_handshakes 3\n"));
+        assert!(out.contains("\nedgehive_join_connections_open 7\n"));
+        assert_eq!(stats.handshakes_evicted(), 3);
         assert!(out.contains("\nedgehive_join_requests_refused_total{reason=\"forbidden\"} 1\n"));
         assert!(out.contains("\nedgehive_join_requests_refused_total{reason=\"not_found\"} 0\n"));
         let samples: Vec<&str> = out.lines().filter(|l| !l.starts_with('#')).collect();
-        assert_eq!(samples.len(), 4 + RefusalReason::ALL.len());
+        assert_eq!(samples.len(), 7 + 2 + RefusalReason::ALL.len());
         for line in out.lines() {
             assert!(
                 line.starts_with("# HELP edgehive_join_")

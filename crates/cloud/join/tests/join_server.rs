@@ -37,7 +37,7 @@ fn assert_node_certificate(cloud: &Cloud, reply: &support::Reply, node: &str, ke
     let eku = cert.extended_key_usage().unwrap().unwrap().value;
     assert!(eku.client_auth && !eku.server_auth);
     let lifetime = cert.validity().not_after.timestamp() - OffsetDateTime::now_utc().unix_timestamp();
-    assert!((364 * 86400..=366 * 86400).contains(&lifetime), "valid for a year: {lifetime} s");
+    assert!((89 * 86400..=91 * 86400).contains(&lifetime), "valid for the default 90 days: {lifetime} s");
 }
 
 #[tokio::test]
@@ -145,7 +145,7 @@ async fn refusals_issue_nothing_and_are_counted() {
     let (_, csr) = kubeedge_csr();
     let good = cloud.token();
     let now = OffsetDateTime::now_utc();
-    let expired = issue_token(&cloud.ca, now - time::Duration::days(2), TOKEN_VALIDITY);
+    let expired = issue_token(&cloud.ca, "abc123", now - time::Duration::days(2), TOKEN_VALIDITY);
     let forged = {
         let mut bytes = good.clone().into_bytes();
         let at = good.rfind('.').unwrap() + 1;
@@ -153,7 +153,9 @@ async fn refusals_issue_nothing_and_are_counted() {
         String::from_utf8(bytes).unwrap()
     };
     let stranger = edgehive_pki::Ca::generate("another-ca").unwrap();
-    let foreign = issue_token(&stranger, now, TOKEN_VALIDITY);
+    let foreign = issue_token(&stranger, "abc123", now, TOKEN_VALIDITY);
+    // Signed with this CA's key, but never recorded (or since revoked).
+    let unrecorded = issue_token(&cloud.ca, "zzzzzz", now, TOKEN_VALIDITY);
     let node = || ("NodeName", "edge-1".to_string());
     let auth = |value: String| ("Authorization", value);
     let case = |name, headers, body: &[u8], status, reason, message| Case {
@@ -171,6 +173,14 @@ async fn refusals_issue_nothing_and_are_counted() {
         case("expired token", vec![node(), auth(Cloud::bearer(&expired))], &csr, 401, R::BadToken, "token expired at "),
         case("forged token", vec![node(), auth(Cloud::bearer(&forged))], &csr, 401, R::BadToken, "signature"),
         case("another CA's token", vec![node(), auth(Cloud::bearer(&foreign))], &csr, 401, R::BadToken, "signature"),
+        case(
+            "unrecorded token",
+            vec![node(), auth(Cloud::bearer(&unrecorded))],
+            &csr,
+            401,
+            R::BadToken,
+            "token zzzzzz is unknown",
+        ),
         case("whole token as bearer", vec![node(), auth(format!("Bearer {good}"))], &csr, 401, R::BadToken, "found 4"),
         case("no Authorization", vec![node()], &csr, 401, R::Unauthenticated, "Invalid authorization token"),
         case(
@@ -335,14 +345,34 @@ async fn a_body_that_never_comes_times_out() {
     assert_eq!(cloud.stats.certificates_issued(), 0);
 }
 
+/// Sends a join request whose body never comes: the connection is past its
+/// handshake and serving a request until the request timeout.
+async fn start_a_request(cloud: &Cloud) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let bearer = Cloud::bearer(&cloud.token());
+    let mut tls = cloud.connect(None).await.unwrap();
+    let head = format!(
+        "GET /edge.crt HTTP/1.1\r\nhost: 127.0.0.1\r\nNodeName: edge-1\r\nAuthorization: {bearer}\r\n\
+         content-length: 400\r\n\r\n"
+    );
+    tls.write_all(head.as_bytes()).await.unwrap();
+    tls.flush().await.unwrap();
+    tls
+}
+
 #[tokio::test]
 async fn connections_over_the_limit_are_closed() {
     let cloud = Cloud::start_with(|c| c.max_connections = 1).await;
-    let held = cloud.connect(None).await.unwrap();
-    // The server closes the second connection before its handshake ends.
+    let held = start_a_request(&cloud).await;
+    eventually("the held connection serves a request", || {
+        cloud.stats.connections_open() == 1 && cloud.stats.pending_handshakes() == 0
+    })
+    .await;
+    // Nothing pending to evict: the server closes the second connection
+    // before its handshake ends.
     let second = tokio::time::timeout(support::DEADLINE, cloud.connect(None)).await.unwrap();
     assert!(second.is_err(), "a second connection is refused");
     assert_eq!(cloud.stats.connections_refused(), 1);
+    assert_eq!(cloud.stats.handshakes_evicted(), 0);
 
     drop(held);
     // The slot frees once the server has seen the first connection end.
@@ -360,4 +390,144 @@ async fn connections_over_the_limit_are_closed() {
     let mut metrics = String::new();
     cloud.stats.render_metrics(&mut metrics);
     assert!(metrics.contains("\nedgehive_join_ca_served_total 1\n"), "{metrics}");
+}
+
+/// Issue 14: about 1,000 idle connections used to take every connection
+/// slot and lock joining edges out. Now each new connection closes the
+/// oldest pending one of its source (all of these come from 127.0.0.1).
+#[tokio::test]
+async fn a_flood_of_silent_connections_does_not_lock_a_joining_edge_out() {
+    const FLOOD: usize = 2_000;
+    // Handshakes never time out during the test, so only eviction makes room.
+    let cloud = Cloud::start_with(|c| c.handshake_timeout = Duration::from_secs(600)).await;
+    let per_source = edgehive_join::JoinConfig::new(cloud.addr).max_pending_handshakes_per_source as u64;
+    let mut flood = support::silent_connections(cloud.addr, FLOOD).await;
+
+    let reply = tokio::time::timeout(Duration::from_secs(2), cloud.get("/ca.crt"))
+        .await
+        .expect("GET /ca.crt answered within 2 s");
+    assert_eq!(reply.status, 200);
+    assert_eq!(&reply.body[..], &cloud.ca.cert_der()[..]);
+
+    eventually("the flood evicted", || cloud.stats.handshakes_evicted_at_source_limit() >= FLOOD as u64 - per_source)
+        .await;
+    assert!(support::closed_within(&mut flood[0], support::DEADLINE).await, "the oldest was closed");
+    assert!(cloud.stats.pending_handshakes() <= per_source);
+    assert_eq!(cloud.stats.connections_refused(), 0);
+    assert_eq!(cloud.stats.handshakes_timed_out(), 0);
+    let mut metrics = String::new();
+    cloud.stats.render_metrics(&mut metrics);
+    assert!(metrics.contains("\nedgehive_join_handshakes_evicted_total{limit=\"source\"} "), "{metrics}");
+}
+
+#[tokio::test]
+async fn a_full_server_closes_its_oldest_pending_connection() {
+    let cloud = Cloud::start_with(|c| {
+        c.handshake_timeout = Duration::from_secs(600);
+        c.max_connections = 3;
+    })
+    .await;
+    let serving = start_a_request(&cloud).await;
+    eventually("one connection serves a request", || {
+        cloud.stats.connections_open() == 1 && cloud.stats.pending_handshakes() == 0
+    })
+    .await;
+    let mut silent = support::silent_connections(cloud.addr, 2).await;
+    eventually("two pending", || cloud.stats.pending_handshakes() == 2).await;
+
+    // The server is full: the request's connection evicts the oldest
+    // pending one, not the one serving a request.
+    let reply = cloud.get("/ca.crt").await;
+    assert_eq!(reply.status, 200);
+    assert!(support::closed_within(&mut silent[0], support::DEADLINE).await, "the oldest pending is closed");
+    assert_eq!(cloud.stats.handshakes_evicted_at_connection_limit(), 1);
+    assert_eq!(cloud.stats.handshakes_evicted_at_source_limit(), 0);
+    assert_eq!(cloud.stats.connections_refused(), 0);
+    drop(serving);
+}
+
+#[tokio::test]
+async fn a_connection_silent_before_or_after_tls_is_closed_at_the_handshake_deadline() {
+    let cloud = Cloud::start_with(|c| c.handshake_timeout = Duration::from_millis(300)).await;
+    // No TLS at all.
+    let mut silent = support::silent_connections(cloud.addr, 1).await;
+    assert!(support::closed_within(&mut silent[0], support::DEADLINE).await, "closed at the deadline");
+    eventually("one timeout counted", || cloud.stats.handshakes_timed_out() == 1).await;
+    // TLS, then no request.
+    let mut tls = cloud.connect(None).await.unwrap();
+    assert!(support::closed_within(&mut tls, support::DEADLINE).await, "closed at the deadline");
+    eventually("two timeouts counted", || cloud.stats.handshakes_timed_out() == 2).await;
+    assert_eq!(cloud.stats.handshakes_failed(), 0);
+    // A prompt request is served.
+    assert_eq!(cloud.get("/ca.crt").await.status, 200);
+}
+
+/// A token holder may not take over a node that is registered and holds a
+/// live certificate; an admin's token for that node may, and then the old
+/// certificate can neither renew nor (at CloudHub) connect. A revoked node
+/// cannot renew, and a revoked token joins nothing.
+#[tokio::test]
+async fn a_token_cannot_take_over_a_node_and_replaced_or_revoked_certificates_cannot_renew() {
+    use edgehive_store::resources::NODES;
+    let cloud = Cloud::start().await;
+    let (key, csr) = kubeedge_csr();
+    let first = cloud.join("edge-1", &Cloud::bearer(&cloud.token()), &csr).await;
+    assert_node_certificate(&cloud, &first, "edge-1", &key);
+    let first_cert = client_cert(&first.body, &key);
+    cloud
+        .store
+        .create(&NODES, serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "edge-1"}}))
+        .await
+        .unwrap();
+
+    // Another holder of a token (the same one, or a fresh one) asks for edge-1.
+    let other_token = Cloud::make_token(&cloud.credentials, &[]).await;
+    for token in [cloud.token(), other_token] {
+        let (_, csr) = kubeedge_csr();
+        let reply = cloud.join("edge-1", &Cloud::bearer(&token), &csr).await;
+        assert_eq!(reply.status, 403, "{}", reply.text());
+        assert!(reply.text().contains("is registered and holds a valid certificate"), "{}", reply.text());
+        assert!(reply.text().contains("edgehive token create --rejoin edge-1"), "{}", reply.text());
+    }
+    assert_eq!(cloud.stats.refused(RefusalReason::Forbidden), 2);
+    assert_eq!(cloud.stats.certificates_issued(), 1);
+    // A free name is fine with the same token.
+    let (key2, csr2) = kubeedge_csr();
+    let reply = cloud.join("edge-2", &Cloud::bearer(&cloud.token()), &csr2).await;
+    assert_node_certificate(&cloud, &reply, "edge-2", &key2);
+
+    // The admin's token for edge-1 replaces its certificate...
+    let rejoin = Cloud::make_token(&cloud.credentials, &["edge-1"]).await;
+    let (new_key, new_csr) = kubeedge_csr();
+    let reply = cloud.join("edge-1", &Cloud::bearer(&rejoin), &new_csr).await;
+    assert_node_certificate(&cloud, &reply, "edge-1", &new_key);
+    let new_cert = client_cert(&reply.body, &new_key);
+    // ...so the old one cannot renew any more.
+    let (_, csr) = kubeedge_csr();
+    let reply = cloud.edge_crt(Some(&first_cert), "GET", &[("NodeName", "edge-1")], csr).await;
+    assert_eq!(reply.status, 403, "{}", reply.text());
+    assert!(reply.text().contains("replaced by a newer one"), "{}", reply.text());
+    // The new one renews, and the one it renewed stays good until the next.
+    let (renewed_key, csr) = kubeedge_csr();
+    let reply = cloud.edge_crt(Some(&new_cert), "GET", &[("NodeName", "edge-1")], csr).await;
+    assert_node_certificate(&cloud, &reply, "edge-1", &renewed_key);
+    let renewed = client_cert(&reply.body, &renewed_key);
+    let serial = |c: &support::ClientCert| edgehive_pki::certificate_id(&c.0[0]).unwrap().serial;
+    cloud.credentials.check_certificate("edge-1", &serial(&new_cert)).await.unwrap();
+    cloud.credentials.check_certificate("edge-1", &serial(&renewed)).await.unwrap();
+
+    // Revoked: no certificate of edge-1 renews.
+    cloud.credentials.revoke_node("edge-1", OffsetDateTime::now_utc()).await.unwrap();
+    let (_, csr) = kubeedge_csr();
+    let reply = cloud.edge_crt(Some(&renewed), "GET", &[("NodeName", "edge-1")], csr).await;
+    assert_eq!(reply.status, 403, "{}", reply.text());
+    assert!(reply.text().contains("revoked"), "{}", reply.text());
+
+    // A revoked token joins nothing.
+    let id = edgehive_pki::verify_token(&cloud.ca, &cloud.token(), OffsetDateTime::now_utc()).unwrap().id.unwrap();
+    assert!(cloud.credentials.revoke_token(&id).await.unwrap());
+    let (_, csr) = kubeedge_csr();
+    let reply = cloud.join("edge-3", &Cloud::bearer(&cloud.token()), &csr).await;
+    assert_eq!(reply.status, 401, "{}", reply.text());
+    assert!(reply.text().contains("unknown"), "{}", reply.text());
 }

@@ -43,6 +43,40 @@ pub fn identity_of(cert_der: &[u8]) -> Result<Identity, PkiError> {
     identity_in(cert.subject()).map_err(PkiError::Certificate)
 }
 
+/// What tells one certificate from the others issued for the same subject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertificateId {
+    /// The serial number, lowercase hexadecimal without leading zeros.
+    pub serial: String,
+    /// When the certificate stops being valid.
+    pub not_after: OffsetDateTime,
+}
+
+/// Reads the serial number and expiry of a DER certificate.
+///
+/// ```
+/// # use std::time::Duration;
+/// let ca = edgehive_pki::Ca::generate("edgehive-ca")?;
+/// let a = ca.issue_client("node", &[], Duration::from_secs(3600))?;
+/// let b = ca.issue_client("node", &[], Duration::from_secs(3600))?;
+/// let (a, b) = (edgehive_pki::certificate_id(&a.cert_der)?, edgehive_pki::certificate_id(&b.cert_der)?);
+/// assert_ne!(a.serial, b.serial);
+/// assert!(a.not_after > time::OffsetDateTime::now_utc());
+/// # Ok::<(), edgehive_pki::PkiError>(())
+/// ```
+pub fn certificate_id(cert_der: &[u8]) -> Result<CertificateId, PkiError> {
+    let cert = parse_certificate(cert_der).map_err(PkiError::Certificate)?;
+    Ok(CertificateId { serial: serial_hex(cert.raw_serial()), not_after: cert.validity().not_after.to_datetime() })
+}
+
+/// A serial number's bytes as lowercase hexadecimal without leading zeros
+/// (`0` for zero).
+pub(crate) fn serial_hex(raw: &[u8]) -> String {
+    let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+    let trimmed = hex.trim_start_matches('0');
+    if trimmed.is_empty() { "0".to_owned() } else { trimmed.to_owned() }
+}
+
 /// Parses one DER certificate with nothing after it.
 pub(crate) fn parse_certificate(der: &[u8]) -> Result<X509Certificate<'_>, String> {
     let (rest, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| format!("not a DER certificate: {e}"))?;

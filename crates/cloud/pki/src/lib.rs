@@ -36,15 +36,15 @@
 //! Join tokens live here too, because their key is the CA's: [`issue_token`]
 //! makes KubeEdge's `{caHash}.{jwt}` token (the CA certificate's SHA-256,
 //! [`Ca::cert_sha256_hex`], then an HS256 JWT keyed with the CA private
-//! key), [`verify_token`] and [`verify_jwt`] check one at a given time, and
-//! [`TokenSource`] keeps the current token and replaces it every
-//! [`TOKEN_REFRESH`]. Tokens are stateless: nothing records which were
-//! issued, and any unexpired one signed with the CA key is valid.
+//! key) carrying an id ([`new_token_id`]), and [`verify_token`] and
+//! [`verify_jwt`] check one at a given time. The signature alone does not
+//! make a token valid: the cloud also keeps a record of each id, so that
+//! tokens can be listed and revoked (`edgehive-credentials`).
 //!
 //! ```
 //! let ca = edgehive_pki::Ca::generate("edgehive-ca")?;
 //! let now = time::OffsetDateTime::now_utc();
-//! let token = edgehive_pki::issue_token(&ca, now, edgehive_pki::TOKEN_VALIDITY);
+//! let token = edgehive_pki::issue_token(&ca, &edgehive_pki::new_token_id(), now, edgehive_pki::TOKEN_VALIDITY);
 //! let (ca_hash, jwt) = token.split_once('.').expect("four parts");
 //! assert_eq!(ca_hash, ca.cert_sha256_hex());
 //! assert!(edgehive_pki::verify_jwt(&ca, jwt, now).is_ok());
@@ -66,6 +66,7 @@ use std::time::Duration;
 pub use ca::{Ca, Issued};
 pub use error::PkiError;
 pub use files::write_private_file;
+pub use inspect::{CertificateId, certificate_id};
 pub use inspect::{Identity, identity_of};
 pub use kubeconfig::kubeconfig;
 pub use reuse::{load_or_issue_client, load_or_issue_server};
@@ -73,7 +74,8 @@ pub use satoken::{
     SA_ISSUER, SA_KEY_FILE, SA_MAX_VALIDITY, SA_MIN_VALIDITY, ServiceAccountIdentity, ServiceAccountTokens, TokenFor,
 };
 pub use token::{
-    TOKEN_REFRESH, TOKEN_VALIDITY, TokenClaims, TokenError, TokenSource, issue_token, verify_jwt, verify_token,
+    TOKEN_ID_LEN, TOKEN_REFRESH, TOKEN_VALIDITY, TokenClaims, TokenError, expiry, is_token_id, issue_token,
+    issue_token_expiring, new_token_id, verify_jwt, verify_token,
 };
 
 /// The CA certificate's file name in the CA directory (PEM).

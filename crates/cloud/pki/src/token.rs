@@ -4,16 +4,21 @@
 //! the lowercase hex SHA-256 of the CA certificate ([`Ca::cert_sha256_hex`]),
 //! then a JSON Web Token signed with HMAC-SHA256 (`HS256`) whose key is the
 //! CA private key's DER bytes. The header is exactly
-//! `{"alg":"HS256","typ":"JWT"}`, the claims are exactly `{"exp":<unix
-//! seconds>}`, each part base64url without padding.
+//! `{"alg":"HS256","typ":"JWT"}`, the claims `{"exp":<unix seconds>,
+//! "jti":"<id>"}`, each part base64url without padding. KubeEdge's claims
+//! are `exp` alone; the edge never reads them, so a stock EdgeCore carries
+//! these tokens as it carries KubeEdge's.
 //!
 //! The node uses the hash to check the CA certificate it downloads
 //! unauthenticated, and sends the JWT alone (`Authorization: Bearer
 //! {header}.{payload}.{signature}`) when it asks for its certificate.
 //!
-//! Tokens are stateless: any token signed with this CA's key, naming this
-//! CA's hash and not yet expired is valid. There is no list of tokens and no
-//! way to revoke one before it expires, which is why they live one day.
+//! The signature proves the cloud made the token; the id (`jti`,
+//! [`new_token_id`]: six characters of `[a-z0-9]`, as a Kubernetes
+//! bootstrap token's) names the record the cloud keeps of it, so that a
+//! token can be listed and revoked before it expires. Keeping that record is
+//! the caller's business (`edgehive-credentials`); this module only signs
+//! and checks signatures.
 
 use std::time::Duration;
 
@@ -21,7 +26,6 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ring::hmac;
 use serde_json::Value;
-use std::sync::Arc;
 use thiserror::Error;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -45,11 +49,41 @@ const MAX_EXP: i64 = 253_402_300_799;
 const HEADER: &str = r#"{"alg":"HS256","typ":"JWT"}"#;
 
 /// What a valid token says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TokenClaims {
     /// When the token stops being valid (its `exp` claim).
     pub expires_at: OffsetDateTime,
+    /// The token's id (its `jti` claim); `None` for a token made without
+    /// one (KubeEdge's, or edgehive's before tokens were recorded).
+    pub id: Option<String>,
+}
+
+/// Length of a token id.
+pub const TOKEN_ID_LEN: usize = 6;
+
+/// A new random token id: six characters of `[a-z0-9]`, the shape of a
+/// Kubernetes bootstrap token id.
+pub fn new_token_id() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let rng = ring::rand::SystemRandom::new();
+    let mut id = String::with_capacity(TOKEN_ID_LEN);
+    while id.len() < TOKEN_ID_LEN {
+        let mut byte = [0u8; 1];
+        // The system's random source does not fail on Linux once booted;
+        // should it, the id is still unique enough for a record name.
+        let _ = ring::rand::SecureRandom::fill(&rng, &mut byte);
+        // 252 = 7 × 36: dropping the rest keeps every character equally likely.
+        if byte[0] < 252 {
+            id.push(char::from(ALPHABET[usize::from(byte[0]) % ALPHABET.len()]));
+        }
+    }
+    id
+}
+
+/// True for a string [`new_token_id`] could have made.
+pub fn is_token_id(id: &str) -> bool {
+    id.len() == TOKEN_ID_LEN && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
 }
 
 /// Why a token was refused. The messages can be shown to the node's
@@ -90,25 +124,41 @@ fn malformed(reason: impl Into<String>) -> TokenError {
     TokenError::Malformed(reason.into())
 }
 
-/// Makes a join token for `ca`, valid for `validity` from `now`.
+/// Makes a join token for `ca` with the id `id`, valid for `validity` from
+/// `now`. The token is only as good as the record of `id` the cloud keeps.
 ///
 /// ```
-/// use edgehive_pki::{Ca, TOKEN_VALIDITY, issue_token, verify_token};
+/// use edgehive_pki::{Ca, TOKEN_VALIDITY, issue_token, new_token_id, verify_token};
 /// use time::OffsetDateTime;
 ///
 /// let ca = Ca::generate("edgehive-ca")?;
 /// let now = OffsetDateTime::now_utc();
-/// let token = issue_token(&ca, now, TOKEN_VALIDITY);
+/// let id = new_token_id();
+/// let token = issue_token(&ca, &id, now, TOKEN_VALIDITY);
 /// assert!(token.starts_with(&format!("{}.", ca.cert_sha256_hex())));
 /// let claims = verify_token(&ca, &token, now).expect("a fresh token is valid");
 /// assert!(claims.expires_at > now);
+/// assert_eq!(claims.id, Some(id));
 /// # Ok::<(), edgehive_pki::PkiError>(())
 /// ```
-pub fn issue_token(ca: &Ca, now: OffsetDateTime, validity: Duration) -> String {
+pub fn issue_token(ca: &Ca, id: &str, now: OffsetDateTime, validity: Duration) -> String {
+    issue_token_expiring(ca, id, expiry(now, validity))
+}
+
+/// Makes a join token for `ca` with the id `id` that expires at `expires`
+/// (whole seconds).
+pub fn issue_token_expiring(ca: &Ca, id: &str, expires: OffsetDateTime) -> String {
+    let exp = expires.unix_timestamp().min(MAX_EXP);
+    let payload = serde_json::json!({ "exp": exp, "jti": id }).to_string();
+    format!("{}.{}", ca.cert_sha256_hex(), sign_jwt(ca, HEADER, &payload))
+}
+
+/// When a token made at `now` for `validity` expires (as [`issue_token`]
+/// writes it: whole seconds, at most the end of year 9999).
+pub fn expiry(now: OffsetDateTime, validity: Duration) -> OffsetDateTime {
     let validity = i64::try_from(validity.as_secs()).unwrap_or(i64::MAX);
     let exp = now.unix_timestamp().saturating_add(validity).min(MAX_EXP);
-    let payload = serde_json::json!({ "exp": exp }).to_string();
-    format!("{}.{}", ca.cert_sha256_hex(), sign_jwt(ca, HEADER, &payload))
+    OffsetDateTime::from_unix_timestamp(exp).unwrap_or(now)
 }
 
 /// Checks a whole join token (four parts) against `ca` at `now`.
@@ -177,7 +227,12 @@ pub fn verify_jwt(ca: &Ca, jwt: &str, now: OffsetDateTime) -> Result<TokenClaims
     if now >= expires_at {
         return Err(TokenError::Expired { at: expires_at });
     }
-    Ok(TokenClaims { expires_at })
+    let id = match claims.get("jti") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => Some(id.clone()),
+        Some(other) => return Err(malformed(format!("jti {other} is not a string"))),
+    };
+    Ok(TokenClaims { expires_at, id })
 }
 
 fn decode(what: &str, part: &str) -> Result<Vec<u8>, TokenError> {
@@ -196,79 +251,6 @@ fn sign_jwt(ca: &Ca, header: &str, payload: &str) -> String {
     let signed = format!("{}.{}", URL_SAFE_NO_PAD.encode(header), URL_SAFE_NO_PAD.encode(payload));
     let tag = hmac::sign(&hmac_key(ca), signed.as_bytes());
     format!("{signed}.{}", URL_SAFE_NO_PAD.encode(tag.as_ref()))
-}
-
-/// The current join token, remade when it is older than the refresh
-/// interval.
-///
-/// It does no I/O and reads no clock: the caller passes `now`, and asks
-/// [`TokenSource::next_refresh`] when to come back (to publish the new token,
-/// say).
-///
-/// ```
-/// use std::sync::Arc;
-/// use edgehive_pki::{Ca, TOKEN_REFRESH, TokenSource, verify_token};
-/// use time::OffsetDateTime;
-///
-/// let ca = Arc::new(Ca::generate("edgehive-ca")?);
-/// let mut source = TokenSource::new(Arc::clone(&ca));
-/// let now = OffsetDateTime::now_utc();
-/// let first = source.token(now).to_owned();
-/// assert_eq!(source.token(now + time::Duration::hours(1)), first);
-/// let later = now + TOKEN_REFRESH;
-/// assert_ne!(source.token(later), first);
-/// assert!(verify_token(&ca, &first, later).is_ok(), "the old token is still valid");
-/// # Ok::<(), edgehive_pki::PkiError>(())
-/// ```
-#[derive(Debug)]
-pub struct TokenSource {
-    ca: Arc<Ca>,
-    refresh: Duration,
-    validity: Duration,
-    /// The token and when it was made.
-    current: Option<(String, OffsetDateTime)>,
-}
-
-impl TokenSource {
-    /// A source with KubeEdge's intervals: a new token every
-    /// [`TOKEN_REFRESH`], each valid for [`TOKEN_VALIDITY`].
-    pub fn new(ca: Arc<Ca>) -> TokenSource {
-        TokenSource::with_intervals(ca, TOKEN_REFRESH, TOKEN_VALIDITY)
-    }
-
-    /// A source making a new token every `refresh`, each valid for
-    /// `validity`. A token is remade before it expires even if `validity`
-    /// is shorter than `refresh`.
-    pub fn with_intervals(ca: Arc<Ca>, refresh: Duration, validity: Duration) -> TokenSource {
-        TokenSource { ca, refresh, validity, current: None }
-    }
-
-    /// The current token, made now if there is none yet, if it is
-    /// `refresh` old or older, or if it has expired. A clock that went back
-    /// keeps the current token.
-    pub fn token(&mut self, now: OffsetDateTime) -> &str {
-        let stale = match &self.current {
-            None => true,
-            Some((_, made)) => self.deadline(*made).is_some_and(|deadline| now >= deadline),
-        };
-        if stale {
-            self.current = Some((issue_token(&self.ca, now, self.validity), now));
-        }
-        self.current.as_ref().map_or("", |(token, _)| token.as_str())
-    }
-
-    /// When [`TokenSource::token`] will next make a new token; `None`
-    /// before the first one, or when that time is beyond the calendar.
-    pub fn next_refresh(&self) -> Option<OffsetDateTime> {
-        self.current.as_ref().and_then(|(_, made)| self.deadline(*made))
-    }
-
-    /// When a token made at `made` is replaced; `None` (never) for
-    /// intervals that overflow the calendar.
-    fn deadline(&self, made: OffsetDateTime) -> Option<OffsetDateTime> {
-        let after = self.refresh.min(self.validity);
-        time::Duration::try_from(after).ok().and_then(|d| made.checked_add(d))
-    }
 }
 
 #[cfg(test)]
@@ -314,16 +296,17 @@ mod tests {
     #[test]
     fn round_trip() {
         let ca = ca();
-        let token = issue_token(&ca, t0(), TOKEN_VALIDITY);
+        let token = issue_token(&ca, "abc123", t0(), TOKEN_VALIDITY);
         let parts: Vec<&str> = token.split('.').collect();
         assert_eq!(parts.len(), 4);
         assert_eq!(parts[0], ca.cert_sha256_hex());
         assert_eq!(URL_SAFE_NO_PAD.decode(parts[1]).unwrap(), br#"{"alg":"HS256","typ":"JWT"}"#);
         let exp = t0().unix_timestamp() + 24 * 3600;
-        assert_eq!(URL_SAFE_NO_PAD.decode(parts[2]).unwrap(), format!(r#"{{"exp":{exp}}}"#).as_bytes());
+        assert_eq!(URL_SAFE_NO_PAD.decode(parts[2]).unwrap(), format!(r#"{{"exp":{exp},"jti":"abc123"}}"#).as_bytes());
 
         let claims = verify_token(&ca, &token, t0()).unwrap();
         assert_eq!(claims.expires_at, t0() + time::Duration::hours(24));
+        assert_eq!(claims.id.as_deref(), Some("abc123"));
         let jwt = token.split_once('.').unwrap().1;
         assert_eq!(verify_jwt(&ca, jwt, t0()).unwrap(), claims);
         // The same CA loaded again (same key) accepts it too: nothing is kept.
@@ -333,7 +316,7 @@ mod tests {
     #[test]
     fn expired_on_and_after_exp() {
         let ca = ca();
-        let token = issue_token(&ca, t0(), Duration::from_secs(3600));
+        let token = issue_token(&ca, "abc123", t0(), Duration::from_secs(3600));
         let exp = t0() + time::Duration::hours(1);
         assert!(verify_token(&ca, &token, exp - time::Duration::seconds(1)).is_ok());
         for now in [exp, exp + time::Duration::days(3)] {
@@ -346,7 +329,7 @@ mod tests {
     #[test]
     fn altered_signature_or_payload_is_refused() {
         let ca = ca();
-        let token = issue_token(&ca, t0(), TOKEN_VALIDITY);
+        let token = issue_token(&ca, "abc123", t0(), TOKEN_VALIDITY);
         let signature_at = token.rfind('.').unwrap() + 1;
         let payload_at = token[..signature_at - 1].rfind('.').unwrap() + 1;
         for index in [signature_at, payload_at] {
@@ -364,7 +347,7 @@ mod tests {
     #[test]
     fn token_of_another_ca_is_refused() {
         let (ours, theirs) = (ca(), ca());
-        let token = issue_token(&theirs, t0(), TOKEN_VALIDITY);
+        let token = issue_token(&theirs, "abc123", t0(), TOKEN_VALIDITY);
         assert_eq!(
             verify_token(&ours, &token, t0()),
             Err(TokenError::WrongCa { expected: ours.cert_sha256_hex(), got: theirs.cert_sha256_hex() })
@@ -379,7 +362,7 @@ mod tests {
     #[test]
     fn malformed_tokens_are_refused() {
         let ca = ca();
-        let good = issue_token(&ca, t0(), TOKEN_VALIDITY);
+        let good = issue_token(&ca, "abc123", t0(), TOKEN_VALIDITY);
         let hash = ca.cert_sha256_hex();
         let jwt = good.split_once('.').unwrap().1;
         let exp = t0().unix_timestamp() + 3600;
@@ -427,40 +410,26 @@ mod tests {
     #[test]
     fn absurd_validity_still_verifies() {
         let ca = ca();
-        let token = issue_token(&ca, t0(), Duration::MAX);
+        let token = issue_token(&ca, "abc123", t0(), Duration::MAX);
         let claims = verify_token(&ca, &token, t0()).unwrap();
         assert_eq!(claims.expires_at.year(), 9999);
     }
 
     #[test]
-    fn source_remakes_the_token_after_the_refresh_interval() {
-        let ca = Arc::new(ca());
-        let mut source = TokenSource::new(Arc::clone(&ca));
-        assert_eq!(source.next_refresh(), None);
-        let first = source.token(t0()).to_owned();
-        assert_eq!(source.next_refresh(), Some(t0() + time::Duration::hours(12)));
-        let almost = t0() + time::Duration::hours(12) - time::Duration::seconds(1);
-        assert_eq!(source.token(almost), first);
-        assert_eq!(source.token(t0() - time::Duration::hours(5)), first, "a clock that went back");
-
-        let refreshed = t0() + time::Duration::hours(12);
-        let second = source.token(refreshed).to_owned();
-        assert_ne!(second, first);
-        assert_eq!(source.next_refresh(), Some(t0() + time::Duration::hours(24)));
-        assert_eq!(verify_token(&ca, &second, refreshed).unwrap().expires_at, t0() + time::Duration::hours(36));
-        // The first token outlives the refresh by half its life.
-        assert!(verify_token(&ca, &first, refreshed).is_ok());
-        assert!(verify_token(&ca, &first, t0() + time::Duration::hours(24)).is_err());
+    fn ids_have_the_bootstrap_token_shape_and_differ() {
+        let ids: std::collections::HashSet<String> = (0..200).map(|_| new_token_id()).collect();
+        assert_eq!(ids.len(), 200);
+        assert!(ids.iter().all(|id| is_token_id(id)), "{ids:?}");
+        assert!(!is_token_id("ABC123") && !is_token_id("abc12") && !is_token_id("abc-12"));
     }
 
     #[test]
-    fn source_never_hands_out_an_expired_token() {
-        let ca = Arc::new(ca());
-        let mut source = TokenSource::with_intervals(Arc::clone(&ca), TOKEN_REFRESH, Duration::from_secs(600));
-        let first = source.token(t0()).to_owned();
-        let later = t0() + time::Duration::minutes(10);
-        let second = source.token(later).to_owned();
-        assert_ne!(first, second);
-        assert!(verify_token(&ca, &second, later).is_ok());
+    fn a_token_without_an_id_verifies_with_none_and_a_bad_id_is_malformed() {
+        let ca = ca();
+        let exp = t0().unix_timestamp() + 3600;
+        let plain = crafted(&ca, HEADER, &format!(r#"{{"exp":{exp}}}"#));
+        assert_eq!(verify_token(&ca, &plain, t0()).unwrap().id, None);
+        let numeric = crafted(&ca, HEADER, &format!(r#"{{"exp":{exp},"jti":7}}"#));
+        assert!(malformed_reason(verify_token(&ca, &numeric, t0())).contains("jti 7"));
     }
 }

@@ -19,7 +19,7 @@ use crate::error::{Result, StoreError};
 use crate::object::{Object, encode_for_storage};
 use crate::resources::ResourceDef;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::watch::{Hub, Watch, WatchEvent, WatchFilter};
+use crate::watch::{Hub, REVISION_WAIT, TooLargeResourceVersion, Watch, WatchEvent, WatchFilter};
 
 /// How to run a store.
 #[derive(Debug, Clone)]
@@ -333,6 +333,21 @@ impl Store {
         self.inner.backend.current_rev().await
     }
 
+    /// Waits until the store has reached revision `rev`, at most
+    /// [`REVISION_WAIT`], as Kubernetes' watch cache does before it serves a
+    /// read "not older than" `rev`; returns at once when it has.
+    pub async fn wait_for_revision(&self, rev: u64) -> Result<(), TooLargeResourceVersion> {
+        if self.inner.hub.rev() >= rev {
+            return Ok(());
+        }
+        // Reads come from the backend, which may be ahead of the hub (etcd's
+        // watch lags its writes; SQLite publishes just after its commit).
+        if self.inner.backend.current_rev().await.is_ok_and(|now| now >= rev) {
+            return Ok(());
+        }
+        self.inner.hub.wait_for_rev(rev, REVISION_WAIT).await
+    }
+
     /// Forgets history at and below `rev`: lists at older revisions and
     /// continue tokens from before it get `Expired`.
     pub async fn compact(&self, rev: u64) -> Result<()> {
@@ -443,10 +458,7 @@ impl Store {
             if opts.exact {
                 at = Some(rv);
             } else {
-                let now = self.inner.backend.current_rev().await?;
-                if rv > now {
-                    return Err(StoreError::Timeout(format!("Too large resource version: {rv}, current: {now}")));
-                }
+                self.wait_for_revision(rv).await.map_err(|e| StoreError::Timeout(e.to_string()))?;
             }
         }
         let filter = WatchFilter {

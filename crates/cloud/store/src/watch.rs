@@ -12,13 +12,19 @@
 //! Each watcher has a bounded queue. A watcher that does not keep up is ended
 //! with [`WatchEnd::Lagged`] rather than slowing the writer or the others; it
 //! can resume from the last revision it saw.
+//!
+//! A read that must be at least as fresh as a revision the hub has not
+//! reached yet waits for it, up to [`REVISION_WAIT`], as Kubernetes' watch
+//! cache does (`waitUntilFreshAndBlock`), and then fails with
+//! [`TooLargeResourceVersion`].
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::backend::Change;
 use crate::error::{Result, StoreError};
@@ -294,6 +300,22 @@ struct State {
     closed: bool,
 }
 
+/// How long a read waits for a revision the store has not reached:
+/// Kubernetes' `blockTimeout` (staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go).
+pub const REVISION_WAIT: Duration = Duration::from_secs(3);
+
+/// A read asked for a revision the store did not reach within
+/// [`REVISION_WAIT`]. The API server answers it as Kubernetes'
+/// `storage.NewTooLargeResourceVersionError` (504, retry after 1 s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("Too large resource version: {requested}, current: {current}")]
+pub struct TooLargeResourceVersion {
+    /// The revision asked for.
+    pub requested: u64,
+    /// The store's revision when the wait ended.
+    pub current: u64,
+}
+
 /// Counters of the hub, for metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HubStats {
@@ -318,6 +340,9 @@ pub struct Hub {
     queue: usize,
     published: AtomicU64,
     lagged: AtomicU64,
+    /// The last revision published, for [`Hub::wait_for_rev`]; set under
+    /// the state lock, so it moves in the same order as `State::rev`.
+    revision: watch::Sender<u64>,
     me: Weak<Hub>,
 }
 
@@ -343,6 +368,7 @@ impl Hub {
             queue: queue.max(1),
             published: AtomicU64::new(0),
             lagged: AtomicU64::new(0),
+            revision: watch::Sender::new(0),
             me: me.clone(),
         })
     }
@@ -358,6 +384,7 @@ impl Hub {
         let mut st = self.lock();
         st.base = base;
         st.rev = rev;
+        self.announce(rev);
         for c in changes {
             if let Some(res) = resources::for_key(&c.key)
                 && let Some(ev) = Event::from_change(res, c)
@@ -407,12 +434,24 @@ impl Hub {
                 st.base = old.rev;
             }
         }
+        self.announce(st.rev);
+    }
+
+    /// Wakes the reads waiting for a revision up to `rev` (called with the
+    /// state lock held).
+    fn announce(&self, rev: u64) {
+        self.revision.send_if_modified(|r| {
+            let moved = *r != rev;
+            *r = rev;
+            moved
+        });
     }
 
     /// The backend's revision moved without changes we keep.
     pub(crate) fn progress(&self, rev: u64) {
         let mut st = self.lock();
         st.rev = st.rev.max(rev);
+        self.announce(st.rev);
     }
 
     /// History was lost (the backend compacted past us): every watch ends
@@ -427,6 +466,7 @@ impl Hub {
         st.ring.clear();
         st.base = rev;
         st.rev = rev;
+        self.announce(rev);
     }
 
     /// Ends every watch; later subscriptions fail.
@@ -455,6 +495,24 @@ impl Hub {
     /// The last revision published.
     pub fn rev(&self) -> u64 {
         self.lock().rev
+    }
+
+    /// Waits until the hub has published revision `rev`, at most `limit`.
+    /// Returns at once when it has; a publish during the wait ends it.
+    pub async fn wait_for_rev(&self, rev: u64, limit: Duration) -> Result<(), TooLargeResourceVersion> {
+        let mut seen = self.revision.subscribe();
+        let reached = tokio::time::timeout(limit, seen.wait_for(|r| *r >= rev)).await.is_ok_and(|r| r.is_ok());
+        if reached {
+            return Ok(());
+        }
+        // Timed out (the sender lives as long as `self`, so it cannot be gone).
+        let current = *seen.borrow();
+        Err(TooLargeResourceVersion { requested: rev, current })
+    }
+
+    /// Reads waiting in [`Hub::wait_for_rev`] now.
+    pub fn revision_waiters(&self) -> usize {
+        self.revision.receiver_count()
     }
 
     /// Counters.

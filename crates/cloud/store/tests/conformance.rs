@@ -11,6 +11,7 @@ use std::time::Duration;
 use common::{Harness, Kind, configmap, pod};
 use edgehive_store::resources::{CONFIGMAPS, NODES, PODS};
 use edgehive_store::selector::{FieldSelector, LabelSelector};
+use edgehive_store::watch::{REVISION_WAIT, TooLargeResourceVersion};
 use edgehive_store::{
     DeleteOptions, DeleteOutcome, EventType, ListOptions, StoreError, WatchEnd, WatchFilter, WatchOptions, WatchStart,
 };
@@ -36,6 +37,7 @@ on_both_backends!(
     watch_selector_transitions,
     watch_initial_state_then_changes,
     watch_too_old_is_expired,
+    reads_wait_for_a_revision_not_reached,
     watch_bookmarks_report_progress,
     thousand_watchers_share_one_encoding,
     slow_watcher_is_ended_alone,
@@ -534,6 +536,30 @@ async fn watch_too_old_is_expired(kind: Kind) {
     for _ in 0..5 {
         assert_eq!(next_event(&mut w).await.ty, EventType::Added);
     }
+    s.close().await;
+}
+
+async fn reads_wait_for_a_revision_not_reached(kind: Kind) {
+    let h = Harness::new(kind).await;
+    let s = &h.store;
+    let now = s.current_rev().await.unwrap();
+    // A write that reaches the revision ends the wait.
+    let (waited, made) = tokio::join!(s.wait_for_revision(now + 1), async {
+        eventually("the read waits", WAIT, || s.hub().revision_waiters() == 1).await;
+        s.create(&CONFIGMAPS, configmap("default", "a", json!({}))).await.unwrap()
+    });
+    assert_eq!((waited, made.rev()), (Ok(()), now + 1));
+    // One never reached: Kubernetes' 3 s, then what was asked and what is.
+    let started = tokio::time::Instant::now();
+    let too_large = TooLargeResourceVersion { requested: now + 1000, current: now + 1 };
+    assert_eq!(s.wait_for_revision(now + 1000).await, Err(too_large));
+    assert!(started.elapsed() >= REVISION_WAIT);
+    let not_older = ListOptions { resource_version: Some(now + 1000), ..ListOptions::default() };
+    match s.list(&CONFIGMAPS, &not_older).await {
+        Err(StoreError::Timeout(m)) => assert_eq!(m, too_large.to_string()),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(s.hub().revision_waiters(), 0);
     s.close().await;
 }
 

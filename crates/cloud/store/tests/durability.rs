@@ -1,17 +1,22 @@
-//! An acknowledged write survives `kill -9` of the process that made it.
+//! An acknowledged write survives `kill -9` of the process that made it,
+//! and the database file (it holds Secrets) is private to the store's user.
 //!
-//! The test runs itself again as a child (selected by an environment
-//! variable) that writes objects and prints each acknowledged name; the
-//! parent kills it with SIGKILL mid-stream, reopens the database, and finds
-//! every acknowledged object.
+//! The durability test runs itself again as a child (selected by an
+//! environment variable) that writes objects and prints each acknowledged
+//! name; the parent kills it with SIGKILL mid-stream, reopens the database,
+//! and finds every acknowledged object. The file-mode test runs itself again
+//! under `umask 022`, the usual default, under which SQLite alone would make
+//! the files 0644.
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::disallowed_methods)]
 
 use std::io::{BufRead as _, BufReader, Write as _};
+use std::os::unix::fs::PermissionsExt as _;
 use std::process::{Command, Stdio};
 
 use edgehive_store::resources::CONFIGMAPS;
 use edgehive_store::{BackendConfig, Store, StoreConfig};
 use edgehive_testkit::fixtures::TempDir;
+use edgehive_testkit::umask::{in_child_with_umask_022, mode};
 use serde_json::json;
 
 const CHILD: &str = "EDGEHIVE_STORE_DURABILITY_CHILD";
@@ -89,6 +94,59 @@ fn acknowledged_writes_survive_kill_9() {
         }
         // And the database is consistent enough to go on writing.
         store.create(&CONFIGMAPS, json!({"metadata": {"name": "after", "namespace": "default"}})).await.unwrap();
+        store.close().await;
+    });
+}
+
+const UMASK_CHILD: &str = "EDGEHIVE_STORE_UMASK_CHILD";
+
+#[test]
+fn a_new_database_its_wal_and_shm_and_its_directory_are_private() {
+    if !in_child_with_umask_022(UMASK_CHILD, "a_new_database_its_wal_and_shm_and_its_directory_are_private") {
+        return;
+    }
+    let dir = TempDir::new("store-modes");
+    let data = dir.path().join("data");
+    let db = data.join("state.db");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let store = Store::open(config(&db)).await.unwrap();
+        store.create(&CONFIGMAPS, json!({"metadata": {"name": "a", "namespace": "default"}})).await.unwrap();
+        // While the store is open after a write, SQLite keeps its -wal and -shm.
+        for file in edgehive_files::database_files(&db) {
+            assert_eq!(mode(&file), "0600", "{}", file.display());
+        }
+        assert_eq!(mode(&data), "0700", "the directory the store created");
+        store.close().await;
+    });
+}
+
+#[test]
+fn an_existing_database_others_can_read_is_tightened() {
+    let dir = TempDir::new("store-modes");
+    let db = dir.path().join("state.db");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let store = Store::open(config(&db)).await.unwrap();
+        store.create(&CONFIGMAPS, json!({"metadata": {"name": "a", "namespace": "default"}})).await.unwrap();
+        store.close().await;
+    });
+    // As an older version (or a copy) left it: the database and a
+    // leftover -wal and -shm readable by everyone.
+    let files = edgehive_files::database_files(&db);
+    for file in &files {
+        std::fs::OpenOptions::new().create(true).append(true).open(file).unwrap();
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    rt.block_on(async {
+        let store = Store::open(config(&db)).await.unwrap();
+        for file in &files {
+            assert_eq!(mode(file), "0600", "{}", file.display());
+        }
+        // A directory the store did not create is reported, not changed.
+        assert_eq!(mode(dir.path()), "0755");
+        assert!(store.get(&CONFIGMAPS, "default", "a").await.is_ok(), "the data is intact");
         store.close().await;
     });
 }

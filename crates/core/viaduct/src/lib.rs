@@ -8,9 +8,21 @@
 //! subject). The WebSocket transport is byte-compatible with KubeEdge's, with
 //! mutual TLS.
 //!
+//! A [`Server`] bounds handshakes before it knows who is connecting: each
+//! must finish within [`ServerConfig::handshake_timeout`] (5 s), and when a
+//! new connection finds [`ServerConfig::max_pending_handshakes`] in progress,
+//! or its source at [`ServerConfig::max_pending_handshakes_per_source`], the
+//! oldest pending handshake (of the server, or of that source) is cancelled
+//! to make room instead of the new connection being refused. Evictions,
+//! timeouts and refusals are counted in [`ServerStats`]
+//! ([`ServerStats::render_metrics`]).
+//! The table that decides is [`admission::ConnectionTable`], which other
+//! servers in front of authentication (the join server) use as well.
+//!
 //! **Architecture Invariant:** viaduct knows nothing of beehive or of either
 //! side; cloudhub and edgehub adapt one to the other.
 
+pub mod admission;
 mod config;
 mod conn;
 mod error;
@@ -19,7 +31,10 @@ mod server;
 mod tls;
 pub mod ws;
 
-pub use config::{ClientConfig, ClientTls, ConnConfig, Identity, ServerConfig, ServerTls};
+pub use config::{
+    ClientConfig, ClientTls, ConnConfig, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_PENDING_HANDSHAKES_PER_SOURCE,
+    Identity, ServerConfig, ServerTls,
+};
 pub use conn::{ConnRx, ConnTx, Connection, PeerInfo, Protocol};
 pub use error::{CloseReason, ConnectError, RequestError, WriteError};
 pub use server::{Server, ServerStats};

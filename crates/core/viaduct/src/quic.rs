@@ -19,6 +19,12 @@
 //! - **Bad input**: a frame over the size limit, a length that runs past the
 //!   end of the stream, or a frame that is not a message closes the
 //!   connection with the reason logged, as on WebSocket.
+//! - **Handshake bounds**: the QUIC handshake and the header frame must
+//!   arrive within the server's handshake deadline, and handshakes in
+//!   progress are bounded as on WebSocket, the oldest evicted to make room.
+//!   A connection attempt that would evict another from an address QUIC has
+//!   not validated is answered with a Retry first, so a forged source
+//!   address cannot evict anyone's handshake.
 //! - **Liveness**: QUIC keep-alives (default every 25 s) and an idle timeout
 //!   (default 90 s), instead of application pings.
 //! - **Flapping links**: a reconnecting client resumes its TLS session and
@@ -106,12 +112,18 @@ async fn accept_loop(endpoint: quinn::Endpoint, cfg: Arc<ServerConfig>, intake: 
             i = endpoint.accept() => match i { Some(i) => i, None => break },
         };
         let remote = incoming.remote_address();
-        let Some(permit) = intake.permit(remote) else {
-            incoming.refuse();
+        // A QUIC Initial's source address can be forged. Before it may evict
+        // another handshake, its sender must prove it receives at that
+        // address: a Retry costs us no state and the client one round trip.
+        if !incoming.remote_address_validated() && incoming.may_retry() && intake.would_evict(remote) {
+            if incoming.retry().is_ok() {
+                intake.stats.quic_retries.fetch_add(1, Ordering::Relaxed);
+            }
             continue;
-        };
+        }
+        let pending = intake.admit(remote);
         let (cfg, stats) = (cfg.clone(), intake.stats.clone());
-        intake.spawn(permit, remote, async move { server_handshake(incoming, &cfg, &stats).await });
+        intake.spawn(pending, remote, async move { server_handshake(incoming, &cfg, &stats).await });
     }
 }
 

@@ -1,20 +1,35 @@
 //! The server type shared by both transports: accepted connections, counters,
-//! and closing.
+//! and closing; and the intake of handshakes, which bounds them in time, in
+//! number and per source address.
+//!
+//! Handshakes in progress are kept in a [`ConnectionTable`], a plain table
+//! that decides, without I/O, which handshake to cancel when a new connection
+//! arrives at a limit: the oldest of the same source when that source is at
+//! its own limit, otherwise the oldest of all when the server is at its
+//! limit. A handshake leaves the table when it finishes (it is never
+//! established there), so a new connection is never refused for want of
+//! room, and a flood of silent connections (from one address or many) cannot
+//! lock out an edge's reconnect: it only shortens how long the flood's own
+//! connections live.
 
+use std::fmt::Write as _;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::admission::{Admission, ConnectionTable, Limit, LogThrottle};
 use crate::config::ServerConfig;
 use crate::conn::{Connection, Protocol};
 use crate::error::ConnectError;
 
-/// Counters of a server, for logs and metrics.
+/// Counters of a server, for logs and metrics
+/// ([`ServerStats::render_metrics`] writes them in the Prometheus text format).
 #[derive(Debug, Default)]
 pub struct ServerStats {
     /// Connections handed to `accept`.
@@ -25,9 +40,114 @@ pub struct ServerStats {
     pub upgrade_failures: AtomicU64,
     /// Handshakes that did not finish in time.
     pub handshake_timeouts: AtomicU64,
-    /// Connections refused because too many handshakes were in progress or
-    /// the accept queue was full.
+    /// Connections that completed their handshake but were dropped because
+    /// the accept queue was full or the server closed. (Handshakes are never
+    /// refused for want of room: the oldest pending one is evicted instead.)
     pub refused_busy: AtomicU64,
+    /// Pending handshakes cancelled because a new connection came from a
+    /// source already at [`ServerConfig::max_pending_handshakes_per_source`]
+    /// (the source's oldest is cancelled).
+    pub evicted_per_source: AtomicU64,
+    /// Pending handshakes cancelled because a new connection came while
+    /// [`ServerConfig::max_pending_handshakes`] were in progress (the
+    /// server's oldest is cancelled).
+    pub evicted_global: AtomicU64,
+    /// QUIC connection attempts answered with a Retry (address validation)
+    /// because admitting them would have evicted another handshake.
+    pub quic_retries: AtomicU64,
+    /// Handshakes in progress now (a gauge).
+    pub pending_handshakes: AtomicU64,
+}
+
+impl ServerStats {
+    /// Pending handshakes cancelled to make room, for either limit.
+    pub fn handshakes_evicted(&self) -> u64 {
+        self.evicted_per_source.load(Ordering::Relaxed) + self.evicted_global.load(Ordering::Relaxed)
+    }
+
+    /// Appends the counters of `servers` to `out` in the Prometheus text
+    /// format, names prefixed `edgehive_viaduct_`, each sample labelled with
+    /// its server's transport (`websocket` or `quic`). Pass every server in
+    /// one call: each metric's `HELP` and `TYPE` lines are written once.
+    ///
+    /// ```
+    /// use edgehive_viaduct::{Protocol, ServerStats};
+    /// let (ws, quic) = (ServerStats::default(), ServerStats::default());
+    /// let mut out = String::new();
+    /// ServerStats::render_metrics(&[(Protocol::WebSocket, &ws), (Protocol::Quic, &quic)], &mut out);
+    /// assert!(out.contains("edgehive_viaduct_handshakes_total{transport=\"websocket\",result=\"evicted\"} 0\n"));
+    /// assert!(out.contains("edgehive_viaduct_pending_handshakes{transport=\"quic\"} 0\n"));
+    /// ```
+    pub fn render_metrics(servers: &[(Protocol, &ServerStats)], out: &mut String) {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let family = |out: &mut String, name: &str, kind: &str, help: &str| {
+            let _ = write!(out, "# HELP edgehive_viaduct_{name} {help}\n# TYPE edgehive_viaduct_{name} {kind}\n");
+        };
+        family(out, "handshakes_total", "counter", "Handshakes by how they ended.");
+        for (protocol, s) in servers {
+            let transport = transport_label(*protocol);
+            for (result, value) in [
+                ("accepted", load(&s.accepted)),
+                ("tls_failed", load(&s.tls_failures)),
+                ("upgrade_failed", load(&s.upgrade_failures)),
+                ("timeout", load(&s.handshake_timeouts)),
+                ("evicted", s.handshakes_evicted()),
+                ("refused", load(&s.refused_busy)),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "edgehive_viaduct_handshakes_total{{transport=\"{transport}\",result=\"{result}\"}} {value}"
+                );
+            }
+        }
+        family(
+            out,
+            "handshakes_evicted_total",
+            "counter",
+            "Pending handshakes cancelled to make room, by the limit that was reached.",
+        );
+        for (protocol, s) in servers {
+            let transport = transport_label(*protocol);
+            for (limit, value) in [(Limit::Source, &s.evicted_per_source), (Limit::Total, &s.evicted_global)] {
+                let (limit, value) = (limit_label(limit), load(value));
+                let _ = writeln!(
+                    out,
+                    "edgehive_viaduct_handshakes_evicted_total{{transport=\"{transport}\",limit=\"{limit}\"}} {value}"
+                );
+            }
+        }
+        if servers.iter().any(|(p, _)| *p == Protocol::Quic) {
+            family(
+                out,
+                "quic_retries_total",
+                "counter",
+                "QUIC connection attempts asked to validate their address under pressure.",
+            );
+            for (_, s) in servers.iter().filter(|(p, _)| *p == Protocol::Quic) {
+                let _ = writeln!(
+                    out,
+                    "edgehive_viaduct_quic_retries_total{{transport=\"quic\"}} {}",
+                    load(&s.quic_retries)
+                );
+            }
+        }
+        family(out, "pending_handshakes", "gauge", "Handshakes in progress.");
+        for (protocol, s) in servers {
+            let _ = writeln!(
+                out,
+                "edgehive_viaduct_pending_handshakes{{transport=\"{}\"}} {}",
+                transport_label(*protocol),
+                load(&s.pending_handshakes)
+            );
+        }
+    }
+}
+
+fn transport_label(protocol: Protocol) -> &'static str {
+    match protocol {
+        Protocol::WebSocket => "websocket",
+        Protocol::Quic => "quic",
+    }
 }
 
 /// A listening server, WebSocket or QUIC.
@@ -72,6 +192,12 @@ impl Server {
         &self.stats
     }
 
+    /// The counters, as a handle that outlives the server (for a metrics
+    /// endpoint that keeps reading them after the server moved elsewhere).
+    pub fn shared_stats(&self) -> Arc<ServerStats> {
+        Arc::clone(&self.stats)
+    }
+
     /// Stops accepting. Established connections are not affected.
     pub fn close(&self) {
         self.cancel.cancel();
@@ -87,14 +213,70 @@ impl Drop for Server {
     }
 }
 
-/// What an accept loop needs to run handshakes: the limit on handshakes in
+/// The label of the limit that made room, in logs and metrics: a server's
+/// total limit is `server`.
+fn limit_label(limit: Limit) -> &'static str {
+    match limit {
+        Limit::Source => "source",
+        Limit::Total => "server",
+    }
+}
+
+/// How often, at most, evictions and timeouts are logged at `warn`
+/// (each one is logged at `debug` and counted in [`ServerStats`]).
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// A pending handshake's entry: where it came from and how to cancel it.
+#[derive(Debug)]
+struct Victim {
+    remote: SocketAddr,
+    cancel: CancellationToken,
+}
+
+/// The table and the log throttles, behind one lock held only for table
+/// operations (never across an `.await`).
+#[derive(Debug)]
+struct PendingState {
+    /// Handshakes in progress; none is ever established.
+    table: ConnectionTable<Victim>,
+    evictions: LogThrottle,
+    timeouts: LogThrottle,
+}
+
+type SharedPending = Arc<Mutex<PendingState>>;
+
+fn lock(pending: &SharedPending) -> std::sync::MutexGuard<'_, PendingState> {
+    // A panic elsewhere while holding the lock leaves a consistent table:
+    // every operation completes before it can panic.
+    pending.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What an accept loop needs to run handshakes: the table of handshakes in
 /// progress, their deadline, the counters and the queue `accept` reads.
 #[derive(Clone)]
 pub(crate) struct Intake {
     out: mpsc::Sender<Connection>,
     pub(crate) stats: Arc<ServerStats>,
-    handshakes: Arc<Semaphore>,
+    pending: SharedPending,
     deadline: Duration,
+}
+
+/// One admitted handshake: its cancellation (fired when it is evicted) and
+/// its entry in the table, removed when this is dropped.
+#[derive(Debug)]
+pub(crate) struct PendingHandshake {
+    id: u64,
+    cancel: CancellationToken,
+    pending: SharedPending,
+    stats: Arc<ServerStats>,
+}
+
+impl Drop for PendingHandshake {
+    fn drop(&mut self) {
+        let mut state = lock(&self.pending);
+        state.table.remove(self.id);
+        self.stats.pending_handshakes.store(state.table.len() as u64, Ordering::Relaxed);
+    }
 }
 
 /// Makes the `Server` handle and the `Intake` its accept loop uses.
@@ -106,48 +288,93 @@ pub(crate) fn new_server(
 ) -> (Server, Intake) {
     let (out, accepted) = mpsc::channel(cfg.accept_queue.max(1));
     let stats = Arc::new(ServerStats::default());
-    let intake = Intake {
-        out,
-        stats: stats.clone(),
-        handshakes: Arc::new(Semaphore::new(cfg.max_pending_handshakes.max(1))),
-        deadline: cfg.handshake_timeout,
+    let state = PendingState {
+        table: ConnectionTable::new(cfg.max_pending_handshakes, cfg.max_pending_handshakes_per_source),
+        evictions: LogThrottle::new(WARN_EVERY),
+        timeouts: LogThrottle::new(WARN_EVERY),
     };
+    let intake =
+        Intake { out, stats: stats.clone(), pending: Arc::new(Mutex::new(state)), deadline: cfg.handshake_timeout };
     tracing::info!(addr = %local_addr, ?protocol, "server listening");
     (Server { protocol, local_addr, accepted, cancel: CancellationToken::new(), stats, quic }, intake)
 }
 
 impl Intake {
-    /// A slot for one more handshake, or `None` (counted and logged) when too
-    /// many are in progress.
-    pub(crate) fn permit(&self, remote: SocketAddr) -> Option<OwnedSemaphorePermit> {
-        let permit = self.handshakes.clone().try_acquire_owned().ok();
-        if permit.is_none() {
-            self.stats.refused_busy.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%remote, "too many handshakes in progress; connection refused");
+    /// Whether admitting a handshake from `remote` now would evict another.
+    pub(crate) fn would_evict(&self, remote: SocketAddr) -> bool {
+        lock(&self.pending).table.would_evict(remote.ip())
+    }
+
+    /// Admits a handshake from `remote`, evicting (cancelling) the oldest
+    /// pending one of the same source, or of all, when a limit is reached.
+    pub(crate) fn admit(&self, remote: SocketAddr) -> PendingHandshake {
+        let cancel = CancellationToken::new();
+        let mut state = lock(&self.pending);
+        let (id, evicted) = match state.table.admit(remote.ip(), Victim { remote, cancel: cancel.clone() }) {
+            Admission::Admitted { id, evicted } => (id, evicted),
+            // Refused only when every entry is established, and handshakes
+            // never are: a full table always has a pending one to evict.
+            Admission::Full => unreachable!("a table of handshakes only is never full of established ones"),
+        };
+        self.stats.pending_handshakes.store(state.table.len() as u64, Ordering::Relaxed);
+        if let Some((victim, limit)) = evicted {
+            victim.cancel.cancel();
+            let counter = match limit {
+                Limit::Source => &self.stats.evicted_per_source,
+                Limit::Total => &self.stats.evicted_global,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(remote = %victim.remote, limit = limit_label(limit), new = %remote, "pending handshake evicted to make room");
+            if let Some(evicted) = state.evictions.event(Instant::now()) {
+                tracing::warn!(
+                    evicted,
+                    limit = limit_label(limit),
+                    %remote,
+                    pending = state.table.len(),
+                    "handshakes in progress at their limit; evicting the oldest (a flood of idle connections?)"
+                );
+            }
         }
-        permit
+        drop(state);
+        PendingHandshake { id, cancel, pending: self.pending.clone(), stats: self.stats.clone() }
     }
 
     /// Runs a handshake in its own task under the deadline, and hands the
-    /// connection it yields to `accept`.
+    /// connection it yields to `accept`. Eviction drops the handshake's
+    /// future at once, closing its socket.
     pub(crate) fn spawn(
         &self,
-        permit: OwnedSemaphorePermit,
+        pending: PendingHandshake,
         remote: SocketAddr,
         handshake: impl Future<Output = Option<Connection>> + Send + 'static,
     ) {
         let intake = self.clone();
         tokio::spawn(async move {
-            let _permit = permit;
-            match tokio::time::timeout(intake.deadline, handshake).await {
-                Err(_) => {
-                    intake.stats.handshake_timeouts.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(%remote, deadline = ?intake.deadline, "handshake did not finish in time; connection dropped");
+            let cancel = pending.cancel.clone();
+            let outcome = tokio::select! {
+                biased;
+                () = cancel.cancelled() => {
+                    tracing::debug!(%remote, "handshake evicted; connection closed");
+                    return;
                 }
+                outcome = tokio::time::timeout(intake.deadline, handshake) => outcome,
+            };
+            // The handshake is over: leave the table before handing over.
+            drop(pending);
+            match outcome {
+                Err(_) => intake.timed_out(remote),
                 Ok(None) => {}
                 Ok(Some(conn)) => intake.hand_over(conn),
             }
         });
+    }
+
+    fn timed_out(&self, remote: SocketAddr) {
+        self.stats.handshake_timeouts.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(%remote, deadline = ?self.deadline, "handshake did not finish in time; connection dropped");
+        if let Some(timeouts) = lock(&self.pending).timeouts.event(Instant::now()) {
+            tracing::warn!(timeouts, %remote, deadline = ?self.deadline, "handshakes did not finish in time; connections dropped");
+        }
     }
 
     /// Hands a connection to `accept`, or drops it (logged and counted) when
@@ -163,5 +390,44 @@ impl Intake {
                 c.tx.close();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_are_prometheus_text() {
+        let (ws, quic) = (ServerStats::default(), ServerStats::default());
+        ws.evicted_per_source.store(5, Ordering::Relaxed);
+        ws.evicted_global.store(2, Ordering::Relaxed);
+        ws.handshake_timeouts.store(3, Ordering::Relaxed);
+        quic.quic_retries.store(4, Ordering::Relaxed);
+        let mut out = String::new();
+        ServerStats::render_metrics(&[(Protocol::WebSocket, &ws), (Protocol::Quic, &quic)], &mut out);
+        for line in [
+            "edgehive_viaduct_handshakes_total{transport=\"websocket\",result=\"evicted\"} 7",
+            "edgehive_viaduct_handshakes_total{transport=\"websocket\",result=\"timeout\"} 3",
+            "edgehive_viaduct_handshakes_total{transport=\"quic\",result=\"accepted\"} 0",
+            "edgehive_viaduct_handshakes_evicted_total{transport=\"websocket\",limit=\"source\"} 5",
+            "edgehive_viaduct_handshakes_evicted_total{transport=\"websocket\",limit=\"server\"} 2",
+            "edgehive_viaduct_quic_retries_total{transport=\"quic\"} 4",
+            "edgehive_viaduct_pending_handshakes{transport=\"websocket\"} 0",
+        ] {
+            assert!(out.lines().any(|l| l == line), "{line} in\n{out}");
+        }
+        // One HELP and one TYPE per metric, each before its samples.
+        let mut seen = std::collections::HashSet::new();
+        for line in out.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let name = rest.split(' ').next().unwrap_or_default();
+                assert!(seen.insert(name.to_owned()), "HELP for {name} twice");
+            } else if !line.starts_with("# TYPE ") {
+                let name = line.split(['{', ' ']).next().unwrap_or_default();
+                assert!(seen.contains(name), "{line} before its HELP");
+            }
+        }
+        assert_eq!(seen.len(), 4);
     }
 }

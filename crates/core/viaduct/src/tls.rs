@@ -22,6 +22,10 @@ pub struct CertIdentity {
     pub common_name: Option<String>,
     /// Subject O values, e.g. `system:nodes`.
     pub organizations: Vec<String>,
+    /// The serial number, lowercase hexadecimal without leading zeros: which
+    /// of the certificates issued to a subject this is (the cloud checks it
+    /// against the ones it has not revoked).
+    pub serial: String,
 }
 
 impl CertIdentity {
@@ -32,6 +36,13 @@ impl CertIdentity {
         Some(CertIdentity {
             common_name: subject.iter_common_name().next().and_then(|a| a.as_str().ok()).map(str::to_owned),
             organizations: subject.iter_organization().filter_map(|a| a.as_str().ok()).map(str::to_owned).collect(),
+            serial: {
+                let hex: String = cert.raw_serial().iter().map(|b| format!("{b:02x}")).collect();
+                match hex.trim_start_matches('0') {
+                    "" => "0".to_owned(),
+                    s => s.to_owned(),
+                }
+            },
         })
     }
 

@@ -4,7 +4,10 @@
 //! headers `node_id`, `project_id` and `ConnectionUse: msg`, and no `Origin`.
 //! The server accepts any path, matches header names case-insensitively (Go
 //! sends `Node_id`), requires `ConnectionUse: msg` and a node id, and refuses
-//! anything else with `400` and a reason.
+//! anything else with `400` and a reason. TLS and the upgrade must finish
+//! within the handshake deadline; handshakes in progress are bounded in
+//! number, overall and per source, by evicting the oldest (see
+//! [`ServerConfig`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -163,10 +166,11 @@ impl Acceptor {
                     }
                 },
             };
-            let Some(permit) = self.intake.permit(remote) else { continue };
+            // Never refused: at a limit, the oldest pending handshake goes.
+            let pending = self.intake.admit(remote);
             let _ = tcp.set_nodelay(true);
             let (tls, cfg, stats) = (self.tls.clone(), self.cfg.clone(), self.intake.stats.clone());
-            self.intake.spawn(permit, remote, async move { handshake(tcp, remote, tls, &cfg, &stats).await });
+            self.intake.spawn(pending, remote, async move { handshake(tcp, remote, tls, &cfg, &stats).await });
         }
     }
 }

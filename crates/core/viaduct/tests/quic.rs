@@ -182,3 +182,41 @@ async fn bad_frames_close_only_that_connection() {
     let conn = client.connect().await.unwrap();
     assert_delivers(&srv.accept().await.unwrap().tx, &mut { conn.rx }).await;
 }
+
+/// A QUIC connection that completes its handshake but never sends the
+/// header frame holds a handshake slot; a new edge from the same address
+/// evicts it, after proving its address with a Retry (a forged source could
+/// otherwise evict someone else's handshake).
+#[tokio::test]
+async fn a_silent_handshake_is_evicted_for_an_edge_that_validates_its_address() {
+    use std::sync::atomic::Ordering;
+    let pki = Pki::new();
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    cfg.handshake_timeout = Duration::from_secs(600);
+    cfg.max_pending_handshakes_per_source = 1;
+    let mut srv = Server::bind_quic(cfg).await.unwrap();
+    let (_ep, silent) = raw_quic(&pki, srv.local_addr()).await;
+    assert_eq!(srv.stats().pending_handshakes.load(Ordering::Relaxed), 1);
+
+    let client = quic_client(&pki, srv.local_addr(), "edge-q");
+    let conn = client.connect().await.unwrap();
+    assert_eq!(srv.accept().await.unwrap().peer().node_id, "edge-q");
+    assert_eq!(conn.peer().node_id, "edge-q");
+    assert_eq!(srv.stats().quic_retries.load(Ordering::Relaxed), 1);
+    assert_eq!(srv.stats().evicted_per_source.load(Ordering::Relaxed), 1);
+    // The evicted connection is closed by the server, long before its deadline.
+    tokio::time::timeout(Duration::from_secs(30), silent.closed()).await.expect("the silent connection is closed");
+}
+
+/// The QUIC handshake and the header frame must arrive within the deadline.
+#[tokio::test]
+async fn a_silent_handshake_times_out() {
+    use std::sync::atomic::Ordering;
+    let pki = Pki::new();
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    cfg.handshake_timeout = Duration::from_millis(300);
+    let srv = Server::bind_quic(cfg).await.unwrap();
+    let (_ep, silent) = raw_quic(&pki, srv.local_addr()).await;
+    tokio::time::timeout(Duration::from_secs(30), silent.closed()).await.expect("the silent connection is closed");
+    eventually("the timeout counted", || srv.stats().handshake_timeouts.load(Ordering::Relaxed) == 1).await;
+}

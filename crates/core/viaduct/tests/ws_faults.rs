@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use edgehive_viaduct::ws::connect;
-use edgehive_viaduct::{CloseReason, ConnConfig, WriteError};
+use edgehive_viaduct::{CloseReason, ConnConfig, Protocol, Server, ServerConfig, ServerStats, WriteError};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::AsyncReadExt;
 use tokio_tungstenite::tungstenite::Message as Frame;
@@ -116,15 +116,99 @@ async fn a_client_refuses_a_server_from_another_ca() {
 #[tokio::test]
 async fn silent_peer_is_dropped_at_the_handshake_deadline() {
     let pki = Pki::new();
-    let mut cfg = edgehive_viaduct::ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
     cfg.handshake_timeout = Duration::from_millis(300);
-    let mut srv = edgehive_viaduct::Server::bind_ws(cfg).await.unwrap();
+    let mut srv = Server::bind_ws(cfg).await.unwrap();
     let mut silent = tokio::net::TcpStream::connect(srv.local_addr()).await.unwrap();
-    let mut buf = [0u8; 1];
-    let n = tokio::time::timeout(Duration::from_secs(30), silent.read(&mut buf)).await.expect("not dropped");
-    assert!(matches!(n, Ok(0) | Err(_)));
-    assert_eq!(srv.stats().handshake_timeouts.load(Ordering::Relaxed), 1);
+    assert!(closed_within(&mut silent, Duration::from_secs(30)).await, "not dropped");
+    // The connection ends when its task counts it; the count may trail the
+    // close by a moment.
+    eventually("the timeout counted", || srv.stats().handshake_timeouts.load(Ordering::Relaxed) == 1).await;
+    assert_eq!(srv.stats().pending_handshakes.load(Ordering::Relaxed), 0);
+    let mut metrics = String::new();
+    ServerStats::render_metrics(&[(Protocol::WebSocket, srv.stats())], &mut metrics);
+    assert!(
+        metrics.contains("\nedgehive_viaduct_handshakes_total{transport=\"websocket\",result=\"timeout\"} 1\n"),
+        "{metrics}"
+    );
     assert_healthy(&pki, &mut srv).await;
+}
+
+/// A server whose handshakes never time out during the test (the default
+/// 5 s could pass on a slow machine), so that only eviction makes room.
+async fn patient_server(pki: &Pki, configure: impl FnOnce(&mut ServerConfig)) -> Server {
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    cfg.handshake_timeout = Duration::from_secs(600);
+    configure(&mut cfg);
+    Server::bind_ws(cfg).await.unwrap()
+}
+
+/// Issue 14: about 4,100 idle connections used to fill every handshake slot
+/// and make the server refuse every edge's reconnect. Now each new
+/// connection evicts the oldest pending handshake of its source (all of
+/// these come from 127.0.0.1), so the edge gets through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_silent_connections_does_not_lock_an_edge_out() {
+    const FLOOD: usize = 5_000;
+    let pki = Pki::new();
+    let mut srv = patient_server(&pki, |_| {}).await;
+    let per_source = edgehive_viaduct::DEFAULT_MAX_PENDING_HANDSHAKES_PER_SOURCE as u64;
+    let mut flood = silent_connections(srv.local_addr(), FLOOD).await;
+
+    let edge = async {
+        let client = connect(&client_config(&pki, srv.local_addr(), "edge-1")).await.unwrap();
+        let accepted = srv.accept().await.unwrap();
+        (client, accepted)
+    };
+    let (client, accepted) =
+        tokio::time::timeout(Duration::from_secs(2), edge).await.expect("the edge got through within 2 s");
+    assert_eq!(accepted.peer().node_id, "edge-1");
+    assert_delivers(&accepted.tx, &mut { client.rx }).await;
+
+    // Every connection past the per-source limit evicted one, and eviction
+    // closed the evicted sockets (the first one, long before any deadline).
+    eventually("the flood evicted", || {
+        srv.stats().evicted_per_source.load(Ordering::Relaxed) >= FLOOD as u64 - per_source
+    })
+    .await;
+    assert!(closed_within(&mut flood[0], Duration::from_secs(30)).await, "the oldest was closed");
+    assert!(srv.stats().pending_handshakes.load(Ordering::Relaxed) <= per_source);
+    assert_eq!(srv.stats().refused_busy.load(Ordering::Relaxed), 0);
+    assert_eq!(srv.stats().handshake_timeouts.load(Ordering::Relaxed), 0);
+}
+
+#[tokio::test]
+async fn a_source_at_its_limit_loses_its_oldest_pending_handshake() {
+    let pki = Pki::new();
+    let mut srv = patient_server(&pki, |c| c.max_pending_handshakes_per_source = 2).await;
+    let mut silent = silent_connections(srv.local_addr(), 3).await;
+    assert!(closed_within(&mut silent[0], Duration::from_secs(30)).await, "the oldest is closed at once");
+    assert_eq!(srv.stats().evicted_per_source.load(Ordering::Relaxed), 1);
+    assert!(still_open(&silent[1]) && still_open(&silent[2]), "the younger ones are left alone");
+    // A real edge from the same address evicts the next oldest and gets in.
+    assert_healthy(&pki, &mut srv).await;
+    assert!(closed_within(&mut silent[1], Duration::from_secs(30)).await);
+    assert!(still_open(&silent[2]));
+    assert_eq!(srv.stats().evicted_per_source.load(Ordering::Relaxed), 2);
+    assert_eq!(srv.stats().evicted_global.load(Ordering::Relaxed), 0);
+}
+
+#[tokio::test]
+async fn a_full_server_loses_its_oldest_pending_handshake() {
+    let pki = Pki::new();
+    let mut srv = patient_server(&pki, |c| {
+        c.max_pending_handshakes = 3;
+        c.max_pending_handshakes_per_source = 100;
+    })
+    .await;
+    let mut silent = silent_connections(srv.local_addr(), 4).await;
+    assert!(closed_within(&mut silent[0], Duration::from_secs(30)).await, "the oldest is closed at once");
+    assert_eq!(srv.stats().evicted_global.load(Ordering::Relaxed), 1);
+    assert!(silent[1..].iter().all(still_open));
+    assert_healthy(&pki, &mut srv).await;
+    assert!(closed_within(&mut silent[1], Duration::from_secs(30)).await);
+    assert_eq!(srv.stats().evicted_global.load(Ordering::Relaxed), 2);
+    assert_eq!(srv.stats().evicted_per_source.load(Ordering::Relaxed), 0);
 }
 
 #[tokio::test]

@@ -448,6 +448,15 @@ impl Link {
     /// Routes one message from the cloud (KubeEdge's EdgeHub rules).
     async fn downstream(&mut self, m: Message) {
         self.metrics.downstream.fetch_add(1, Relaxed);
+        // CloudHub says why it refuses this edge before it closes (another
+        // node's certificate, a revoked or replaced one, the node limit):
+        // the operator of the edge must read it here.
+        if m.route.operation == op::ERROR && m.route.source == source::CLOUDHUB {
+            let reason =
+                m.content.as_text().map(|t| t.into_owned()).unwrap_or_else(|| m.content.to_value().to_string());
+            tracing::warn!(node = %self.cfg.node_name, %reason, "the cloud refused this edge");
+            return;
+        }
         let g = m.route.group.as_str();
         if m.parent_id().is_some() && g != group::TWIN {
             // The answer to a request some module is waiting for. If it gave

@@ -5,6 +5,10 @@
 //! Writes come in batches, one transaction each, committed with
 //! `synchronous=FULL`: when [`MetaDb::apply`] returns, the batch survives a
 //! power cut. MetaManager sends an ACK only after that.
+//!
+//! The database holds the node's Secrets: it is created 0600 (SQLite gives
+//! its `-wal` and `-shm` the same mode), and at open a database file others
+//! may read is tightened with a warning (see `edgehive_files::make_private_database`).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -23,6 +27,15 @@ pub enum DbError {
         /// The error.
         #[source]
         source: rusqlite::Error,
+    },
+    /// The database file could not be made private.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
     },
     /// A row is damaged (its value is not JSON).
     #[error("row {key:?} is damaged: {reason}")]
@@ -87,8 +100,10 @@ fn readable(value: ValueRef<'_>) -> Result<String, String> {
 }
 
 impl MetaDb {
-    /// Opens (or creates) the database at `path`.
+    /// Opens (or creates) the database at `path`, private to this user.
     pub fn open(path: &Path) -> Result<MetaDb, DbError> {
+        edgehive_files::make_private_database(path, "the edge store")
+            .map_err(|source| DbError::Io { path: path.to_owned(), source })?;
         let err = |source| DbError::Sqlite { path: path.to_owned(), source };
         let conn = Connection::open(path).map_err(err)?;
         conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(err)?;
@@ -208,6 +223,49 @@ impl MetaDb {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use edgehive_files::database_files;
+    use edgehive_testkit::umask::{in_child_with_umask_022, mode};
+
+    const UMASK_CHILD: &str = "EDGEHIVE_METADB_UMASK_CHILD";
+
+    #[test]
+    fn a_new_database_and_its_wal_and_shm_are_private() {
+        if !in_child_with_umask_022(UMASK_CHILD, "db::tests::a_new_database_and_its_wal_and_shm_are_private") {
+            return;
+        }
+        let dir = edgehive_testkit::fixtures::TempDir::new("metadb-modes");
+        let path = dir.path().join("edgecore.db");
+        let db = MetaDb::open(&path).unwrap();
+        db.apply(&[put("default/secret/s", "secret", r#"{"data":{"k":"dg=="}}"#)]).unwrap();
+        // While the database is open after a write, SQLite keeps its -wal and -shm.
+        for file in database_files(&path) {
+            assert_eq!(mode(&file), "0600", "{}", file.display());
+        }
+    }
+
+    #[test]
+    fn an_existing_database_others_can_read_is_tightened() {
+        let dir = edgehive_testkit::fixtures::TempDir::new("metadb-modes");
+        let path = dir.path().join("edgecore.db");
+        MetaDb::open(&path).unwrap().apply(&[put("default/secret/s", "secret", "{}")]).unwrap();
+        // As an older version (or a copy) left it: the database and a
+        // leftover -wal and -shm readable by everyone.
+        for file in database_files(&path) {
+            std::fs::OpenOptions::new().create(true).append(true).open(&file).unwrap();
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let db = MetaDb::open(&path).unwrap();
+        for file in database_files(&path) {
+            assert_eq!(mode(&file), "0600", "{}", file.display());
+        }
+        // A directory the store did not create is reported, not changed.
+        assert_eq!(mode(dir.path()), "0755");
+        assert_eq!(db.get("default/secret/s").unwrap().as_deref(), Some("{}"), "the data is intact");
+    }
 
     fn put(key: &str, ty: &str, value: &str) -> Op {
         Op::Put { key: key.into(), resource_type: ty.into(), value: value.into() }

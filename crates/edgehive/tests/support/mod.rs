@@ -50,13 +50,19 @@ impl Cloud {
     }
 
     pub fn token(&self) -> String {
-        let out = Command::new(env!("CARGO_BIN_EXE_edgehive"))
-            .args(["token", "--data-dir"])
-            .arg(&self.data)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        self.admin(&["token"]).trim().to_owned()
+    }
+
+    /// Runs `edgehive ARGS --data-dir DATA`; it must succeed. Returns stdout.
+    pub fn admin(&self, args: &[&str]) -> String {
+        let out = self.admin_output(args);
+        assert!(out.status.success(), "edgehive {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs `edgehive ARGS --data-dir DATA`, whatever its outcome.
+    pub fn admin_output(&self, args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_edgehive")).args(args).arg("--data-dir").arg(&self.data).output().unwrap()
     }
 
     /// Runs kubectl against the cloud; it must succeed. Returns stdout.
@@ -178,6 +184,11 @@ impl Edge {
                 std::thread::sleep(std::time::Duration::from_millis(50));
             }
         }
+    }
+
+    /// True once the edge process has ended by itself.
+    pub fn exited(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))))
     }
 
     pub fn kill(&mut self) {

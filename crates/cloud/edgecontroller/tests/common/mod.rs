@@ -31,6 +31,8 @@ pub struct Cloud {
     pub quic_addr: SocketAddr,
     pub ca: TestCa,
     pub tokens: Arc<edgehive_pki::ServiceAccountTokens>,
+    /// Which node certificates CloudHub still accepts.
+    pub credentials: Arc<edgehive_credentials::Credentials>,
     stop: CancellationToken,
     hive: Option<JoinHandle<()>>,
     _dir: TempDir,
@@ -61,7 +63,10 @@ impl Cloud {
         let quic = Server::bind_quic(ServerConfig::new("127.0.0.1:0".parse().unwrap(), tls)).await.unwrap();
         let quic_addr = quic.local_addr();
         let points = SuccessPoints::load(store.clone()).await.unwrap();
-        let hub = Arc::new(CloudHub::new(cfg, points, vec![srv, quic]));
+        // Tokens are not used here; the records of node certificates are.
+        let token_ca = Arc::new(edgehive_pki::Ca::generate("unused-token-ca").unwrap());
+        let credentials = Arc::new(edgehive_credentials::Credentials::new(store.clone(), token_ca));
+        let hub = Arc::new(CloudHub::new(cfg, points, vec![srv, quic]).with_credentials(credentials.clone()));
         let tokens = Arc::new(edgehive_pki::ServiceAccountTokens::generate().unwrap());
         let controller = Arc::new(
             EdgeController::with_lifecycle(store.clone(), lifecycle).with_service_account_tokens(tokens.clone()),
@@ -79,7 +84,20 @@ impl Cloud {
                 hive.run(stop).await;
             }
         });
-        Cloud { store, hub, controller, sync, addr, quic_addr, ca, tokens, stop, hive: Some(running), _dir: dir }
+        Cloud {
+            store,
+            hub,
+            controller,
+            sync,
+            addr,
+            quic_addr,
+            ca,
+            tokens,
+            credentials,
+            stop,
+            hive: Some(running),
+            _dir: dir,
+        }
     }
 
     pub async fn stop(mut self) {

@@ -10,8 +10,11 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use edgehive_credentials::{Credentials, TokenSpec};
 use edgehive_join::{JoinConfig, JoinServer, JoinStats};
-use edgehive_pki::{Ca, TOKEN_VALIDITY, issue_token};
+use edgehive_pki::{Ca, TOKEN_VALIDITY};
+use edgehive_store::{BackendConfig, Store, StoreConfig};
+use edgehive_testkit::fixtures::TempDir;
 use http::{HeaderMap, Request};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Frame;
@@ -31,12 +34,19 @@ pub const DEADLINE: Duration = Duration::from_secs(15);
 /// A client certificate chain and its key.
 pub type ClientCert = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 
-/// A join server on 127.0.0.1 with its own CA, stopped when dropped.
+/// A join server on 127.0.0.1 with its own CA and store, stopped when
+/// dropped.
 pub struct Cloud {
     pub ca: Arc<Ca>,
     pub addr: SocketAddr,
     pub stats: Arc<JoinStats>,
+    /// The token and certificate records.
+    pub credentials: Arc<Credentials>,
+    pub store: Store,
+    /// A token recorded at start, valid a day.
+    token: String,
     stop: CancellationToken,
+    _dir: TempDir,
 }
 
 impl Drop for Cloud {
@@ -51,20 +61,38 @@ impl Cloud {
     }
 
     pub async fn start_with(configure: impl FnOnce(&mut JoinConfig)) -> Cloud {
+        let dir = TempDir::new("join-server");
+        let store =
+            Store::open(StoreConfig::new(BackendConfig::Sqlite { path: dir.path().join("state.db"), fsync: false }))
+                .await
+                .unwrap();
         let ca = Arc::new(Ca::generate("join-test-ca").unwrap());
+        let credentials = Arc::new(Credentials::new(store.clone(), Arc::clone(&ca)));
         let serving = ca.issue_server("edgehive-cloudhub", &["127.0.0.1".to_string()], DAY).unwrap();
         let mut config = JoinConfig::new((Ipv4Addr::LOCALHOST, 0).into());
         configure(&mut config);
-        let server =
-            JoinServer::bind(config, Arc::clone(&ca), (vec![serving.cert_der], serving.key_der)).await.unwrap();
+        let server = JoinServer::bind(config, Arc::clone(&credentials), (vec![serving.cert_der], serving.key_der))
+            .await
+            .unwrap();
         let (addr, stats, stop) = (server.local_addr(), server.stats(), CancellationToken::new());
         tokio::spawn(server.serve(stop.clone()));
-        Cloud { ca, addr, stats, stop }
+        let token = Cloud::make_token(&credentials, &[]).await;
+        Cloud { ca, addr, stats, credentials, store, token, stop, _dir: dir }
     }
 
-    /// A whole join token, valid for a day from now.
+    /// A recorded token, valid a day, that may take over `rejoin`.
+    pub async fn make_token(credentials: &Credentials, rejoin: &[&str]) -> String {
+        let spec = TokenSpec {
+            ttl: TOKEN_VALIDITY,
+            description: "test".into(),
+            rejoin_nodes: rejoin.iter().map(|s| s.to_string()).collect(),
+        };
+        credentials.create_token(&spec, OffsetDateTime::now_utc()).await.unwrap().0
+    }
+
+    /// A whole join token, recorded, valid for a day.
     pub fn token(&self) -> String {
-        issue_token(&self.ca, OffsetDateTime::now_utc(), TOKEN_VALIDITY)
+        self.token.clone()
     }
 
     /// The `Authorization` value an edge sends for `token`: `Bearer` and the
@@ -200,6 +228,24 @@ impl hyper::body::Body for Chunked {
     fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         Poll::Ready(self.0.take().map(|data| Ok(Frame::data(data))))
     }
+}
+
+/// Opens `n` TCP connections to `addr` that never send a byte, one after
+/// the other (so that each is in the server's accept queue before the next).
+pub async fn silent_connections(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    let mut held = Vec::with_capacity(n);
+    for i in 0..n {
+        held.push(TcpStream::connect(addr).await.unwrap_or_else(|e| panic!("silent connection {i}: {e}")));
+    }
+    held
+}
+
+/// Whether the server closes `stream` (end of stream, reset, or a TLS
+/// error) within `deadline`, reading and discarding whatever comes first.
+pub async fn closed_within(stream: &mut (impl tokio::io::AsyncRead + Unpin), deadline: Duration) -> bool {
+    use tokio::io::AsyncReadExt as _;
+    let mut sink = Vec::new();
+    tokio::time::timeout(deadline, stream.read_to_end(&mut sink)).await.is_ok()
 }
 
 /// Waits until `condition` holds, failing the test after [`DEADLINE`].

@@ -22,6 +22,12 @@
 //! write is on disk (with `fsync`, also across a power cut) and a watch started
 //! after it sees everything up to it. Reads run on a small pool of read-only
 //! connections, each range in its own read transaction (a consistent snapshot).
+//!
+//! The database holds Secrets, so it is private to the store's user: the file
+//! (and with it SQLite's `-wal` and `-shm`, which SQLite creates with the
+//! database's mode) is 0600, a directory the store creates is 0700, and at
+//! open a database file others may read is tightened with a warning (see
+//! `edgehive_files::make_private_database`).
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -126,11 +132,10 @@ fn to_u64(v: i64) -> u64 {
 
 impl Sqlite {
     pub(crate) async fn open(path: &Path, fsync: bool, hub: Arc<Hub>) -> Result<Arc<Sqlite>> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| StoreError::backend(&format!("create {}", dir.display()), e))?;
-        }
         let path = path.to_path_buf();
         let (writer_conn, atoms, readers, rev, history) = tokio::task::spawn_blocking(move || -> Result<_> {
+            edgehive_files::make_private_database(&path, "the store")
+                .map_err(|e| StoreError::backend(&format!("make {} private", path.display()), e))?;
             let mut writer = open_conn(&path, false, fsync)?;
             let atoms = Atoms::default();
             move_points(&mut writer, &atoms)?;

@@ -104,6 +104,35 @@ pub async fn raw_ws(
     tokio_tungstenite::client_async(req, tls).await.unwrap().0
 }
 
+/// Opens `n` TCP connections to `addr` that never send a byte, one after
+/// the other (so that each is in the server's accept queue before the next).
+pub async fn silent_connections(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    let mut held = Vec::with_capacity(n);
+    for i in 0..n {
+        let s = TcpStream::connect(addr).await.unwrap_or_else(|e| panic!("silent connection {i}: {e}"));
+        held.push(s);
+    }
+    held
+}
+
+/// Whether the server has closed `stream` (end of stream or reset) within
+/// `deadline`; panics if the server sent data instead.
+pub async fn closed_within(stream: &mut TcpStream, deadline: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 64];
+    match tokio::time::timeout(deadline, stream.read(&mut buf)).await {
+        Err(_) => false,
+        Ok(Ok(0) | Err(_)) => true,
+        Ok(Ok(n)) => panic!("the server sent {n} bytes to a silent connection"),
+    }
+}
+
+/// Whether `stream` is still open now (nothing to read, no end of stream).
+pub fn still_open(stream: &TcpStream) -> bool {
+    let mut buf = [0u8; 1];
+    matches!(stream.try_read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+}
+
 /// Waits for a condition, failing after a generous deadline.
 pub async fn eventually(what: &str, cond: impl FnMut() -> bool) {
     edgehive_testkit::eventually(what, Duration::from_secs(30), cond).await
