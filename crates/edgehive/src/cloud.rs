@@ -103,6 +103,11 @@ pub(crate) struct Args {
     /// 70–90 % of it; one offline for longer joins again with a token.
     #[arg(long, default_value = "90d", value_parser = crate::duration::positive)]
     edge_cert_validity: Duration,
+    /// Time an unauthenticated connection (CloudHub, join service) gets to
+    /// finish TLS and say who it is; raise it for links with seconds of
+    /// latency and loss (a lost handshake packet waits 1–3 s to be resent).
+    #[arg(long, default_value = "5s", value_parser = crate::duration::positive)]
+    handshake_timeout: Duration,
 }
 
 pub(crate) fn default_data_dir() -> PathBuf {
@@ -144,6 +149,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     credentials.ensure_namespaces().await.context("create the credentials' namespaces")?;
     let mut join_config = JoinConfig::new(args.join_bind);
     join_config.cert_validity = args.edge_cert_validity;
+    join_config.handshake_timeout = args.handshake_timeout;
     let join = JoinServer::bind(
         join_config,
         credentials.clone(),
@@ -156,13 +162,16 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let tls = ServerTls { identity, client_ca: vec![ca.cert_der().clone()] };
     let mut servers = Vec::new();
     let mut ws = ServerConfig::new(args.websocket_bind, tls.clone());
+    ws.handshake_timeout = args.handshake_timeout;
     ws.conn.read_timeout = Some(Duration::from_secs(args.keepalive_interval.max(1) * 2));
     // Edges that offer it keep alive with WebSocket pings (edgehive edges;
     // KubeEdge edges never offer and keep sending `keepalive` messages).
     ws.ping_keepalive = true;
     servers.push(Server::bind_ws(ws).await.context("CloudHub WebSocket server")?);
     if !args.no_quic {
-        servers.push(Server::bind_quic(ServerConfig::new(args.quic_bind, tls)).await.context("CloudHub QUIC server")?);
+        let mut quic = ServerConfig::new(args.quic_bind, tls);
+        quic.handshake_timeout = args.handshake_timeout;
+        servers.push(Server::bind_quic(quic).await.context("CloudHub QUIC server")?);
     }
     for s in &servers {
         tracing::info!(addr = %s.local_addr(), protocol = ?s.protocol(), "CloudHub listening");
