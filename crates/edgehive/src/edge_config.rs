@@ -25,6 +25,15 @@
 //!     pingKeepalive: true                            # offer WebSocket pings as the heartbeat
 //!   metaManager: {remoteQueryTimeout: 60}
 //! ```
+//!
+//! KubeEdge v1.15's own spellings under `modules.edged` are read too, so a
+//! KubeEdge user's file carries over: `remoteRuntimeEndpoint` (later
+//! KubeEdge moved it to `tailoredKubeletConfig.containerRuntimeEndpoint`;
+//! either, or both if they agree), `remoteImageEndpoint` (edgehive pulls
+//! through the runtime's socket, so it must name that one),
+//! `podSandboxImage` (containerd's own setting decides; accepted) and
+//! `rootDirectory` (kubelet's directory for pods: edgehive keeps its pods
+//! under `dataDir`, so it stands for `dataDir` when that is not given).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -207,6 +216,49 @@ fn endpoints(obj: &Obj<'_>, transport: Transport) -> Result<Vec<CloudEndpoint>, 
         .collect()
 }
 
+/// The CRI socket: `tailoredKubeletConfig.containerRuntimeEndpoint`, or
+/// KubeEdge v1.15's `remoteRuntimeEndpoint` (both only if they agree); and
+/// `remoteImageEndpoint`, which must name the same socket (images are
+/// pulled through the runtime's).
+fn runtime_endpoint(edged: &Obj<'_>, kubelet: &Obj<'_>) -> Result<Option<String>, ConfigError> {
+    const KUBELET_KEY: &str = "modules.edged.tailoredKubeletConfig.containerRuntimeEndpoint";
+    const REMOTE_KEY: &str = "modules.edged.remoteRuntimeEndpoint";
+    const IMAGE_KEY: &str = "modules.edged.remoteImageEndpoint";
+    let socket = |e: &str| e.strip_prefix("unix://").unwrap_or(e).to_owned();
+    let check = |key: &str, e: String| {
+        if socket(&e).starts_with('/') {
+            Ok(e)
+        } else {
+            Err(err(key, format!("{e:?}: expected unix:///path/to/socket")))
+        }
+    };
+    let from_kubelet = kubelet.string("containerRuntimeEndpoint")?.map(|e| check(KUBELET_KEY, e)).transpose()?;
+    let from_flag = edged.string("remoteRuntimeEndpoint")?.map(|e| check(REMOTE_KEY, e)).transpose()?;
+    let endpoint = match (from_kubelet, from_flag) {
+        (Some(a), Some(b)) if socket(&a) != socket(&b) => {
+            return Err(err(REMOTE_KEY, format!("{b:?} differs from {KUBELET_KEY} {a:?} (the same setting; set one)")));
+        }
+        (Some(e), _) | (None, Some(e)) => Some(e),
+        (None, None) => None,
+    };
+    if let Some(image) = edged.string("remoteImageEndpoint")? {
+        let image = check(IMAGE_KEY, image)?;
+        match &endpoint {
+            Some(e) if socket(e) == socket(&image) => {}
+            Some(e) => {
+                return Err(err(
+                    IMAGE_KEY,
+                    format!(
+                        "{image:?}: edgehive pulls images through the runtime endpoint {e:?}; set it to that or remove it"
+                    ),
+                ));
+            }
+            None => return Err(err(IMAGE_KEY, "needs remoteRuntimeEndpoint (images are pulled through the runtime)")),
+        }
+    }
+    Ok(endpoint)
+}
+
 const TOP: &[&str] = &["apiVersion", "kind", "dataDir", "database", "modules", "metricsAddress"];
 const MODULES: &[&str] =
     &["edged", "edgeHub", "metaManager", "eventBus", "deviceTwin", "serviceBus", "edgeStream", "dbTest", "taskManager"];
@@ -220,6 +272,10 @@ const EDGED: &[&str] = &[
     "restartBackoff",
     "podSandboxImage",
     "tailoredKubeletConfig",
+    // KubeEdge v1.15's `TailoredKubeletFlag` spellings.
+    "remoteRuntimeEndpoint",
+    "remoteImageEndpoint",
+    "rootDirectory",
 ];
 /// Kubelet settings edged reads; the rest of a KubeEdge
 /// `tailoredKubeletConfig` is refused by name so that nobody believes it
@@ -264,9 +320,6 @@ impl EdgeConfig {
         {
             return Err(err("kind", format!("{kind:?}: expected EdgeCore")));
         }
-        let data_dir = PathBuf::from(top.string("dataDir")?.unwrap_or_else(|| "/var/lib/edgehive".into()));
-        let database = top.obj("database", &["driverName", "aliasName", "dataSource"])?;
-        let database = database.string("dataSource")?.map_or_else(|| data_dir.join("edgecore.db"), PathBuf::from);
         let metrics_address = match top.string("metricsAddress")? {
             Some(a) => Some(a.parse().map_err(|e| err("metricsAddress", format!("{a:?}: {e}")))?),
             None => None,
@@ -277,6 +330,20 @@ impl EdgeConfig {
             modules.disabled_module(m)?;
         }
         let edged = modules.obj("edged", EDGED)?;
+        // KubeEdge's `rootDirectory` is where kubelet keeps pods; edgehive
+        // keeps them under `dataDir`.
+        let data_dir = match (top.string("dataDir")?, edged.string("rootDirectory")?) {
+            (Some(dir), Some(root)) if Path::new(&dir) != Path::new(&root) => {
+                return Err(err(
+                    "modules.edged.rootDirectory",
+                    format!("{root:?} differs from dataDir {dir:?}; edgehive keeps its pods under dataDir (set one)"),
+                ));
+            }
+            (Some(dir), _) | (None, Some(dir)) => PathBuf::from(dir),
+            (None, None) => PathBuf::from("/var/lib/edgehive"),
+        };
+        let database = top.obj("database", &["driverName", "aliasName", "dataSource"])?;
+        let database = database.string("dataSource")?.map_or_else(|| data_dir.join("edgecore.db"), PathBuf::from);
         let node_name = edged
             .string("hostnameOverride")?
             .ok_or_else(|| err("modules.edged.hostnameOverride", "required: the node's name"))?;
@@ -297,15 +364,7 @@ impl EdgeConfig {
         // `sandbox_image`); edged accepts the key and leaves it to it.
         edged.string("podSandboxImage")?;
         let kubelet = edged.obj("tailoredKubeletConfig", KUBELET)?;
-        let container_runtime_endpoint = kubelet.string("containerRuntimeEndpoint")?.filter(|e| !e.is_empty());
-        if let Some(e) = &container_runtime_endpoint
-            && !e.strip_prefix("unix://").unwrap_or(e).starts_with('/')
-        {
-            return Err(err(
-                "modules.edged.tailoredKubeletConfig.containerRuntimeEndpoint",
-                format!("{e:?}: expected unix:///path/to/socket"),
-            ));
-        }
+        let container_runtime_endpoint = runtime_endpoint(&edged, &kubelet)?;
         if let Some(driver) = kubelet.string("cgroupDriver")?
             && driver != "cgroupfs"
             && driver != "systemd"
@@ -432,6 +491,68 @@ mod tests {
         let c = EdgeConfig::parse(&yaml).unwrap();
         assert_eq!(c.container_runtime_endpoint.as_deref(), Some("unix:///run/containerd/containerd.sock"));
         assert_eq!(c.runtime_request_timeout, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn kubeedge_v1_15_edged_keys_carry_over() {
+        // The keys and default values of a v1.15 `edgecore.yaml`.
+        let v115 = "edged: {hostnameOverride: edge-1, podSandboxImage: kubeedge/pause:3.6, rootDirectory: /var/lib/edged, remoteImageEndpoint: unix:///run/containerd/containerd.sock, remoteRuntimeEndpoint: unix:///run/containerd/containerd.sock}";
+        let c = EdgeConfig::parse(&MINIMAL.replace("edged: {hostnameOverride: edge-1}", v115)).unwrap();
+        assert_eq!(c.container_runtime_endpoint.as_deref(), Some("unix:///run/containerd/containerd.sock"));
+        assert_eq!(c.data_dir, PathBuf::from("/var/lib/edged"), "pods where kubelet keeps them");
+        assert_eq!(c.database, PathBuf::from("/var/lib/edged/edgecore.db"));
+        // A socket path without the scheme, as older files have it.
+        let bare = MINIMAL.replace("edged: {", "edged: {remoteRuntimeEndpoint: /run/containerd/containerd.sock, ");
+        assert_eq!(
+            EdgeConfig::parse(&bare).unwrap().container_runtime_endpoint.as_deref(),
+            Some("/run/containerd/containerd.sock")
+        );
+        // Both spellings, agreeing; rootDirectory equal to dataDir.
+        let both = format!(
+            "dataDir: /srv/e\n{}",
+            MINIMAL.replace(
+                "edged: {",
+                "edged: {rootDirectory: /srv/e, remoteRuntimeEndpoint: /run/c.sock, tailoredKubeletConfig: {containerRuntimeEndpoint: 'unix:///run/c.sock'}, "
+            )
+        );
+        let c = EdgeConfig::parse(&both).unwrap();
+        assert_eq!(c.container_runtime_endpoint.as_deref(), Some("unix:///run/c.sock"));
+        assert_eq!(c.data_dir, PathBuf::from("/srv/e"));
+        // Without any: the process runtime, as before.
+        assert_eq!(EdgeConfig::parse(MINIMAL).unwrap().container_runtime_endpoint, None);
+    }
+
+    #[test]
+    fn kubeedge_v1_15_edged_keys_that_cannot_apply_are_refused_by_name() {
+        let with = |keys: &str| MINIMAL.replace("edged: {", &format!("edged: {{{keys}, "));
+        let cases = [
+            (
+                with("remoteRuntimeEndpoint: 'tcp://x:1'"),
+                "modules.edged.remoteRuntimeEndpoint: \"tcp://x:1\": expected unix:///",
+            ),
+            (
+                with(
+                    "remoteRuntimeEndpoint: /run/a.sock, tailoredKubeletConfig: {containerRuntimeEndpoint: /run/b.sock}",
+                ),
+                "modules.edged.remoteRuntimeEndpoint: \"/run/a.sock\" differs from modules.edged.tailoredKubeletConfig.containerRuntimeEndpoint",
+            ),
+            (
+                with("remoteRuntimeEndpoint: /run/a.sock, remoteImageEndpoint: /run/i.sock"),
+                "modules.edged.remoteImageEndpoint: \"/run/i.sock\": edgehive pulls images through the runtime endpoint",
+            ),
+            (
+                with("remoteImageEndpoint: /run/i.sock"),
+                "modules.edged.remoteImageEndpoint: needs remoteRuntimeEndpoint",
+            ),
+            (
+                format!("dataDir: /srv/e\n{}", with("rootDirectory: /var/lib/edged")),
+                "modules.edged.rootDirectory: \"/var/lib/edged\" differs from dataDir \"/srv/e\"",
+            ),
+        ];
+        for (yaml, want) in cases {
+            let got = parse_err(&yaml);
+            assert!(got.contains(want), "for\n{yaml}\nwant {want:?}\ngot  {got:?}");
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The cloud as a process: a simulated edge (a viaduct client that persists
 //! and ACKs) against `edgehive cloud`, which is killed with SIGKILL in the
-//! middle of delivering and restarted. Nothing is lost.
+//! middle of delivering and restarted. Nothing is lost. And a Go peer built
+//! as KubeEdge v1.15's EdgeCore talks and reads (`kubeedge/edgecore.go`)
+//! finds every answer where EdgeCore looks for it.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 use std::collections::HashMap;
@@ -335,4 +337,176 @@ async fn an_edge_joins_with_a_token_and_connects_with_the_issued_certificate() {
     })
     .await;
     edge.task.abort();
+}
+
+fn build_edgecore(dir: &Path) -> PathBuf {
+    edgehive_testkit::go::build(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kubeedge/edgecore.go"),
+        dir,
+        "edgecore",
+    )
+}
+
+/// A running Go EdgeCore peer and the lines it printed.
+struct GoEdgeCore {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl GoEdgeCore {
+    fn start(bin: &Path, mode: &str, ws: u16, dir: &Path, ca: &edgehive_pki::Ca, node: &str) -> GoEdgeCore {
+        let cert =
+            ca.issue_client(&format!("system:node:{node}"), &["system:nodes"], Duration::from_secs(86400)).unwrap();
+        let (ca_pem, cert_pem, key_pem) =
+            (dir.join(format!("{node}-ca.pem")), dir.join(format!("{node}.pem")), dir.join(format!("{node}.key")));
+        std::fs::write(&ca_pem, ca.cert_pem()).unwrap();
+        std::fs::write(&cert_pem, &cert.cert_pem).unwrap();
+        std::fs::write(&key_pem, &cert.key_pem).unwrap();
+        let mut child = Command::new(bin)
+            .arg(mode)
+            .arg(format!("127.0.0.1:{ws}"))
+            .args([&ca_pem, &cert_pem, &key_pem])
+            .arg(node)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn({
+            let lines = lines.clone();
+            move || {
+                use std::io::BufRead as _;
+                for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                    lines.lock().unwrap().push(line);
+                }
+            }
+        });
+        GoEdgeCore { child, lines }
+    }
+
+    fn printed(&self, prefix: &str) -> Option<String> {
+        self.lines.lock().unwrap().iter().find(|l| l.starts_with(prefix)).cloned()
+    }
+
+    fn all(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+
+    /// Waits until a line starts with `prefix`; fails on a "FAIL" line.
+    async fn wait_for(&self, prefix: &str, within: Duration) {
+        let end = Instant::now() + within;
+        while self.printed(prefix).is_none() {
+            assert!(self.printed("FAIL").is_none(), "the peer failed:\n{}", self.all());
+            assert!(Instant::now() < end, "timed out waiting for {prefix:?}; the peer printed:\n{}", self.all());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for GoEdgeCore {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What a stock EdgeCore (KubeEdge v1.15) trips over if the cloud answers
+/// otherwise than CloudCore: its Lease (read, NotFound, create, renew), a
+/// pod deletion answered "OK" also when retried after the pod is gone,
+/// refusals it reads as failures, and a node whose edged is off getting
+/// Ready Unknown ("NodeStatusNeverUpdated") instead of no condition at all
+/// — without Node updates pushed down to it (EdgeCore stores a stray row
+/// for those). Anything EdgeCore would misread makes the peer print
+/// "MISREAD" or "FAIL".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeedge_edgecore_reads_every_answer_as_cloudcore_would_give_it() {
+    let dir = TempDir::new("cloudcore-kubeedge");
+    let bin = tokio::task::spawn_blocking({
+        let dir = dir.path().to_owned();
+        move || build_edgecore(&dir)
+    })
+    .await
+    .unwrap();
+    let data = dir.path().join("data");
+    let (api, ws) = (free_port(), free_port());
+    let cloud = CloudProcess::start_with(
+        &data,
+        api,
+        ws,
+        dir.path().join("cloud.log"),
+        &["--join-bind", "127.0.0.1:0", "--node-grace-period", "2"],
+    );
+    let client = cloud.client().await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    for name in ["edge-ke", "edge-quiet"] {
+        let node = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": name, "labels": {"node-role.kubernetes.io/edge": ""}}}),
+        )
+        .unwrap();
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod = |name: &str, node: &str| -> Pod {
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}}))
+        .unwrap()
+    };
+    pods.create(&PostParams::default(), &pod("doomed", "edge-ke")).await.unwrap();
+    pods.create(&PostParams::default(), &pod("elsewhere", "edge-quiet")).await.unwrap();
+
+    let ca = edgehive_pki::Ca::load_or_create(&data.join("tls"), "edgehive-ca").unwrap();
+    let quiet = GoEdgeCore::start(&bin, "quiet", ws, dir.path(), &ca, "edge-quiet");
+    let edge = GoEdgeCore::start(&bin, "edged", ws, dir.path(), &ca, "edge-ke");
+    let within = Duration::from_secs(30);
+
+    // The pod arrives; deleted through the API, it reaches the edge
+    // terminating, and the edge confirms once its containers stopped.
+    edge.wait_for("got pod default/pod/doomed", within).await;
+    pods.delete("doomed", &Default::default()).await.unwrap();
+    edge.wait_for("done", within).await;
+    let out = edge.all();
+    assert!(!out.contains("FAIL") && !out.contains("MISREAD"), "{out}");
+    for line in [
+        "lease not found",
+        "lease created rv=",
+        "lease renewed",
+        "lease found holder=edge-ke kind=Lease",
+        "lease of another node: Forbidden",
+        "node query name=edge-ke",
+        "configmap query refused",
+        "pod delete: OK",
+        "pod delete retry: OK",
+        "delete of another node's pod: refused",
+    ] {
+        assert!(edge.printed(line).is_some(), "{line:?} missing from:\n{out}");
+    }
+    assert!(pods.get_opt("doomed").await.unwrap().is_none(), "the confirmed pod is gone");
+    assert!(pods.get_opt("elsewhere").await.unwrap().is_some(), "another node's pod stays");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let lease = leases.get("edge-ke").await.unwrap();
+    assert_eq!(lease.spec.unwrap().holder_identity.as_deref(), Some("edge-ke"));
+
+    // The node whose edged is off: Ready Unknown, never updated, while its
+    // session goes on.
+    let end = Instant::now() + within;
+    let ready = loop {
+        let n = nodes.get("edge-quiet").await.unwrap();
+        let ready = n.status.and_then(|s| s.conditions).and_then(|c| c.into_iter().find(|c| c.type_ == "Ready"));
+        if let Some(ready) = ready {
+            break ready;
+        }
+        assert!(Instant::now() < end, "edge-quiet never got a Ready condition");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(ready.status, "Unknown");
+    assert_eq!(ready.reason.as_deref(), Some("NodeStatusNeverUpdated"));
+    assert_eq!(ready.message.as_deref(), Some("Kubelet never posted node status."));
+    // Its Node changed; a pod bound to it afterwards arrives, and nothing
+    // about the Node came before it.
+    pods.create(&PostParams::default(), &pod("later", "edge-quiet")).await.unwrap();
+    eventually("the later pod at the quiet edge", within, || quiet.printed("got pod default/pod/later").is_some())
+        .await;
+    let out = quiet.all();
+    assert!(!out.contains("resType is not pod") && !out.contains("/node/"), "{out}");
 }

@@ -1,8 +1,10 @@
 //! The same pod lifecycle as `tests/edged.rs`, on the CRI runtime: `edgehive
 //! edge` drives a real containerd (started by the test with its state in a
 //! temporary directory, images built locally from busybox-static and
-//! imported), and kubectl shows the result. If containerd cannot start here,
-//! these tests fail and say why; they are not skipped.
+//! imported), and kubectl shows the result; a container whose configmap is
+//! missing waits in `CreateContainerConfigError` until it exists. If
+//! containerd cannot start here, these tests fail and say why; they are not
+//! skipped.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 mod support;
@@ -144,4 +146,32 @@ fn a_missing_image_is_reported_and_a_restarted_edge_adopts_its_containers() {
         // The same containers and sandboxes run as before: nothing made anew.
         assert_eq!(running(), before, "after {how}");
     }
+}
+
+#[test]
+fn a_container_waits_in_create_container_config_error_until_its_configmap_exists() {
+    let dir = TempDir::new("cri-config-error");
+    let ctd = containerd();
+    let cloud = Cloud::start(dir.path(), &[]);
+    let edge = start(&dir, &cloud, &ctd, "edge-g");
+    let yaml = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: waiter, namespace: default}}\nspec:\n  nodeName: edge-g\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: {image}\n    command: [sh, -c, 'echo \"greeting=$GREETING opt=${{OPT-unset}}\"; sleep 600']\n    env:\n    - name: GREETING\n      valueFrom: {{configMapKeyRef: {{name: cfg, key: greeting}}}}\n    - name: OPT\n      valueFrom: {{secretKeyRef: {{name: nope, key: k, optional: true}}}}\n",
+        image = Containerd::IMAGE
+    );
+    cloud.kubectl(&["apply", "-f", "-"], Some(&yaml));
+    let waiting = |what: &str| field(&cloud, "waiter", &format!(".status.containerStatuses[0].state.waiting.{what}"));
+    wait_until("waiter waits for its configmap", || waiting("reason") == "CreateContainerConfigError");
+    assert_eq!(waiting("message"), r#"configmap "cfg" not found"#);
+    let table = cloud.kubectl(&["get", "pod", "waiter", "--no-headers"], None);
+    assert!(table.contains("CreateContainerConfigError"), "{table}");
+    // Only the pod's sandbox runs meanwhile (kubelet's order too): no container.
+    assert_eq!(tasks(&ctd).matches("RUNNING").count(), 1, "{}", tasks(&ctd));
+
+    cloud.kubectl(&["create", "configmap", "cfg", "--from-literal=greeting=hello"], None);
+    wait_until("waiter runs", || field(&cloud, "waiter", ".status.phase") == "Running");
+    let uid = field(&cloud, "waiter", ".metadata.uid");
+    let log = edge.dir.join("data/pods").join(&uid).join("logs/main.log");
+    wait_until("the container has the value; the optional one is unset", || {
+        std::fs::read_to_string(&log).unwrap_or_default().contains("stdout F greeting=hello opt=unset")
+    });
 }

@@ -2,11 +2,16 @@
 //! kubectl: Running and ready, restarted with a rising restartCount,
 //! `restartPolicy: Never` ending in Failed, deletion stopping the process
 //! within the grace period, and pods running again within 2 s of an edge
-//! restart with the cloud unreachable.
+//! restart with the cloud unreachable; an edge killed at any point of a
+//! burst of pod starts never runs a container twice; a pod whose configmap
+//! or secret is missing waits in `CreateContainerConfigError` until it
+//! exists; the node's Hostname address is its name.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 mod support;
 
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use edgehive_testkit::fixtures::TempDir;
@@ -48,6 +53,8 @@ fn start(dir: &TempDir, cloud: &Cloud, server: &str, node: &str) -> Edge {
         (kib(node_field(".status.capacity.memory")), kib(node_field(".status.allocatable.memory")));
     assert_eq!(capacity - allocatable, 100 * 1024);
     assert_eq!(node_field(".status.capacity.pods"), "110");
+    // Kubelet's Hostname address is its hostnameOverride: the node's name.
+    assert_eq!(node_field(".status.addresses[?(@.type==\"Hostname\")].address"), node);
     edge
 }
 
@@ -222,4 +229,149 @@ fn cpu_and_memory_limits_go_into_cgroups_or_are_reported() {
     });
     assert_eq!(field(&cloud, "capped", ".status.containerStatuses[1].state.terminated.exitCode"), "137");
     assert_eq!(field(&cloud, "capped", ".status.containerStatuses[1].state.terminated.reason"), "OOMKilled");
+}
+
+/// A pod whose one container is `sleep {seconds}`: the number tells the
+/// pods apart on the host.
+fn sleeper(name: &str, node: &str, seconds: u32) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox\n    command: [sleep, '{seconds}']\n"
+    )
+}
+
+/// Waits until each of `pods` is Running and every container of the edge
+/// runs exactly once, in a process the edge's current run started, which
+/// carries its marker.
+fn one_process_each(cloud: &Cloud, edge: &Edge, pods: &[String]) {
+    let pods_dir = edge.dir.join("data/pods");
+    let edge_pid = edge.child.as_ref().unwrap().id();
+    let edge_started = process_start_ticks(edge_pid).unwrap();
+    let mut last = BTreeMap::new();
+    wait_until("every container runs exactly once, started by the edge's current run", || {
+        last = container_processes(&pods_dir);
+        last.len() == pods.len()
+            && last
+                .values()
+                .all(|pids| pids.len() == 1 && process_start_ticks(pids[0]).is_some_and(|t| t >= edge_started))
+    });
+    for (dir, pids) in &last {
+        assert_eq!(pids.len(), 1, "{} runs {} times: {last:?}", dir.display(), pids.len());
+        // `{pods dir}/{uid}/containers/main` ↔ `{pods dir}/{uid}/main/{attempt}`.
+        let uid = dir.parent().and_then(Path::parent).and_then(Path::file_name).unwrap().to_string_lossy();
+        let marker = container_marker(pids[0]).unwrap_or_default();
+        let want = format!("{}/{uid}/main/", pods_dir.display());
+        assert!(marker.starts_with(&want), "{} carries {marker:?}, not {want}N", pids[0]);
+    }
+    wait_until("kubectl shows every pod Running", || {
+        let phases = cloud.kubectl(&["get", "pods", "-o", "jsonpath={.items[*].status.phase}"], None);
+        phases.split_whitespace().filter(|p| *p == "Running").count() == pods.len()
+    });
+}
+
+#[test]
+fn a_killed_edge_never_runs_a_container_twice() {
+    let dir = TempDir::new("edged-kill");
+    let cloud = Cloud::start(dir.path(), &[]);
+    let _leftovers = KillContainerProcesses(dir.path().join("edge/data/pods"));
+    let mut edge = start(&dir, &cloud, &format!("127.0.0.1:{}", cloud.ws), "edge-k");
+    let pods_dir = edge.dir.join("data/pods");
+
+    // The edge dies right after spawning a container, before anything
+    // records it (no pid file): the next run finds it by its marker.
+    edge.kill();
+    edge.start(&[("EDGEHIVE_FAILPOINT", "edged-after-spawn=1")]);
+    cloud.kubectl(&["apply", "-f", "-"], Some(&sleeper("k0", "edge-k", 100_000)));
+    wait_until("the edge aborts right after the spawn", || edge.exited());
+    let left = container_processes(&pods_dir);
+    let (workdir, pids) = left.iter().next().unwrap_or_else(|| panic!("no container process left: {left:?}"));
+    assert_eq!((left.len(), pids.len()), (1, 1), "{left:?}");
+    assert!(!workdir.with_extension("pid").exists(), "the process was recorded nowhere");
+    edge.start(&[]);
+    let mut pods = vec!["k0".to_owned()];
+    one_process_each(&cloud, &edge, &pods);
+
+    // Kills at random points of bursts of pod starts: in odd rounds right
+    // after a random one of the burst's spawns (nothing recorded it yet),
+    // in even rounds after a random delay, from outside.
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64 | 1;
+    eprintln!("kill points from seed {seed}");
+    let mut rng = seed;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for round in 1..=4u32 {
+        let batch: Vec<String> = (0..8).map(|i| format!("k{round}-{i}")).collect();
+        let yaml: Vec<String> =
+            batch.iter().enumerate().map(|(i, n)| sleeper(n, "edge-k", 100_000 + round * 10 + i as u32)).collect();
+        if round % 2 == 1 {
+            // The restarted edge first starts the pods it has, then the burst.
+            let spawn = pods.len() as u64 + 1 + next() % batch.len() as u64;
+            eprintln!("round {round}: abort after spawn {spawn}");
+            edge.kill();
+            edge.start(&[("EDGEHIVE_FAILPOINT", &format!("edged-after-spawn={spawn}"))]);
+            cloud.kubectl(&["apply", "-f", "-"], Some(&yaml.join("---\n")));
+            wait_until("the edge aborts right after the spawn", || edge.exited());
+        } else {
+            cloud.kubectl(&["apply", "-f", "-"], Some(&yaml.join("---\n")));
+            let delay = Duration::from_millis(next() % 400);
+            eprintln!("round {round}: kill after {delay:?}");
+            std::thread::sleep(delay);
+            edge.kill();
+        }
+        edge.start(&[]);
+        pods.extend(batch);
+        one_process_each(&cloud, &edge, &pods);
+    }
+
+    // Churn: every pod deleted; nothing stays in the edge's store for them.
+    cloud.kubectl(&["delete", "pods", "--all", "--timeout=60s"], None);
+    wait_until("no pod, status or process is left", || {
+        let rows = edge.rows();
+        !rows.keys().any(|k| k.contains("/pod/") || k.contains("/podstatus/") || k.contains("/podpatch/"))
+            && container_processes(&pods_dir).is_empty()
+    });
+}
+
+#[test]
+fn a_pod_waits_in_create_container_config_error_until_its_configmap_and_secret_exist() {
+    let dir = TempDir::new("edged-config-error");
+    let cloud = Cloud::start(dir.path(), &[]);
+    let edge = start(&dir, &cloud, &format!("127.0.0.1:{}", cloud.ws), "edge-w");
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: waiter, namespace: default}\nspec:\n  nodeName: edge-w\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'echo \"$GREETING/$PASSWORD/${OPT-unset}\"; sleep 600']\n    env:\n    - name: GREETING\n      valueFrom: {configMapKeyRef: {name: cfg, key: greeting}}\n    - name: PASSWORD\n      valueFrom: {secretKeyRef: {name: creds, key: password}}\n    - name: OPT\n      valueFrom: {configMapKeyRef: {name: nope, key: k, optional: true}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: mounter, namespace: default}\nspec:\n  nodeName: edge-w\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'cat etc/vcfg/greeting; sleep 600']\n    volumeMounts: [{name: vcfg, mountPath: /etc/vcfg}]\n  volumes: [{name: vcfg, configMap: {name: vcfg}}]\n";
+    cloud.kubectl(&["apply", "-f", "-"], Some(yaml));
+    let waiting =
+        |pod: &str, what: &str| field(&cloud, pod, &format!(".status.containerStatuses[0].state.waiting.{what}"));
+    wait_until("waiter waits for its configmap", || waiting("waiter", "reason") == "CreateContainerConfigError");
+    assert_eq!(waiting("waiter", "message"), r#"configmap "cfg" not found"#);
+    let table = cloud.kubectl(&["get", "pod", "waiter", "--no-headers"], None);
+    assert!(table.contains("CreateContainerConfigError"), "{table}");
+    assert_eq!(field(&cloud, "waiter", ".status.phase"), "Pending");
+    // A volume's missing configmap keeps its pod ContainerCreating, as kubelet's mount does.
+    wait_until("mounter says what its volume waits for", || {
+        waiting("mounter", "message").contains(r#"configmap "vcfg" not found"#)
+    });
+    assert_eq!(waiting("mounter", "reason"), "ContainerCreating");
+
+    // Each object as it comes: the next thing missing is named.
+    cloud.kubectl(&["create", "configmap", "cfg", "--from-literal=other=x"], None);
+    wait_until("the missing key is named", || {
+        waiting("waiter", "message") == "couldn't find key greeting in ConfigMap default/cfg"
+    });
+    cloud.kubectl(&["patch", "configmap", "cfg", "-p", r#"{"data":{"greeting":"hello"}}"#], None);
+    wait_until("the missing secret is named", || waiting("waiter", "message") == r#"secret "creds" not found"#);
+    cloud.kubectl(&["create", "secret", "generic", "creds", "--from-literal=password=s3cret"], None);
+    wait_until("waiter runs", || field(&cloud, "waiter", ".status.phase") == "Running");
+    let log = |pod: &str| {
+        let uid = field(&cloud, pod, ".metadata.uid");
+        std::fs::read_to_string(edge.dir.join("data/pods").join(uid).join("logs/main.log")).unwrap_or_default()
+    };
+    wait_until("waiter has its values; the optional one is unset", || log("waiter").contains("hello/s3cret/unset"));
+    assert_eq!(field(&cloud, "waiter", ".status.containerStatuses[0].restartCount"), "0");
+
+    cloud.kubectl(&["create", "configmap", "vcfg", "--from-literal=greeting=mounted"], None);
+    wait_until("mounter runs", || field(&cloud, "mounter", ".status.phase") == "Running");
+    wait_until("mounter reads its file", || log("mounter").contains("mounted"));
 }

@@ -166,6 +166,22 @@ spec:
 "#;
 
 fn session(cloud: &Cloud) {
+    // The Kubernetes release the API reports is the one edged reports as its
+    // kubelet's, and kubectl (stderr empty) sees no version skew.
+    let version = cloud.json(&["version"]);
+    let server = &version["serverVersion"];
+    let release = edgehive_model::well_known::KUBERNETES_VERSION;
+    assert!(server["gitVersion"].as_str().unwrap().starts_with(&format!("{release}-")), "{version}");
+    let (major, minor) = (server["major"].as_str().unwrap(), server["minor"].as_str().unwrap());
+    assert_eq!(format!("v{major}.{minor}.0"), release, "{version}");
+    assert_eq!(server["minor"], "33", "{version}");
+
+    // Every namespace has its default service account, also `kubeedge`,
+    // which the cloud makes directly in its store.
+    wait_for("the kubeedge namespace's default service account", || {
+        cloud.kubectl().args(["get", "serviceaccount", "default", "-n", "kubeedge"]).output().unwrap().status.success()
+    });
+
     // Discovery.
     let resources = cloud.ok(&["api-resources"]);
     for r in ["pods", "nodes", "configmaps", "secrets", "leases", "devices", "objectsyncs", "clusterobjectsyncs"] {
@@ -193,6 +209,10 @@ fn session(cloud: &Cloud) {
     assert!(out.contains("device.devices.kubeedge.io/thermometer configured"), "{out}");
     assert_eq!(cloud.json(&["get", "pod", "web"])["spec"]["containers"][0]["image"], "nginx:1.26");
     assert_eq!(cloud.json(&["get", "device", "thermometer"])["spec"]["deviceModelRef"]["name"], "thermo-v2");
+    // As in Kubernetes 1.33, pods and custom resources have a generation
+    // that moves with their spec; ConfigMaps have none.
+    assert_eq!(cloud.json(&["get", "pod", "web"])["metadata"]["generation"], 2, "one spec change");
+    assert_eq!(cloud.json(&["get", "device", "thermometer"])["metadata"]["generation"], 2, "one spec change");
 
     // get, -o wide, -o yaml.
     let table = cloud.ok(&["get", "pods"]);
@@ -204,6 +224,7 @@ fn session(cloud: &Cloud) {
     assert!(wide.lines().nth(1).unwrap().contains("edge-1"), "{wide}");
     let yaml = cloud.ok(&["get", "configmap", "settings", "-o", "yaml"]);
     assert!(yaml.contains("level: \"2\"") && yaml.contains("resourceVersion:"), "{yaml}");
+    assert!(!yaml.contains("generation:"), "a ConfigMap has no generation: {yaml}");
     let nodes = cloud.ok(&["get", "nodes"]);
     let header: Vec<&str> = nodes.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(header, ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]);
@@ -255,7 +276,24 @@ fn session(cloud: &Cloud) {
     cloud.ok(&["create", "secret", "generic", "pw", "--from-literal=password=hunter2"]);
     assert_eq!(cloud.json(&["get", "secret", "pw"])["data"]["password"], "aHVudGVyMg==");
 
+    // A server-side dry run answers what create would store (uid,
+    // creationTimestamp), stores nothing.
+    let dry: Value = serde_json::from_str(&cloud.ok(&[
+        "create",
+        "configmap",
+        "dry",
+        "--from-literal=a=b",
+        "--dry-run=server",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(dry["metadata"]["uid"].as_str().map(str::len), Some(36), "{dry}");
+    assert!(dry["metadata"]["creationTimestamp"].is_string(), "{dry}");
+    assert_eq!(cloud.ok(&["get", "configmap", "dry", "--ignore-not-found"]), "");
+
     cloud.ok(&["create", "namespace", "team"]);
+    cloud.ok(&["get", "serviceaccount", "default", "-n", "team"]);
     cloud.ok(&["create", "service", "clusterip", "api", "--tcp=80:8080", "-n", "team"]);
     let svc = cloud.json(&["get", "service", "api", "-n", "team"]);
     assert_eq!(

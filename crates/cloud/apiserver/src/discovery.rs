@@ -10,18 +10,19 @@
 //! strategic merge patches from its compiled-in types (which it knows) rather
 //! than from schemas this server does not publish; the server accepts them.
 
+use edgehive_model::well_known::KUBERNETES_VERSION;
 use edgehive_store::resources::{ALL, ResourceDef};
 use serde_json::{Value, json};
 
-/// The Kubernetes version this API corresponds to.
-pub(crate) const KUBE_MINOR: &str = "32";
-
-/// `/version`.
+/// `/version`: the release of [`KUBERNETES_VERSION`] (edged reports the same
+/// one as its kubelet version).
 pub(crate) fn version() -> Value {
+    let mut numbers = KUBERNETES_VERSION.trim_start_matches('v').split('.');
+    let (major, minor) = (numbers.next().unwrap_or_default(), numbers.next().unwrap_or_default());
     json!({
-        "major": "1",
-        "minor": KUBE_MINOR,
-        "gitVersion": format!("v1.{KUBE_MINOR}.0-edgehive.{}", env!("CARGO_PKG_VERSION")),
+        "major": major,
+        "minor": minor,
+        "gitVersion": format!("{KUBERNETES_VERSION}-edgehive.{}", env!("CARGO_PKG_VERSION")),
         "gitCommit": "",
         "gitTreeState": "clean",
         "buildDate": "1970-01-01T00:00:00Z",
@@ -284,7 +285,7 @@ pub(crate) fn openapi_group_version(group: &str, version: &str) -> Option<Value>
     }
     Some(json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": format!("v1.{KUBE_MINOR}.0")},
+        "info": {"title": "Kubernetes", "version": KUBERNETES_VERSION},
         "paths": paths,
         "components": {"schemas": {}},
     }))

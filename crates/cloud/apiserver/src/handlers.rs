@@ -32,20 +32,9 @@ pub(crate) async fn bootstrap(store: &Store) -> Result<(), StoreError> {
             Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
             Err(e) => return Err(e),
         }
-        ensure_default_service_account(store, ns).await?;
+        crate::serviceaccounts::ensure_default(store, ns).await?;
     }
     Ok(())
-}
-
-/// Every namespace has a `default` service account (Kubernetes' service
-/// account controller makes it; here the namespace's creation does).
-async fn ensure_default_service_account(store: &Store, namespace: &str) -> Result<(), StoreError> {
-    let sa =
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": namespace}});
-    match store.create(&edgehive_store::resources::SERVICE_ACCOUNTS, sa).await {
-        Ok(_) | Err(StoreError::AlreadyExists { .. }) => Ok(()),
-        Err(e) => Err(e),
-    }
 }
 
 fn store_err(res: &ResourceDef) -> impl Fn(StoreError) -> ApiError + '_ {
@@ -357,11 +346,16 @@ async fn create(
         check_namespace(&shared.store, ns_of(target)).await?;
     }
     if body::dry_run(query)? {
-        return Ok(value_response(StatusCode::CREATED, &obj));
+        // Everything create does but the write: uid, creationTimestamp,
+        // generation, a generated name, a taken name refused.
+        let preview = shared.store.create_dry_run(res, obj).await.map_err(store_err(res))?;
+        return Ok(value_response(StatusCode::CREATED, &preview));
     }
     let created = shared.store.create(res, obj).await.map_err(store_err(res))?;
+    // The service account controller would make it too; made here, it is
+    // there by the time the client hears of its namespace.
     if std::ptr::eq(res, &NAMESPACES)
-        && let Err(e) = ensure_default_service_account(&shared.store, created.name()).await
+        && let Err(e) = crate::serviceaccounts::ensure_default(&shared.store, created.name()).await
     {
         tracing::warn!(namespace = %created.name(), error = %e, "create the namespace's default service account");
     }

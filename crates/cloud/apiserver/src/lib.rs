@@ -23,6 +23,7 @@ mod patching;
 mod protobuf;
 mod route;
 mod server;
+mod serviceaccounts;
 pub mod status;
 pub mod table;
 pub mod validation;

@@ -315,6 +315,7 @@ impl ApiServer {
     pub async fn serve(self, stop: CancellationToken) {
         let ApiServer { listener, acceptor, shared, .. } = self;
         let ns_controller = tokio::spawn(crate::namespaces::run(shared.store.clone(), shared.stop.clone()));
+        let sa_controller = tokio::spawn(crate::serviceaccounts::run(shared.store.clone(), shared.stop.clone()));
         let permits = Arc::new(Semaphore::new(shared.config.max_connections));
         let tracker = tokio_util::task::TaskTracker::new();
         tracing::info!(addr = %shared.address, "API server listening");
@@ -350,6 +351,7 @@ impl ApiServer {
             tracing::warn!("requests still running after 10 s; closing anyway");
         }
         let _ = ns_controller.await;
+        let _ = sa_controller.await;
         tracing::info!("API server stopped");
     }
 }

@@ -768,3 +768,125 @@ async fn a_read_waiting_for_a_revision_is_answered_when_a_write_reaches_it() {
     assert_eq!(events[..2], [("ADDED".into(), "late".into()), ("BOOKMARK".into(), String::new())], "{events:?}");
     c.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_create_answers_what_create_would_store() {
+    // Kubernetes' dry-run create runs the whole create but the write: uid,
+    // creationTimestamp and (for kinds that have one) generation are filled
+    // in, a taken name is refused, and there is no resourceVersion.
+    let c = Cluster::start().await;
+    let client = c.admin().await;
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let before = c.store.current_rev().await.unwrap();
+    let a =
+        raw(&client, "POST", &format!("{cms}?dryRun=All"), "application/json", r#"{"metadata":{"name":"dry"}}"#).await;
+    assert_eq!(a.code, 201, "{}", a.body);
+    let meta = &a.body["metadata"];
+    assert_eq!(meta["uid"].as_str().map(str::len), Some(36), "{}", a.body);
+    assert!(meta["creationTimestamp"].as_str().and_then(edgehive_store::parse_rfc3339).is_some(), "{}", a.body);
+    assert_eq!((meta.get("resourceVersion"), meta.get("generation")), (None, None), "{}", a.body);
+    assert_eq!(raw(&client, "GET", &format!("{cms}/dry"), "", "").await.code, 404, "nothing stored");
+    assert_eq!(c.store.current_rev().await.unwrap(), before, "nothing written");
+
+    let pods = "/api/v1/namespaces/default/pods?dryRun=All";
+    let p =
+        raw(&client, "POST", pods, "application/json", serde_json::to_vec(&pod("p", json!({}), None)).unwrap()).await;
+    assert_eq!(p.code, 201, "{}", p.body);
+    assert_eq!(p.body["metadata"]["generation"], 1, "pods have a generation (Kubernetes 1.33): {}", p.body);
+    let g =
+        raw(&client, "POST", &format!("{cms}?dryRun=All"), "application/json", r#"{"metadata":{"generateName":"g-"}}"#)
+            .await;
+    assert_eq!(g.code, 201, "{}", g.body);
+    assert!(g.body["metadata"]["name"].as_str().is_some_and(|n| n.starts_with("g-") && n.len() == 7), "{}", g.body);
+
+    let made = raw(&client, "POST", cms, "application/json", r#"{"metadata":{"name":"taken"}}"#).await;
+    assert_eq!(made.code, 201);
+    let again =
+        raw(&client, "POST", &format!("{cms}?dryRun=All"), "application/json", r#"{"metadata":{"name":"taken"}}"#)
+            .await;
+    assert_eq!((again.code, again.body["reason"].as_str()), (409, Some("AlreadyExists")), "{}", again.body);
+    c.stop().await;
+}
+
+/// Waits for `namespace/name` of `res` through a store watch (its initial
+/// state, then changes) and returns it.
+async fn appears(
+    store: &edgehive_store::Store,
+    res: &'static edgehive_store::resources::ResourceDef,
+    namespace: &str,
+    name: &str,
+) -> edgehive_store::Object {
+    let filter = edgehive_store::WatchFilter {
+        namespace: Some(namespace.to_owned()),
+        name: Some(name.to_owned()),
+        ..edgehive_store::WatchFilter::all(res)
+    };
+    let start = edgehive_store::WatchStart::InitialState { end_bookmark: false };
+    let mut w = store.watch(edgehive_store::WatchOptions { filter, start, bookmarks: false }).await.unwrap();
+    let seen = async {
+        loop {
+            let ev = w.next().await.unwrap();
+            if ev.ty != edgehive_store::EventType::Deleted
+                && let Some(o) = ev.object()
+            {
+                return o.clone();
+            }
+        }
+    };
+    tokio::time::timeout(WAIT, seen).await.unwrap_or_else(|_| panic!("{namespace}/{name} never appeared"))
+}
+
+/// Waits for the deletion of `namespace/name` of `res`, which exists now.
+async fn goes(
+    store: &edgehive_store::Store,
+    res: &'static edgehive_store::resources::ResourceDef,
+    namespace: &str,
+    name: &str,
+) {
+    let filter = edgehive_store::WatchFilter {
+        namespace: Some(namespace.to_owned()),
+        name: Some(name.to_owned()),
+        ..edgehive_store::WatchFilter::all(res)
+    };
+    let start = edgehive_store::WatchStart::InitialState { end_bookmark: false };
+    let mut w = store.watch(edgehive_store::WatchOptions { filter, start, bookmarks: false }).await.unwrap();
+    let gone = async { while w.next().await.unwrap().ty != edgehive_store::EventType::Deleted {} };
+    tokio::time::timeout(WAIT, gone).await.unwrap_or_else(|_| panic!("{namespace}/{name} never went"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_namespace_has_its_default_service_account() {
+    // As Kubernetes' service account controller: also namespaces that cloud
+    // modules create directly in the store (`kubeedge`), with or without a
+    // phase, and a `default` that was deleted comes back.
+    use edgehive_store::resources::{CONFIGMAPS, NAMESPACES, SERVICE_ACCOUNTS};
+    let c = Cluster::start().await;
+    let client = c.admin().await;
+    let s = &c.store;
+    let ns = json!({"metadata": {"name": "kubeedge"}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
+    s.create(&NAMESPACES, ns).await.unwrap();
+    s.create(&NAMESPACES, json!({"metadata": {"name": "bare"}})).await.unwrap();
+    let first = appears(s, &SERVICE_ACCOUNTS, "kubeedge", "default").await;
+    appears(s, &SERVICE_ACCOUNTS, "bare", "default").await;
+
+    let gone = raw(&client, "DELETE", "/api/v1/namespaces/kubeedge/serviceaccounts/default", "", "").await;
+    assert_eq!(gone.code, 200, "{}", gone.body);
+    let again = appears(s, &SERVICE_ACCOUNTS, "kubeedge", "default").await;
+    assert_ne!(again.uid(), first.uid(), "made again");
+
+    // A terminating namespace gets none: its content is being removed.
+    let ns = json!({"metadata": {"name": "going"}, "spec": {"finalizers": ["kubernetes"]}});
+    s.create(&NAMESPACES, ns).await.unwrap();
+    appears(s, &SERVICE_ACCOUNTS, "going", "default").await;
+    let held = json!({"metadata": {"name": "held", "namespace": "going", "finalizers": ["example.com/x"]}});
+    s.create(&CONFIGMAPS, held).await.unwrap();
+    assert_eq!(raw(&client, "DELETE", "/api/v1/namespaces/going", "", "").await.code, 200);
+    goes(s, &SERVICE_ACCOUNTS, "going", "default").await;
+    // Deletions reach the controller in order: once a later one has been
+    // answered, the terminating namespace's has been seen (and let be).
+    assert_eq!(raw(&client, "DELETE", "/api/v1/namespaces/bare/serviceaccounts/default", "", "").await.code, 200);
+    appears(s, &SERVICE_ACCOUNTS, "bare", "default").await;
+    let left = s.get(&SERVICE_ACCOUNTS, "going", "default").await;
+    assert!(matches!(left, Err(edgehive_store::StoreError::NotFound { .. })), "{left:?}");
+    c.stop().await;
+}

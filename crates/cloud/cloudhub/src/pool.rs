@@ -2,7 +2,7 @@
 //! flight, and when to resend. A plain struct driven by events and a `now`;
 //! the session task around it makes no decisions (tests drive it directly).
 //!
-//! Rules (KubeEdge's, PROTOCOL.md §5, plus a send window):
+//! Rules (KubeEdge's, docs/protocol.md §4, plus a send window):
 //! - Messages are keyed by the object's uid (a query answer by its own id).
 //!   A newer version of an object replaces a waiting older one, so only the
 //!   latest is sent; a version not newer than what waits, is in flight or

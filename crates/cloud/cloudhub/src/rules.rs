@@ -1,6 +1,6 @@
 //! Which downstream messages need an ACK, and what identifies the object a
 //! message carries (KubeEdge's `noAckRequired` and `enqueueAckMessage`
-//! rules, PROTOCOL.md §5).
+//! rules, docs/protocol.md §4).
 
 use edgehive_model::{Message, ResourcePath, Text, op, resource_type as rt, source};
 use serde::Deserialize;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use edgehive_beehive::Context;
-use edgehive_model::{Content, Message, ResourcePath, Text, op, resource_type, source};
+use edgehive_model::{Content, Message, ResourcePath, Text, op, resource_type, source, well_known};
 use edgehive_viaduct::{ConnRx, ConnTx, WriteError};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until, timeout};
@@ -127,6 +127,11 @@ impl Session {
         };
         let mode = rules::delivery_mode(&m, &res.path.resource_type);
         m.route.resource = Text::from(res.path.to_wire());
+        // Cloud-internal: a delete of an object the node no longer needs.
+        let unneeded = m.header.message_type == well_known::UNNEEDED;
+        if unneeded {
+            m.header.message_type = Text::default();
+        }
         if mode == Mode::NoAck {
             match self.tx.try_write(m) {
                 Ok(()) => metrics.sent_no_ack.fetch_add(1, Relaxed),
@@ -173,6 +178,16 @@ impl Session {
             && let Some(p) = &point
         {
             self.shared.points.record(&self.node, p, 0);
+        }
+        // The node must not be sent this object again, whether or not it
+        // acknowledges the delete: its point goes now. (The delete of an
+        // object that is gone keeps its point until the ACK, so that
+        // SyncController sends it again should this one be lost.)
+        if delete
+            && unneeded
+            && let Some(p) = &point
+        {
+            self.shared.points.remove(&self.node, p);
         }
         match pool.offer(Delivery { key, rv, delete, msg: m, point }, acked) {
             Offer::Queued => {

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use edgehive_beehive::{Context, ModuleContext};
-use edgehive_model::{Content, Message, op, source};
+use edgehive_model::{Content, Message, op, source, well_known};
 use edgehive_store::informer::{Change, inform};
 use edgehive_store::resources::{CONFIGMAPS, LEASES, NODES, PODS, ResourceDef, SECRETS};
 use edgehive_store::{Object, Store, StoreError};
@@ -84,10 +84,36 @@ fn object_message(node: &str, operation: &'static str, obj: &Object, content: Co
         .with_resource_version(obj.rev().to_string())
 }
 
-/// A `delete` of an object the controller knows only by name.
-fn delete_message(node: &str, namespace: &str, ty: &str, name: &str) -> Message {
-    let content = Content::from_serialize(&serde_json::json!({"metadata": {"namespace": namespace, "name": name}}));
-    message(node, namespace, ty, name, op::DELETE, content.unwrap_or_default())
+/// What a `delete` carries, as KubeEdge sends it: the object's identity
+/// (apiVersion, kind, name, namespace, uid, and its resourceVersion when
+/// known) and nothing of its data, so that a node that no longer needs a
+/// secret is not sent its current value.
+fn identity(api_version: &str, kind: &str, namespace: &str, name: &str, uid: &str, rv: Option<u64>) -> Content {
+    let mut meta = serde_json::json!({"name": name, "uid": uid});
+    if !namespace.is_empty() {
+        meta["namespace"] = serde_json::json!(namespace);
+    }
+    if let Some(rv) = rv {
+        meta["resourceVersion"] = serde_json::json!(rv.to_string());
+    }
+    Content::from_serialize(&serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": meta}))
+        .unwrap_or_default()
+}
+
+/// A `delete` of `obj` for `node`, carrying its identity. `unneeded`: the
+/// object still exists but the node no longer needs it, so CloudHub forgets
+/// the node's success point at once ([`well_known::UNNEEDED`]).
+fn delete_of(node: &str, obj: &Object, unneeded: bool) -> Message {
+    let res = obj.resource();
+    let ns = if res.namespaced { obj.namespace() } else { "" };
+    let content =
+        identity(&res.api_version(), res.kind, ns, obj.name(), obj.uid().unwrap_or_default(), Some(obj.rev()));
+    let mut m =
+        message(node, ns, type_of(res), obj.name(), op::DELETE, content).with_resource_version(obj.rev().to_string());
+    if unneeded {
+        m.header.message_type = well_known::UNNEEDED.into();
+    }
+    m
 }
 
 impl Controller {
@@ -147,9 +173,17 @@ impl Controller {
         }
     }
 
-    /// Tells a node to drop a configmap or secret it no longer needs.
+    /// Tells a node to drop a configmap or secret it no longer needs. One
+    /// that is gone from the store meanwhile is deleted at the node by
+    /// SyncController, which knows its uid from the node's success point (a
+    /// delete naming no uid could remove a newer object of the same name).
     async fn delete_ref(&self, node: &str, r: &Ref) {
-        self.send(delete_message(node, &r.namespace, r.kind, &r.name)).await;
+        let Some(res) = resource_of(r.kind) else { return };
+        match self.store.get(res, &r.namespace, &r.name).await {
+            Ok(obj) => self.send(delete_of(node, &obj, true)).await,
+            Err(StoreError::NotFound { .. }) => {}
+            Err(e) => tracing::warn!(node, name = %r.name, error = %e, "read object to delete at a node"),
+        }
     }
 
     /// Sends everything `node` should have as `update`s; CloudHub sends only
@@ -187,10 +221,12 @@ impl Controller {
                         .cloned()
                         .collect();
                     for (ns, name) in gone {
-                        let node = self.index.pod(&ns, &name).map(|p| p.node.clone()).unwrap_or_default();
+                        let (node, uid) =
+                            self.index.pod(&ns, &name).map(|p| (p.node.clone(), p.uid.clone())).unwrap_or_default();
                         let lost = self.index.remove_pod(&ns, &name).lost;
-                        if self.index.is_edge(&node) {
-                            self.send(delete_message(&node, &ns, "pod", &name)).await;
+                        if self.index.is_edge(&node) && !uid.is_empty() {
+                            let content = identity("v1", "Pod", &ns, &name, &uid, None);
+                            self.send(message(&node, &ns, "pod", &name, op::DELETE, content)).await;
                         }
                         for (n, r) in lost.iter().filter(|(n, _)| self.index.is_edge(n)) {
                             self.delete_ref(n, r).await;
@@ -226,9 +262,10 @@ impl Controller {
             if edge && !was {
                 // A node that just became an edge node gets its objects.
                 self.resync_node(obj.name()).await;
-            } else if edge && !added {
-                self.send_object(obj.name(), op::UPDATE, obj).await;
             }
+            // Changes of the Node itself are not pushed to it: CloudCore
+            // sends a Node only to delete it, and a stock EdgeCore logs and
+            // stores a stray row for anything else (docs/protocol.md).
             return;
         }
         if std::ptr::eq(res, &PODS) {
@@ -255,7 +292,9 @@ impl Controller {
             if let Some(old) = before.filter(|b| Some(b) != node.as_ref())
                 && self.index.is_edge(&old)
             {
-                self.send_object(&old, op::DELETE, obj).await;
+                // Moved to another node: the old one stops it, and sees
+                // nothing of the pod's new spec.
+                self.send(delete_of(&old, obj, true)).await;
             }
             for (node, r) in &changes.lost {
                 if self.index.is_edge(node) {
@@ -294,7 +333,7 @@ impl Controller {
             if let Some(node) = node
                 && self.index.is_edge(&node)
             {
-                self.send_object(&node, op::DELETE, obj).await;
+                self.send(delete_of(&node, obj, false)).await;
             }
             for (node, r) in &changes.lost {
                 if self.index.is_edge(node) {
@@ -303,8 +342,9 @@ impl Controller {
             }
             return;
         }
-        let users = self.edge_users(obj);
-        self.fan_out(&users, op::DELETE, obj).await;
+        for node in self.edge_users(obj) {
+            self.send(delete_of(&node, obj, false)).await;
+        }
     }
 
     /// The edge nodes whose pods use this configmap or secret.
@@ -384,14 +424,50 @@ impl Controller {
         }
     }
 
+    /// Writes `mark`'s change of a Node, counted as a node gone NotReady;
+    /// true when it changed anything (false also for a Node gone meanwhile).
+    async fn mark_node(
+        &self,
+        node: &str,
+        mark: impl Fn(&serde_json::Value) -> Option<serde_json::Value>,
+    ) -> Result<bool, StoreError> {
+        let mut marked = false;
+        let result = self
+            .store
+            .update_with(&NODES, "", node, |cur| {
+                let v = mark(cur.value()?);
+                marked = v.is_some();
+                Ok(v)
+            })
+            .await;
+        match result {
+            Ok(_) if marked => {
+                self.metrics.not_ready.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(true)
+            }
+            Ok(_) | Err(StoreError::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Marks edge nodes without a recent heartbeat NotReady; evicts their
     /// pods only if configured.
     async fn check_nodes(&mut self) {
         let now = time::OffsetDateTime::now_utc();
         let mut silent_nodes = Vec::new();
+        let mut never_reported = Vec::new();
         let mut evict = Vec::new();
         for node in self.index.edge_nodes() {
             let Some(live) = self.index.liveness(node) else { continue };
+            // Never a heartbeat (a KubeEdge EdgeCore with edged off keeps a
+            // session but reports nothing): its conditions become Unknown a
+            // grace period after its creation, session or not, as Kubernetes'
+            // node lifecycle controller does. Once marked, Ready is Unknown
+            // and the node is not read again.
+            if live.last_beat().is_none() && !live.unknown {
+                never_reported.push(node.clone());
+                continue;
+            }
             // A node with a live session is alive: CloudHub ends sessions
             // that stop keeping alive. After one ends, its end is a beat.
             let session = self.sessions.get(node.as_str());
@@ -410,23 +486,23 @@ impl Controller {
                 evict.push(node.clone());
             }
         }
+        let grace = self.lifecycle.grace;
+        for node in never_reported {
+            match self.mark_node(&node, |v| lifecycle::mark_never_updated(v, now, grace)).await {
+                Ok(true) => {
+                    tracing::warn!(%node, grace = ?grace, "node never posted its status; its conditions are Unknown (NodeStatusNeverUpdated)");
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(%node, error = %e, "mark a node that never reported Unknown"),
+            }
+        }
         let stamp = edgehive_store::rfc3339(now);
         for (node, silent) in silent_nodes {
-            let mut marked = false;
-            let result = self
-                .store
-                .update_with(&NODES, "", &node, |cur| {
-                    let v = lifecycle::mark_unknown(cur.value()?, &stamp);
-                    marked = v.is_some();
-                    Ok(v)
-                })
-                .await;
-            match result {
-                Ok(_) if marked => {
-                    self.metrics.not_ready.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            match self.mark_node(&node, |v| lifecycle::mark_unknown(v, &stamp)).await {
+                Ok(true) => {
                     tracing::warn!(%node, silent = ?silent, "no heartbeat; node is NotReady (its pods keep running at the edge)");
                 }
-                Ok(_) | Err(StoreError::NotFound { .. }) => {}
+                Ok(false) => {}
                 Err(e) => tracing::warn!(%node, error = %e, "mark node NotReady"),
             }
         }

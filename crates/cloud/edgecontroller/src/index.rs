@@ -22,6 +22,8 @@ pub struct Ref {
 pub struct PodEntry {
     /// `spec.nodeName`.
     pub node: String,
+    /// `metadata.uid`: a delete names the object it removes.
+    pub uid: String,
     /// What it uses.
     pub refs: BTreeSet<Ref>,
 }
@@ -185,7 +187,8 @@ impl Index {
         if node.is_empty() {
             return self.remove_pod(namespace, name);
         }
-        let entry = PodEntry { node: node.to_owned(), refs: pod_refs(namespace, pod) };
+        let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let entry = PodEntry { node: node.to_owned(), uid, refs: pod_refs(namespace, pod) };
         let key = (namespace.to_owned(), name.to_owned());
         let old = self.pods.insert(key.clone(), entry.clone());
         let mut changes = RefChanges::default();

@@ -1,6 +1,9 @@
 //! Node lifecycle: a node is Ready while its heartbeats (node status or
 //! Lease renewals) keep coming; after a grace period without one its
 //! conditions become Unknown, which `kubectl get nodes` shows as NotReady.
+//! A node that never reported (a KubeEdge EdgeCore with edged off, a Node
+//! created by hand) gets its conditions Unknown one grace period after its
+//! creation, as Kubernetes' node lifecycle controller does.
 //! Its pods are NOT evicted — an edge cut off from the cloud keeps running
 //! them (edge autonomy) — unless eviction is configured.
 
@@ -66,6 +69,54 @@ pub fn mark_unknown(node: &Value, now: &str) -> Option<Value> {
     Some(v)
 }
 
+/// The conditions Kubernetes' node lifecycle controller sets Unknown
+/// (NetworkUnavailable is the network's to set, not the kubelet's).
+const KUBELET_CONDITIONS: [&str; 4] = ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
+
+/// A node that never sent a heartbeat, `grace` after its creation: each of
+/// kubelet's conditions it lacks is added Unknown ("NodeStatusNeverUpdated",
+/// "Kubelet never posted node status.", heartbeat at its creation), and any
+/// it has is set Unknown as by [`mark_unknown`]. `None` while within the
+/// grace period, when it has a heartbeat, or when Ready is Unknown already.
+pub fn mark_never_updated(node: &Value, now: OffsetDateTime, grace: Duration) -> Option<Value> {
+    if status_heartbeat(node).is_some() || ready_status(node) == Some("Unknown") {
+        return None;
+    }
+    let created_at = node.pointer("/metadata/creationTimestamp")?;
+    if elapsed(parse(created_at)?, now) <= grace {
+        return None;
+    }
+    let stamp = edgehive_store::rfc3339(now);
+    let mut v = node.clone();
+    if !v["status"].is_object() {
+        v["status"] = json!({});
+    }
+    if !v["status"]["conditions"].is_array() {
+        v["status"]["conditions"] = json!([]);
+    }
+    let conds = v.pointer_mut("/status/conditions")?.as_array_mut()?;
+    for ty in KUBELET_CONDITIONS {
+        match conds.iter_mut().find(|c| c["type"] == ty) {
+            None => conds.push(json!({
+                "type": ty,
+                "status": "Unknown",
+                "lastHeartbeatTime": created_at,
+                "lastTransitionTime": stamp,
+                "reason": "NodeStatusNeverUpdated",
+                "message": "Kubelet never posted node status.",
+            })),
+            Some(c) if c["status"] != "Unknown" => {
+                c["status"] = json!("Unknown");
+                c["reason"] = json!("NodeStatusUnknown");
+                c["message"] = json!("Kubelet stopped posting node status.");
+                c["lastTransitionTime"] = json!(stamp);
+            }
+            Some(_) => {}
+        }
+    }
+    Some(v)
+}
+
 /// The Ready condition's status (`True`, `False`, `Unknown`).
 pub fn ready_status(node: &Value) -> Option<&str> {
     ready_condition(node)?["status"].as_str()
@@ -110,6 +161,39 @@ mod tests {
         );
         assert_eq!(status_heartbeat(&json!({})), None);
         assert_eq!(lease_renewal(&json!({})), None);
+    }
+
+    #[test]
+    fn a_node_that_never_reported_gets_unknown_conditions_after_the_grace_period() {
+        let created = "2026-01-01T00:00:00Z";
+        let n = json!({"metadata": {"name": "e1", "creationTimestamp": created}, "status": {}});
+        let at = |t: &str| edgehive_store::parse_rfc3339(t).unwrap();
+        let grace = Duration::from_secs(40);
+        assert!(mark_never_updated(&n, at("2026-01-01T00:00:40Z"), grace).is_none(), "within the grace period");
+        let v = mark_never_updated(&n, at("2026-01-01T00:00:41Z"), grace).unwrap();
+        let conds = v["status"]["conditions"].as_array().unwrap();
+        let types: Vec<&str> = conds.iter().map(|c| c["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"]);
+        for c in conds {
+            assert_eq!(c["status"], "Unknown");
+            assert_eq!(c["reason"], "NodeStatusNeverUpdated");
+            assert_eq!(c["message"], "Kubelet never posted node status.");
+            assert_eq!(c["lastHeartbeatTime"], created);
+        }
+        assert_eq!(ready_status(&v), Some("Unknown"));
+        assert!(mark_never_updated(&v, at("2026-01-01T00:05:00Z"), grace).is_none(), "once");
+        // No status at all, and a condition the edge did set: that one
+        // stopped, the rest never came.
+        let bare = json!({"metadata": {"creationTimestamp": created}});
+        assert!(mark_never_updated(&bare, at("2026-01-01T00:01:00Z"), grace).is_some());
+        let partial = json!({"metadata": {"creationTimestamp": created},
+            "status": {"conditions": [{"type": "DiskPressure", "status": "False"}]}});
+        let v = mark_never_updated(&partial, at("2026-01-01T00:01:00Z"), grace).unwrap();
+        let disk = v["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "DiskPressure").unwrap();
+        assert_eq!((disk["status"].as_str(), disk["reason"].as_str()), (Some("Unknown"), Some("NodeStatusUnknown")));
+        // A node with a heartbeat is the other rule's.
+        let beating = node("True", "2026-01-01T00:00:10Z");
+        assert!(mark_never_updated(&beating, at("2026-01-01T01:00:00Z"), grace).is_none());
     }
 
     #[test]

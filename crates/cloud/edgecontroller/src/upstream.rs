@@ -1,13 +1,21 @@
 //! What edges report and ask, with the NodeRestriction rule: a node may
 //! change only its own Node and Lease and the status of pods bound to it, and
 //! read only its Node and the configmaps and secrets its pods use.
+//!
+//! Answers take the shape CloudCore gives each kind of request, which is
+//! what a KubeEdge EdgeCore reads; a refusal carries a Kubernetes `Status`
+//! (403, 400, 422, or the store's) in that shape, so that EdgeCore reads it
+//! as a failure (docs/protocol.md §6).
 
 use std::sync::atomic::Ordering::Relaxed;
 
+use edgehive_apiserver::status::{ApiError, Cause};
 use edgehive_apiserver::validation::{self, FieldError};
 use edgehive_model::{Content, Message, ResourcePath, Text, op, resource_type as rt, source};
 use edgehive_store::resources::{CONFIGMAPS, LEASES, NODES, PODS, ResourceDef, SECRETS, SERVICE_ACCOUNTS};
 use edgehive_store::{DeleteOptions, Object, StoreError};
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::controller::{Controller, object_content};
@@ -17,10 +25,13 @@ use crate::restriction;
 /// Why an upstream request was refused.
 #[derive(Debug)]
 enum Refusal {
-    /// NodeRestriction: not this node's to read or change.
+    /// NodeRestriction: not this node's to read or change (403 Forbidden).
     Forbidden(String),
-    /// Malformed or unsupported.
-    Invalid(String),
+    /// Malformed, or of a kind this cloud does not serve (400 BadRequest).
+    BadRequest(String),
+    /// Refused by the API server's validation, in its words (422 Invalid,
+    /// or 400 for a value of the wrong type).
+    Invalid(ApiError),
     /// The store said no.
     Store(StoreError),
 }
@@ -28,6 +39,85 @@ enum Refusal {
 impl From<StoreError> for Refusal {
     fn from(e: StoreError) -> Self {
         Refusal::Store(e)
+    }
+}
+
+/// How CloudCore wraps its answer to one kind of request, which is how a
+/// KubeEdge EdgeCore reads it (docs/protocol.md §5, §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// `{"Object": …, "Err": …}` (KubeEdge's `ObjectResp`): registration,
+    /// node and pod patches, leases. EdgeCore decodes `Err` as a Kubernetes
+    /// `StatusError` and fails the call when it is set.
+    ObjectResp,
+    /// The object itself: queries of configmaps, secrets, the node and
+    /// tokens. EdgeCore decodes any JSON object as the object asked for,
+    /// so a refusal is the message as a string, which fails that decoding.
+    Object,
+    /// `"OK"`: status reports and pod deletion. Anything else is a failure
+    /// to EdgeCore, and a refusal is a bare `StatusError` (`{"ErrStatus": …}`).
+    Ok,
+}
+
+fn shape(operation: &str, ty: &str) -> Shape {
+    match (operation, ty) {
+        (_, rt::LEASE) | (op::INSERT, rt::NODE | rt::POD) | (op::PATCH, rt::NODEPATCH | rt::PODPATCH) => {
+            Shape::ObjectResp
+        }
+        (op::QUERY, _) => Shape::Object,
+        _ => Shape::Ok,
+    }
+}
+
+/// The Kubernetes resource and API group a KubeEdge resource type stands
+/// for, as a `Status` names them.
+fn api_resource(ty: &str) -> (&'static str, &'static str) {
+    match ty {
+        rt::POD | rt::PODSTATUS | rt::PODPATCH => ("pods", ""),
+        rt::NODE | rt::NODESTATUS | rt::NODEPATCH => ("nodes", ""),
+        rt::CONFIGMAP => ("configmaps", ""),
+        rt::SECRET => ("secrets", ""),
+        rt::SERVICEACCOUNTTOKEN => ("serviceaccounts", ""),
+        rt::LEASE => ("leases", "coordination.k8s.io"),
+        _ => ("", ""),
+    }
+}
+
+/// A store error as the API server reports it; the resource and group come
+/// from the error itself (`leases.coordination.k8s.io`), else from `ty`.
+fn store_status(e: StoreError, ty: &str) -> ApiError {
+    let qualified = match &e {
+        StoreError::NotFound { resource, .. }
+        | StoreError::AlreadyExists { resource, .. }
+        | StoreError::Conflict { resource, .. } => Some(resource.clone()),
+        _ => None,
+    };
+    let (resource, group) = match &qualified {
+        Some(q) => q.split_once('.').unwrap_or((q.as_str(), "")),
+        None => api_resource(ty),
+    };
+    ApiError::from_store(e, resource, group)
+}
+
+impl Refusal {
+    /// The Kubernetes status of this refusal of a request about `ty`/`name`.
+    fn status(self, ty: &str, name: &str) -> ApiError {
+        match self {
+            Refusal::Forbidden(why) => {
+                // Kubernetes' NewForbidden: `{resource} "{name}" is forbidden: {why}`.
+                let (resource, group) = api_resource(ty);
+                let qualified = if group.is_empty() { resource.to_owned() } else { format!("{resource}.{group}") };
+                let message = match (qualified.is_empty(), name.is_empty()) {
+                    (true, _) => format!("forbidden: {why}"),
+                    (false, true) => format!("{qualified} is forbidden: {why}"),
+                    (false, false) => format!("{qualified} {name:?} is forbidden: {why}"),
+                };
+                ApiError::forbidden(message).details(name, group, resource)
+            }
+            Refusal::BadRequest(why) => ApiError::bad_request(why),
+            Refusal::Invalid(e) => e,
+            Refusal::Store(e) => store_status(e, ty),
+        }
     }
 }
 
@@ -43,16 +133,108 @@ fn reply(to: &Message, content: Content, rv: Option<u64>) -> Message {
     m
 }
 
-/// A Kubernetes `StatusError` as KubeEdge serialises it.
-fn status_error(code: u16, reason: &str, message: &str) -> Content {
-    Content::from_serialize(&json!({"ErrStatus": {"metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}}))
-        .unwrap_or_default()
+/// Kubernetes' `metav1.Status` as Go encodes it inside a `StatusError`:
+/// its fields in Go's order, no `kind`/`apiVersion` (a `StatusError` made
+/// by client-go or a lister has none).
+#[derive(Serialize)]
+struct GoStatus<'a> {
+    metadata: Empty,
+    status: &'static str,
+    message: &'a str,
+    reason: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<GoDetails<'a>>,
+    code: u16,
 }
 
-/// `{"Object": obj, "Err": null}`, KubeEdge's reply to registration and leases.
-fn wrapped(obj: &edgehive_store::Object) -> Content {
-    let v = obj.value().cloned().unwrap_or(Value::Null);
-    Content::from_serialize(&json!({"Object": v, "Err": null})).unwrap_or_default()
+#[derive(Serialize)]
+struct Empty {}
+
+#[derive(Serialize)]
+struct GoDetails<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    causes: Vec<GoCause<'a>>,
+    #[serde(rename = "retryAfterSeconds", skip_serializing_if = "Option::is_none")]
+    retry_after: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct GoCause<'a> {
+    #[serde(skip_serializing_if = "str::is_empty")]
+    reason: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    message: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    field: &'a str,
+}
+
+/// `k8s.io/apimachinery/pkg/api/errors.StatusError`: `{"ErrStatus": …}`.
+#[derive(Serialize)]
+struct StatusError<'a> {
+    #[serde(rename = "ErrStatus")]
+    err_status: GoStatus<'a>,
+}
+
+impl<'a> StatusError<'a> {
+    fn of(e: &'a ApiError) -> StatusError<'a> {
+        let d = &e.details;
+        let details =
+            (d.name.is_some() || d.group.is_some() || d.kind.is_some() || !d.causes.is_empty()).then(|| GoDetails {
+                name: d.name.as_deref(),
+                group: d.group.as_deref(),
+                kind: d.kind.as_deref(),
+                causes: d
+                    .causes
+                    .iter()
+                    .map(|c| GoCause { reason: &c.reason, message: &c.message, field: &c.field })
+                    .collect(),
+                retry_after: d.retry_after,
+            });
+        StatusError {
+            err_status: GoStatus {
+                metadata: Empty {},
+                status: "Failure",
+                message: &e.message,
+                reason: e.reason,
+                details,
+                code: e.code.as_u16(),
+            },
+        }
+    }
+}
+
+/// KubeEdge's `ObjectResp` (`common/types`): `{"Object": obj, "Err": err}`.
+#[derive(Serialize)]
+struct ObjectResp<'a> {
+    #[serde(rename = "Object")]
+    object: Option<&'a RawValue>,
+    #[serde(rename = "Err")]
+    err: Option<StatusError<'a>>,
+}
+
+/// `{"Object": obj, "Err": null}`, KubeEdge's reply to registration, patches
+/// and leases.
+fn wrapped(obj: &Object) -> Result<Content, Refusal> {
+    // The stored JSON as it is, not parsed and encoded again.
+    let stored: &RawValue = serde_json::from_slice(obj.json()?)
+        .map_err(|e| Refusal::Store(StoreError::Corrupt { key: obj.key().to_owned(), reason: e.to_string() }))?;
+    Ok(Content::from_serialize(&ObjectResp { object: Some(stored), err: None }).unwrap_or_default())
+}
+
+/// A failure in the shape EdgeCore reads for this kind of request.
+fn failure(shape: Shape, e: &ApiError) -> Content {
+    let content = match shape {
+        Shape::ObjectResp => Content::from_serialize(&ObjectResp { object: None, err: Some(StatusError::of(e)) }),
+        Shape::Object if e.reason != "NotFound" => Ok(Content::string(&e.message)),
+        Shape::Object | Shape::Ok => Content::from_serialize(&StatusError::of(e)),
+    };
+    content.unwrap_or_else(|_| Content::string(&e.message))
 }
 
 impl Controller {
@@ -126,7 +308,7 @@ impl Controller {
             }
             let mut new = old.clone();
             edgehive_apiserver::patch::strategic_merge_patch(&mut new, patch, res.group, res.kind)
-                .map_err(|e| Refusal::Invalid(format!("patch does not apply: {e}")))?;
+                .map_err(|e| Refusal::BadRequest(format!("patch does not apply: {e}")))?;
             allowed(old, &new).map_err(Refusal::Forbidden)?;
             Ok(Some(new))
         })
@@ -155,32 +337,52 @@ impl Controller {
         self.metrics.upstream.fetch_add(1, Relaxed);
         let node = res.node.clone();
         let result = self.handle(&node, &res.path, &m).await;
-        let answer = match result {
-            Ok(Some(answer)) => answer,
+        let ty = res.path.resource_type.as_str();
+        let name = res.path.name.as_deref().unwrap_or_default();
+        let shape = shape(&m.route.operation, ty);
+        let refusal = match result {
+            Ok(Some(answer)) => {
+                self.answer(&node, answer);
+                return;
+            }
             Ok(None) => return,
-            Err(Refusal::Forbidden(why)) => {
+            // A query for something that does not exist is answered, not
+            // refused: KubeEdge's NotFound `StatusError` (for a Lease, the one
+            // that makes EdgeCore create it).
+            Err(Refusal::Store(e @ StoreError::NotFound { .. })) if m.route.operation == op::QUERY => {
+                let status = store_status(e, ty);
+                tracing::debug!(node = %node, resource = %res.path, message = %status.message, "query for a missing object");
+                self.answer(&node, reply(&m, failure(shape, &status), None));
+                return;
+            }
+            Err(r) => r,
+        };
+        match &refusal {
+            Refusal::Forbidden(why) => {
                 self.metrics.forbidden.fetch_add(1, Relaxed);
                 tracing::warn!(node = %node, operation = %m.route.operation, resource = %res.path, %why, "refused: not this node's");
-                m_error(&m, &format!("forbidden: {why}"))
             }
-            Err(Refusal::Invalid(why)) => {
+            Refusal::BadRequest(why) => {
                 self.metrics.invalid.fetch_add(1, Relaxed);
                 tracing::warn!(node = %node, operation = %m.route.operation, resource = %res.path, %why, "refused: invalid request");
-                m_error(&m, &why)
             }
-            Err(Refusal::Store(StoreError::NotFound { .. })) if m.route.operation == op::QUERY => {
-                let name = res.path.name.as_deref().unwrap_or_default();
-                reply(
-                    &m,
-                    status_error(404, "NotFound", &format!("{} {name:?} not found", res.path.resource_type)),
-                    None,
-                )
+            Refusal::Invalid(e) => {
+                self.metrics.invalid.fetch_add(1, Relaxed);
+                tracing::warn!(node = %node, operation = %m.route.operation, resource = %res.path, why = %e.message, "refused: invalid request");
             }
-            Err(Refusal::Store(e)) => {
+            Refusal::Store(e) => {
                 tracing::warn!(node = %node, operation = %m.route.operation, resource = %res.path, error = %e, "upstream request failed");
-                m_error(&m, &e.to_string())
             }
-        };
+        }
+        // Operation `error`, which edgehive's edge reads as a refusal;
+        // EdgeCore routes a reply by its parent and reads only the content.
+        let status = refusal.status(ty, name);
+        let mut answer = reply(&m, failure(shape, &status), None);
+        answer.route.operation = Text::from(op::ERROR);
+        self.answer(&node, answer);
+    }
+
+    fn answer(&self, node: &str, answer: Message) {
         if let Err(e) = self.ctx.try_send(source::CLOUDHUB, answer) {
             tracing::warn!(node = %node, error = %e, "reply not taken by cloudhub");
         }
@@ -221,7 +423,7 @@ impl Controller {
                     Some(Value::Object(labels)) => {
                         labels.insert(EDGE_LABEL.into(), json!(""));
                     }
-                    Some(_) => return Err(Refusal::Invalid("metadata.labels of a Node must be an object".into())),
+                    Some(_) => return Err(Refusal::BadRequest("metadata.labels of a Node must be an object".into())),
                 }
                 restriction::node_create(node, &v).map_err(Refusal::Forbidden)?;
                 admit_create(&NODES, &mut v)?;
@@ -231,7 +433,7 @@ impl Controller {
                     Err(e) => return Err(e.into()),
                 };
                 tracing::info!(node = %node, "node registered");
-                Ok(Some(reply(m, wrapped(&obj), Some(obj.rev()))))
+                Ok(Some(reply(m, wrapped(&obj)?, Some(obj.rev()))))
             }
             (op::UPDATE, rt::NODESTATUS) => {
                 own(node, name, "node")?;
@@ -240,7 +442,7 @@ impl Controller {
                     .get("Status")
                     .cloned()
                     .filter(Value::is_object)
-                    .ok_or_else(|| Refusal::Invalid("nodestatus needs a Status object".into()))?;
+                    .ok_or_else(|| Refusal::BadRequest("nodestatus needs a Status object".into()))?;
                 let uid = req.get("UID").and_then(Value::as_str).unwrap_or_default().to_owned();
                 let obj = self
                     .edge_update(&NODES, "", name, |cur, old| {
@@ -276,7 +478,7 @@ impl Controller {
                     .or_else(|| req.get("status"))
                     .cloned()
                     .filter(Value::is_object)
-                    .ok_or_else(|| Refusal::Invalid("podstatus needs a Status object".into()))?;
+                    .ok_or_else(|| Refusal::BadRequest("podstatus needs a Status object".into()))?;
                 let uid = req.get("UID").and_then(Value::as_str).unwrap_or_default().to_owned();
                 self.edge_update(&PODS, ns, name, |cur, old| {
                     // A report about a pod since replaced is dropped.
@@ -296,7 +498,7 @@ impl Controller {
                 let patch = patch_of(m)?;
                 let obj =
                     self.patch(&NODES, "", name, &patch, |old, new| restriction::node_update(node, old, new)).await?;
-                Ok(Some(reply(m, wrapped(&obj), Some(obj.rev()))))
+                Ok(Some(reply(m, wrapped(&obj)?, Some(obj.rev()))))
             }
             (op::PATCH, rt::PODPATCH) => {
                 self.own_pod(node, ns, name)?;
@@ -304,17 +506,15 @@ impl Controller {
                 let obj = self
                     .patch(&PODS, ns, name, &patch, |old, new| restriction::pod_status_update(node, old, new))
                     .await?;
-                Ok(Some(reply(m, wrapped(&obj), Some(obj.rev()))))
+                Ok(Some(reply(m, wrapped(&obj)?, Some(obj.rev()))))
             }
-            (op::DELETE, rt::POD) => {
-                // The edge confirms a graceful deletion: the pod goes now.
-                self.own_pod(node, ns, name)?;
-                let uid = m.content.to_value().pointer("/metadata/uid").and_then(Value::as_str).map(str::to_owned);
-                let opts = DeleteOptions { uid, grace_period_seconds: Some(0), ..DeleteOptions::default() };
-                match self.store.delete(&PODS, ns, name, &opts).await {
-                    Ok(_) | Err(StoreError::NotFound { .. }) => Ok(None),
-                    Err(e) => Err(e.into()),
-                }
+            (op::DELETE, rt::POD) => self.confirm_pod_deletion(node, ns, name, m).await.map(Some),
+            (op::QUERY, rt::LEASE) => {
+                // kubelet's lease controller reads its Lease first and
+                // creates it on NotFound (answered in `on_message`).
+                restriction::lease(node, ns, name).map_err(Refusal::Forbidden)?;
+                let obj = self.store.get(&LEASES, ns, name).await?;
+                Ok(Some(reply(m, wrapped(&obj)?, None)))
             }
             (op::INSERT | op::UPDATE, rt::LEASE) => {
                 restriction::lease(node, ns, name).map_err(Refusal::Forbidden)?;
@@ -346,11 +546,69 @@ impl Controller {
                     }
                     Err(e) => return Err(e.into()),
                 };
-                Ok(Some(reply(m, wrapped(&obj), Some(obj.rev()))))
+                Ok(Some(reply(m, wrapped(&obj)?, Some(obj.rev()))))
             }
-            (operation, ty) => Err(Refusal::Invalid(format!("{operation} of {ty} is not supported"))),
+            (operation, ty) => Err(Refusal::BadRequest(format!("{operation} of {ty} is not supported"))),
         }
     }
+}
+
+impl Controller {
+    /// The edge confirms that a pod's containers are gone, with the uid it
+    /// stopped (kubelet's `DeleteOptions` precondition, edgehive's pod
+    /// metadata, or, from older KubeEdge edges, the uid as a string): the
+    /// pod is removed now. As CloudCore does, a pod already gone — or
+    /// replaced by a newer one of the same name — is success, `"OK"`: the
+    /// edge retries a delete whose answer it missed.
+    async fn confirm_pod_deletion(&self, node: &str, ns: &str, name: &str, m: &Message) -> Result<Message, Refusal> {
+        let uid = deleted_uid(&m.content.to_value());
+        let done = || reply(m, Content::string(edgehive_model::well_known::ACK_OK), None);
+        let pod = match self.store.get(&PODS, ns, name).await {
+            Ok(p) => p,
+            Err(StoreError::NotFound { .. }) => {
+                tracing::debug!(node, namespace = ns, pod = name, "deletion confirmed for a pod already gone");
+                return Ok(done());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if uid.as_deref().is_some_and(|u| pod.uid() != Some(u)) {
+            tracing::debug!(node, namespace = ns, pod = name, "deletion confirmed for a pod since replaced");
+            return Ok(done());
+        }
+        // NodeRestriction, decided on the stored pod: it is bound to this node.
+        let bound = pod.value().ok().and_then(|v| v.pointer("/spec/nodeName")).and_then(Value::as_str);
+        if bound != Some(node) {
+            return Err(Refusal::Forbidden(match bound {
+                Some(other) if !other.is_empty() => format!("pod {ns}/{name} is bound to another node"),
+                _ => format!("pod {ns}/{name} is not bound to node {node}"),
+            }));
+        }
+        let opts = DeleteOptions {
+            uid: Some(pod.uid().unwrap_or_default().to_owned()),
+            grace_period_seconds: Some(0),
+            ..DeleteOptions::default()
+        };
+        match self.store.delete(&PODS, ns, name, &opts).await {
+            Ok(_) | Err(StoreError::NotFound { .. }) => Ok(done()),
+            // Replaced between the read and the delete: this one is gone.
+            Err(StoreError::Conflict { .. }) if uid.is_some() => Ok(done()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// The uid a pod deletion names: kubelet sends `DeleteOptions`
+/// (`preconditions.uid`), edgehive's edge the pod's metadata, older
+/// KubeEdge edges the uid alone (CloudCore still accepts that).
+fn deleted_uid(content: &Value) -> Option<String> {
+    let uid = match content {
+        Value::String(uid) => Some(uid.as_str()),
+        v => v
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .or_else(|| v.pointer("/metadata/uid").and_then(Value::as_str)),
+    };
+    uid.filter(|u| !u.is_empty()).map(str::to_owned)
 }
 
 impl Controller {
@@ -361,11 +619,11 @@ impl Controller {
     /// its `status`.
     async fn service_account_token(&self, node: &str, ns: &str, name: &str, m: &Message) -> Result<Content, Refusal> {
         let Some(tokens) = &self.tokens else {
-            return Err(Refusal::Invalid("service account tokens are not enabled on this cloud".into()));
+            return Err(Refusal::BadRequest("service account tokens are not enabled on this cloud".into()));
         };
         let mut req = m.content.to_value();
         if !req.is_object() {
-            return Err(Refusal::Invalid("serviceaccounttoken needs a TokenRequest".into()));
+            return Err(Refusal::BadRequest("serviceaccounttoken needs a TokenRequest".into()));
         }
         let spec = req.get("spec").cloned().unwrap_or(Value::Null);
         let bound = spec.get("boundObjectRef").cloned().unwrap_or(Value::Null);
@@ -422,7 +680,7 @@ impl Controller {
                 },
                 now,
             )
-            .map_err(|e| Refusal::Invalid(format!("token: {e}")))?;
+            .map_err(|e| Refusal::Invalid(ApiError::internal(format!("token: {e}"))))?;
         req["apiVersion"] = json!("authentication.k8s.io/v1");
         req["kind"] = json!("TokenRequest");
         req["metadata"]["name"] = json!(name);
@@ -439,7 +697,7 @@ impl Controller {
 fn object_from(m: &Message, api_version: &str, kind: &str, namespace: &str, name: &str) -> Result<Value, Refusal> {
     let mut v = m.content.to_value();
     if !v.get("metadata").is_none_or(Value::is_object) || !v.is_object() {
-        return Err(Refusal::Invalid(format!("{} needs a {kind} object", m.route.operation)));
+        return Err(Refusal::BadRequest(format!("{} needs a {kind} object", m.route.operation)));
     }
     v["apiVersion"] = json!(api_version);
     v["kind"] = json!(kind);
@@ -453,10 +711,12 @@ fn object_from(m: &Message, api_version: &str, kind: &str, namespace: &str, name
 /// A `patch` message's patch: KubeEdge sends it as a JSON string.
 fn patch_of(m: &Message) -> Result<Value, Refusal> {
     let v = match m.content.as_text() {
-        Some(text) => serde_json::from_str(&text).map_err(|e| Refusal::Invalid(format!("patch is not JSON: {e}")))?,
+        Some(text) => {
+            serde_json::from_str(&text).map_err(|e| Refusal::BadRequest(format!("patch is not JSON: {e}")))?
+        }
         None => m.content.to_value(),
     };
-    if v.is_object() { Ok(v) } else { Err(Refusal::Invalid("patch must be a JSON object".into())) }
+    if v.is_object() { Ok(v) } else { Err(Refusal::BadRequest("patch must be a JSON object".into())) }
 }
 
 /// Defaults and create validation, as the API server applies them.
@@ -483,24 +743,21 @@ fn refuse_invalid(res: &ResourceDef, v: &Value, errors: Vec<FieldError>) -> Resu
     }
     if let Some(e) = errors.iter().find(|e| e.is_decode_error()) {
         let kind = res.kind;
-        return Err(Refusal::Invalid(format!(
+        return Err(Refusal::Invalid(ApiError::bad_request(format!(
             "{kind} in version {:?} cannot be handled as a {kind}: {}",
             res.api_version(),
             e.message()
-        )));
+        ))));
     }
     let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
     let list: Vec<String> = errors.iter().map(FieldError::message).collect();
-    let e = edgehive_apiserver::status::ApiError::invalid_with_summary(res.kind, res.group, name, Vec::new(), &list);
-    Err(Refusal::Invalid(e.message))
+    let causes = errors
+        .iter()
+        .map(|e| Cause { reason: e.kind.reason().to_owned(), message: e.body(), field: e.field.clone() })
+        .collect();
+    Err(Refusal::Invalid(ApiError::invalid_with_summary(res.kind, res.group, name, causes, &list)))
 }
 
 fn own(node: &str, name: &str, what: &str) -> Result<(), Refusal> {
     if node == name { Ok(()) } else { Err(Refusal::Forbidden(format!("node {node} may not touch {what} {name}"))) }
-}
-
-fn m_error(to: &Message, reason: &str) -> Message {
-    let mut m = reply(to, Content::string(reason), None);
-    m.route.operation = Text::from(op::ERROR);
-    m
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::*;
 use edgehive_cloudhub::CloudHubConfig;
 use edgehive_cloudhub::pool::PoolConfig;
-use edgehive_store::resources::CONFIGMAPS;
+use edgehive_store::resources::{CONFIGMAPS, PODS, SECRETS};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -331,5 +331,126 @@ async fn an_edge_on_quic_gets_its_pod_the_same_way() {
     tx.try_write(m.response(edgehive_model::Content::string("OK"))).unwrap();
     let uid = pod.uid().unwrap().to_owned();
     eventually("success point recorded", WAIT, || cloud.hub.points().get("edge-q", &uid) == Some(pod.rev())).await;
+    cloud.stop().await;
+}
+
+/// A configmap and a secret a node stopped using are deleted there by their
+/// identity, and its success points go, so that when a new pod uses them
+/// again both arrive (before, the delete named no uid, the points stayed,
+/// and the objects were skipped as "already delivered").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_dropped_at_the_edge_arrive_again_when_a_new_pod_uses_them() {
+    let cloud = Cloud::start(fast_resend()).await;
+    cloud.edge_node("edge-1").await;
+    let edge = Edge::connect(&cloud, "edge-1").await;
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    let cm = cloud
+        .store
+        .create(&CONFIGMAPS, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "default"}, "data": {"a": "1"}}))
+        .await
+        .unwrap();
+    let secret = cloud
+        .store
+        .create(&SECRETS, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds", "namespace": "default"}, "data": {"p": "cHc="}}))
+        .await
+        .unwrap();
+    let uses_both = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": "edge-1", "containers": [{"name": "c", "image": "i", "envFrom": [{"secretRef": {"name": "creds"}}]}],
+                "volumes": [{"name": "v", "configMap": {"name": "cfg"}}]}})
+    };
+    cloud.store.create(&PODS, uses_both("first")).await.unwrap();
+    eventually("both at the edge", WAIT, || {
+        edge.has("default/configmap/cfg").is_some() && edge.has("default/secret/creds").is_some()
+    })
+    .await;
+    let force = edgehive_store::DeleteOptions { grace_period_seconds: Some(0), ..Default::default() };
+    cloud.store.delete(&PODS, "default", "first", &force).await.unwrap();
+    eventually("the edge drops both", WAIT, || {
+        edge.has("default/configmap/cfg").is_none() && edge.has("default/secret/creds").is_none()
+    })
+    .await;
+    // The deletes named what they removed, and carried no data.
+    for (res, obj) in [("default/configmap/cfg", &cm), ("default/secret/creds", &secret)] {
+        let delete = edge.receipts(res).into_iter().find(|m| m.route.operation == "delete").unwrap();
+        let v = delete.content.to_value();
+        assert_eq!(v["metadata"]["uid"], obj.uid().unwrap(), "{res}");
+        assert!(v["kind"].is_string() && v["apiVersion"] == "v1" && v.get("data").is_none(), "{v}");
+    }
+    for uid in [cm.uid().unwrap(), secret.uid().unwrap()] {
+        eventually_async("the point is gone", WAIT, || {
+            let (cloud, uid) = (&cloud, uid.to_owned());
+            async move { cloud.object_sync_rv("edge-1", &uid).await.is_none() }
+        })
+        .await;
+    }
+    cloud.store.create(&PODS, uses_both("second")).await.unwrap();
+    eventually("both arrive again", WAIT, || {
+        edge.has("default/configmap/cfg").is_some() && edge.has("default/secret/creds").is_some()
+    })
+    .await;
+    cloud.stop().await;
+}
+
+/// What a node receives is what its pods need: a secret rotated after its
+/// pods stopped using it is not sent, not even by SyncController, and not
+/// even when the edge never acknowledges the delete (its point goes when the
+/// delete is queued).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_no_pod_of_a_node_uses_is_not_sent_there_again() {
+    let cloud = Cloud::start(fast_resend()).await;
+    cloud.edge_node("edge-1").await;
+    let edge = Edge::connect(&cloud, "edge-1").await;
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    let secret = cloud
+        .store
+        .create(&SECRETS, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds", "namespace": "default"}, "data": {"p": "djE="}}))
+        .await
+        .unwrap();
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "user", "namespace": "default"},
+        "spec": {"nodeName": "edge-1", "containers": [{"name": "c", "image": "i", "envFrom": [{"secretRef": {"name": "creds"}}]}]}});
+    cloud.store.create(&PODS, pod).await.unwrap();
+    eventually("the secret at the edge", WAIT, || edge.has("default/secret/creds").is_some()).await;
+    let uid = secret.uid().unwrap().to_owned();
+    eventually_async("its point stored", WAIT, || {
+        let (cloud, uid) = (&cloud, uid.clone());
+        async move { cloud.object_sync_rv("edge-1", &uid).await.is_some() }
+    })
+    .await;
+
+    // The edge withholds every ACK from now on.
+    edge.hold_acks.store(true, Ordering::SeqCst);
+    let force = edgehive_store::DeleteOptions { grace_period_seconds: Some(0), ..Default::default() };
+    cloud.store.delete(&PODS, "default", "user", &force).await.unwrap();
+    eventually("the delete reaches the edge", WAIT, || {
+        edge.receipts("default/secret/creds").iter().any(|m| m.route.operation == "delete")
+    })
+    .await;
+    eventually_async("the point goes without an ACK", WAIT, || {
+        let (cloud, uid) = (&cloud, uid.clone());
+        async move { cloud.object_sync_rv("edge-1", &uid).await.is_none() }
+    })
+    .await;
+    // Rotations: none reaches the node, through several sync ticks.
+    let ticks = cloud.sync.metrics().ticks.load(Ordering::Relaxed);
+    for v in ["djI=", "djM=", "djQ="] {
+        cloud
+            .store
+            .update_with(&SECRETS, "default", "creds", |cur| {
+                let mut s = cur.to_value()?;
+                s["data"]["p"] = json!(v);
+                Ok(Some(s))
+            })
+            .await
+            .unwrap();
+    }
+    eventually("three sync ticks", WAIT, || cloud.sync.metrics().ticks.load(Ordering::Relaxed) >= ticks + 3).await;
+    let sent: Vec<String> = edge
+        .receipts("default/secret/creds")
+        .iter()
+        .filter(|m| m.route.operation != "delete")
+        .map(|m| m.content.to_value()["data"]["p"].to_string())
+        .collect();
+    assert_eq!(sent, ["\"djE=\""], "only the version the pod used went to the node");
     cloud.stop().await;
 }

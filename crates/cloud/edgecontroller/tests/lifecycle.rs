@@ -167,3 +167,59 @@ async fn a_connected_node_is_alive_without_reports_and_its_disconnect_starts_the
     .await;
     cloud.stop().await;
 }
+
+/// A node whose edge never reports — a KubeEdge EdgeCore with edged off: a
+/// session and keepalives, no status, no Lease — has no condition at all;
+/// one grace period after its creation it gets kubelet's conditions Unknown
+/// ("NodeStatusNeverUpdated"), as Kubernetes' node lifecycle controller
+/// sets them, live session or not. A report then makes it Ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_never_reports_gets_its_conditions_unknown_after_the_grace_period() {
+    let lifecycle =
+        LifecycleConfig { grace: Duration::from_millis(400), interval: Duration::from_millis(100), evict_after: None };
+    let cloud = Cloud::start_with(CloudHubConfig::default(), lifecycle).await;
+    let edge = Edge::connect(&cloud, "quiet").await;
+    cloud.edge_node("quiet").await;
+    let node = cloud.store.get(&NODES, "", "quiet").await.unwrap();
+    let created = node.value().unwrap()["metadata"]["creationTimestamp"].clone();
+    assert!(node.value().unwrap().pointer("/status/conditions").is_none());
+
+    eventually_async("conditions Unknown, never updated", WAIT, || {
+        let cloud = &cloud;
+        async move {
+            let n = cloud.store.get(&NODES, "", "quiet").await.unwrap();
+            n.value().unwrap().pointer("/status/conditions").is_some()
+        }
+    })
+    .await;
+    let v = cloud.store.get(&NODES, "", "quiet").await.unwrap().value().unwrap().clone();
+    let conds = v["status"]["conditions"].as_array().unwrap();
+    let types: Vec<&str> = conds.iter().map(|c| c["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"]);
+    for c in conds {
+        assert_eq!(c["status"], "Unknown");
+        assert_eq!(c["reason"], "NodeStatusNeverUpdated");
+        assert_eq!(c["message"], "Kubelet never posted node status.");
+        assert_eq!(c["lastHeartbeatTime"], created);
+    }
+    let at = |t: &Value| edgehive_store::parse_rfc3339(t.as_str().unwrap()).unwrap();
+    assert!(at(&conds[0]["lastTransitionTime"]) >= at(&created));
+    assert_eq!(cloud.hub.connected_nodes(), ["quiet"], "its session went on all along");
+
+    // edged starts and reports: Ready.
+    let uid = node.uid().unwrap().to_owned();
+    eventually_async("Ready", WAIT, || {
+        let (cloud, edge, uid) = (&cloud, &edge, uid.clone());
+        async move {
+            let now = edgehive_store::now_rfc3339();
+            let status = json!({"UID": uid, "Status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
+            let m = Message::new()
+                .with_route("edged", "meta", "default/nodestatus/quiet", "update")
+                .with_content(Content::from_serialize(&status).unwrap());
+            edge.tx.try_write(m).unwrap();
+            node_ready(cloud, "quiet").await == "True"
+        }
+    })
+    .await;
+    cloud.stop().await;
+}

@@ -96,7 +96,9 @@ async fn a_session_without_keepalive_expires() {
             let _ = tx.try_write(Message::new().with_route("edged", "meta", "default/podstatus/x", "update"));
             match tokio::time::timeout(Duration::from_millis(50), rx.recv()).await {
                 Ok(None) => return,
-                Ok(Some(m)) if m.route.operation == "error" && m.content.as_text().unwrap().contains("keepalive") => {}
+                Ok(Some(m))
+                    if m.route.operation == "error" && m.content.as_text().is_some_and(|t| t.contains("keepalive")) => {
+                }
                 _ => {}
             }
         }
@@ -262,9 +264,8 @@ async fn kubelet_style_patches_apply_to_own_node_and_pods_only() {
     let m = Message::new()
         .with_route("edged", "meta", "default/nodepatch/a", "patch")
         .with_content(Content::string("{nope"));
-    let bad = ask(&a, m).await;
-    assert_eq!(bad.route.operation, "error");
-    assert!(bad.content.as_text().unwrap().contains("not JSON"));
+    let why = refused(&ask(&a, m).await);
+    assert!(why.contains("not JSON"), "{why}");
     let again = ask(&a, req("query", "default/node/a", json!(null))).await;
     assert_eq!(again.route.operation, "response");
     cloud.stop().await;
@@ -346,10 +347,33 @@ fn nodepatch(node: &str, patch: serde_json::Value) -> Message {
         .with_content(Content::string(&patch.to_string()))
 }
 
-/// The refusal's text, after checking it is one.
+/// The refusal's text, after checking it is one: operation `error`, and
+/// content a KubeEdge EdgeCore reads as a failure — a `StatusError`
+/// (`{"ErrStatus": …}`), an `ObjectResp` whose `Err` is one, or (a query,
+/// and CloudHub's own refusals) the text alone.
 fn refused(answer: &Message) -> String {
-    assert_eq!(answer.route.operation, "error", "{:?}", answer.content.as_text());
-    answer.content.as_text().unwrap().into_owned()
+    assert_eq!(answer.route.operation, "error", "{:?}", answer.content.to_value());
+    if let Some(text) = answer.content.as_text() {
+        return text.into_owned();
+    }
+    let status = refusal_status(answer);
+    status["message"].as_str().unwrap().to_owned()
+}
+
+/// The Kubernetes `Status` a refusal carries (bare or in an `ObjectResp`),
+/// checked for the fields EdgeCore's `apierrors` helpers read.
+fn refusal_status(answer: &Message) -> serde_json::Value {
+    let v = answer.content.to_value();
+    let status = match v.get("Err") {
+        Some(err) => {
+            assert!(v.get("Object").is_some_and(serde_json::Value::is_null), "{v}");
+            err["ErrStatus"].clone()
+        }
+        None => v["ErrStatus"].clone(),
+    };
+    assert_eq!(status["status"], "Failure", "{v}");
+    assert!(status["code"].as_u64().is_some_and(|c| c >= 400) && status["reason"].is_string(), "{v}");
+    status
 }
 
 /// The attack found by a probe: from its own certificate alone, a node
@@ -586,5 +610,209 @@ async fn revoked_and_replaced_certificates_are_refused_at_connect() {
     assert_eq!(cloud.hub.metrics().refused_revoked.load(Ordering::Relaxed), 2);
     assert!(cloud.hub.connected_nodes().contains(&"edge-2".to_owned()));
     drop(ok);
+    cloud.stop().await;
+}
+
+/// A stock EdgeCore's Lease, as kubelet's lease controller keeps it through
+/// KubeEdge's metaclient: it reads the Lease, creates it when the answer is
+/// NotFound, then renews it. Every answer is KubeEdge's `ObjectResp`
+/// (`{"Object": …, "Err": …}`), `Err` a Kubernetes `StatusError`; another
+/// node's Lease is refused in the same shape, so EdgeCore reads a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_is_read_created_on_not_found_and_renewed() {
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    cloud.edge_node("a").await;
+    cloud.edge_node("b").await;
+    let node_uid = cloud.store.get(&NODES, "", "a").await.unwrap().uid().unwrap().to_owned();
+    let a = Edge::connect(&cloud, "a").await;
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+
+    let missing = ask(&a, req("query", "kube-node-lease/lease/a", json!(null))).await;
+    assert_eq!(missing.route.operation, "response");
+    // Byte for byte as Go encodes `ObjectResp{Object: nil, Err: NewNotFound(…)}`.
+    assert_eq!(
+        missing.content.as_json(),
+        r#"{"Object":null,"Err":{"ErrStatus":{"metadata":{},"status":"Failure","message":"leases.coordination.k8s.io \"a\" not found","reason":"NotFound","details":{"name":"a","group":"coordination.k8s.io","kind":"leases"},"code":404}}}"#
+    );
+    let v = missing.content.to_value();
+    assert!(v["Object"].is_null(), "{v}");
+    assert_eq!(v["Err"]["ErrStatus"]["reason"], "NotFound", "{v}");
+    assert_eq!(v["Err"]["ErrStatus"]["code"], 404);
+    assert_eq!(
+        v["Err"]["ErrStatus"]["details"],
+        json!({"name": "a", "group": "coordination.k8s.io", "kind": "leases"})
+    );
+
+    let lease = |renew: &str| {
+        json!({"metadata": {"name": "a", "namespace": "kube-node-lease",
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "a", "uid": node_uid}]},
+            "spec": {"holderIdentity": "a", "leaseDurationSeconds": 40, "renewTime": renew}})
+    };
+    let created = ask(&a, req("insert", "kube-node-lease/lease/a", lease("2030-01-01T00:00:00.000000Z"))).await;
+    assert_eq!(created.route.operation, "response");
+    let v = created.content.to_value();
+    assert!(v["Err"].is_null(), "{v}");
+    assert_eq!(v["Object"]["metadata"]["name"], "a");
+
+    let found = ask(&a, req("query", "kube-node-lease/lease/a", json!(null))).await;
+    assert_eq!(found.route.operation, "response");
+    let v = found.content.to_value();
+    assert!(v["Err"].is_null(), "{v}");
+    assert_eq!(
+        (v["Object"]["apiVersion"].as_str(), v["Object"]["kind"].as_str()),
+        (Some("coordination.k8s.io/v1"), Some("Lease"))
+    );
+    assert_eq!(v["Object"]["spec"]["holderIdentity"], "a");
+    assert!(v["Object"]["metadata"]["resourceVersion"].is_string());
+
+    let renewed = ask(&a, req("update", "kube-node-lease/lease/a", lease("2030-01-01T00:00:10.000000Z"))).await;
+    assert_eq!(renewed.content.to_value()["Object"]["spec"]["renewTime"], "2030-01-01T00:00:10.000000Z");
+
+    // Another node's Lease, and a Lease outside kube-node-lease: Forbidden.
+    for res in ["kube-node-lease/lease/b", "default/lease/a"] {
+        let no = ask(&a, req("query", res, json!(null))).await;
+        let status = refusal_status(&no);
+        assert_eq!((status["code"].as_u64(), status["reason"].as_str()), (Some(403), Some("Forbidden")), "{res}");
+        assert!(refused(&no).contains("is forbidden"), "{res}");
+    }
+    cloud.stop().await;
+}
+
+/// A stock EdgeCore confirms a pod's deletion once its containers stopped
+/// (kubelet's `DeleteOptions` with the uid as precondition) and waits for
+/// `"OK"`; it retries one whose answer it missed, when the pod is gone.
+/// Gone, or replaced by a newer pod of the same name, is success. Another
+/// node's pod is refused with a `StatusError`, which EdgeCore's
+/// `Pods().Delete` reads as a failure (anything but `"OK"` is).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_deletion_is_answered_ok_also_once_the_pod_is_gone() {
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    cloud.edge_node("a").await;
+    cloud.edge_node("b").await;
+    let web = cloud.pod("web", "a", None).await;
+    let other = cloud.pod("other", "b", None).await;
+    let a = Edge::connect(&cloud, "a").await;
+    eventually("a has its pod", WAIT, || a.has("default/pod/web").is_some()).await;
+    cloud.store.delete(&PODS, "default", "web", &Default::default()).await.unwrap();
+    eventually("deletionTimestamp at the edge", WAIT, || {
+        a.has("default/pod/web").is_some_and(|(_, v)| v["metadata"]["deletionTimestamp"].is_string())
+    })
+    .await;
+    let confirm = |name: &str, uid: &str| {
+        req("delete", &format!("default/pod/{name}"), json!({"gracePeriodSeconds": 0, "preconditions": {"uid": uid}}))
+    };
+    let ok = |m: &Message| m.route.operation == "response" && m.content.as_text().as_deref() == Some("OK");
+
+    let answer = ask(&a, confirm("web", web.uid().unwrap())).await;
+    assert!(ok(&answer), "{:?}", answer.content.to_value());
+    assert!(cloud.store.get(&PODS, "default", "web").await.is_err(), "the pod is removed");
+    // The retry of a confirmation whose answer was lost.
+    let again = ask(&a, confirm("web", web.uid().unwrap())).await;
+    assert!(ok(&again), "{:?}", again.content.to_value());
+
+    // A newer pod of the same name: the old one's confirmation is success
+    // and leaves the newer one alone.
+    let newer = cloud.pod("web", "a", None).await;
+    let stale = ask(&a, confirm("web", web.uid().unwrap())).await;
+    assert!(ok(&stale), "{:?}", stale.content.to_value());
+    assert_eq!(cloud.store.get(&PODS, "default", "web").await.unwrap().uid(), newer.uid());
+    // Older KubeEdge edges send the uid alone.
+    let legacy = Message::new()
+        .with_route("edged", "meta", "default/pod/web", "delete")
+        .with_content(Content::string(newer.uid().unwrap()));
+    assert!(ok(&ask(&a, legacy).await));
+    assert!(cloud.store.get(&PODS, "default", "web").await.is_err());
+
+    // Another node's pod: Forbidden, and it stays.
+    let forbidden_before = cloud.controller.metrics().forbidden.load(Ordering::Relaxed);
+    let no = ask(&a, confirm("other", other.uid().unwrap())).await;
+    assert_eq!(
+        no.content.as_json(),
+        r#"{"ErrStatus":{"metadata":{},"status":"Failure","message":"pods \"other\" is forbidden: pod default/other is bound to another node","reason":"Forbidden","details":{"name":"other","kind":"pods"},"code":403}}"#,
+        "a bare StatusError, as Go encodes NewForbidden(…)"
+    );
+    assert_eq!(refusal_status(&no)["code"], 403);
+    assert!(refused(&no).contains("bound to another node"));
+    assert_eq!(cloud.store.get(&PODS, "default", "other").await.unwrap().uid(), other.uid());
+    assert_eq!(cloud.controller.metrics().forbidden.load(Ordering::Relaxed) - forbidden_before, 1);
+    cloud.stop().await;
+}
+
+/// Each refusal in the shape CloudCore uses for that kind of request, with
+/// Kubernetes' code and reason, so that a KubeEdge EdgeCore reads it as the
+/// failure it is: `ObjectResp` with `Err` for registration, patches and
+/// leases; a bare `StatusError` where EdgeCore waits for `"OK"`; the text
+/// for queries (EdgeCore would decode any JSON object as the object asked
+/// for, an empty one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_take_the_shape_edgecore_reads_as_a_failure() {
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    cloud.edge_node("a").await;
+    cloud.edge_node("b").await;
+    cloud.pod("a-pod", "a", None).await;
+    let b_pod = cloud.pod("b-pod", "b", None).await;
+    let b_node = cloud.store.get(&NODES, "", "b").await.unwrap();
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b-data", "namespace": "default"}});
+    cloud.store.create(&CONFIGMAPS, cm).await.unwrap();
+    let a = Edge::connect(&cloud, "a").await;
+    eventually("a has its pod", WAIT, || a.has("default/pod/a-pod").is_some()).await;
+
+    enum Shape {
+        ObjectResp,
+        StatusError,
+        Text,
+    }
+    let lease = json!({"metadata": {"name": "a"}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 0}});
+    let cases = [
+        (req("query", "default/configmap/b-data", json!(null)), Shape::Text, 403, "Forbidden"),
+        (req("query", "default/node/b", json!(null)), Shape::Text, 403, "Forbidden"),
+        (req("query", "kube-node-lease/lease/b", json!(null)), Shape::ObjectResp, 403, "Forbidden"),
+        (req("insert", "kube-node-lease/lease/a", lease), Shape::ObjectResp, 422, "Invalid"),
+        (req("insert", "default/node/b", json!({"metadata": {"name": "b"}})), Shape::ObjectResp, 403, "Forbidden"),
+        (nodepatch("b", json!({"status": {}})), Shape::ObjectResp, 403, "Forbidden"),
+        (podpatch("b-pod", json!({"status": {"phase": "Failed"}})), Shape::ObjectResp, 403, "Forbidden"),
+        (podpatch("a-pod", json!({"status": {"podIP": 5}})), Shape::ObjectResp, 400, "BadRequest"),
+        (
+            req("update", "default/podstatus/b-pod", json!({"UID": b_pod.uid(), "Status": {"phase": "Failed"}})),
+            Shape::StatusError,
+            403,
+            "Forbidden",
+        ),
+        (
+            req("update", "default/nodestatus/b", json!({"UID": b_node.uid(), "Status": {"phase": "Running"}})),
+            Shape::StatusError,
+            403,
+            "Forbidden",
+        ),
+        (
+            req("delete", "default/pod/b-pod", json!({"preconditions": {"uid": b_pod.uid()}})),
+            Shape::StatusError,
+            403,
+            "Forbidden",
+        ),
+        (req("update", "default/node/a", json!({"metadata": {"name": "a"}})), Shape::StatusError, 400, "BadRequest"),
+    ];
+    for (m, shape, code, reason) in cases {
+        let what = format!("{} {}", m.route.operation, m.route.resource);
+        let answer = ask(&a, m).await;
+        let why = refused(&answer);
+        let v = answer.content.to_value();
+        match shape {
+            Shape::Text => {
+                assert!(v.is_string(), "{what}: {v}");
+                assert!(why.contains("is forbidden"), "{what}: {why}");
+                continue;
+            }
+            Shape::ObjectResp => assert!(v.get("Err").is_some() && v.get("Object").is_some(), "{what}: {v}"),
+            Shape::StatusError => assert!(v.get("ErrStatus").is_some(), "{what}: {v}"),
+        }
+        let status = refusal_status(&answer);
+        assert_eq!((status["code"].as_u64(), status["reason"].as_str()), (Some(code), Some(reason)), "{what}: {v}");
+        assert_eq!(status["message"].as_str(), Some(why.as_str()));
+    }
+    // A 422 carries the API server's causes.
+    let lease = json!({"metadata": {"name": "a"}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 0}});
+    let status = refusal_status(&ask(&a, req("insert", "kube-node-lease/lease/a", lease)).await);
+    assert_eq!(status["details"]["causes"][0]["field"], "spec.leaseDurationSeconds", "{status}");
     cloud.stop().await;
 }

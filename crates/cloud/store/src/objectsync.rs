@@ -2,7 +2,7 @@
 //! namespaced object, in its namespace) and `ClusterObjectSync` (for a
 //! cluster-scoped one), named `{node}.{objectUID}`, with
 //! `status.objectResourceVersion` the version the node acknowledged
-//! (PROTOCOL.md §5).
+//! (docs/protocol.md §4).
 //!
 //! CloudHub writes them in batches with [`Store::write_points`]: each write
 //! is a read-modify-write done by the backend itself (on SQLite inside the

@@ -43,6 +43,11 @@ pub struct ResourceDef {
     pub status_subresource: bool,
     /// Deletion is graceful (pods): a delete sets `deletionTimestamp` first.
     pub graceful: bool,
+    /// Has `metadata.generation`: set to 1 on create and moved by every change
+    /// of the spec, as the kind's Kubernetes strategy does (pods since 1.33,
+    /// custom resources). Other kinds (ConfigMaps, Secrets, Nodes, ...) have
+    /// none of their own; a writer never changes what they carry.
+    pub generation: bool,
     /// Fields a field selector may use besides `metadata.name` / `metadata.namespace`.
     pub fields: &'static [SelectableField],
     /// Storage key segment(s) after `/registry/`.
@@ -80,7 +85,8 @@ const DEVICE_FIELDS: &[SelectableField] = &[field("spec.nodeName")];
 
 macro_rules! def {
     ($group:expr, $version:expr, $kind:expr, $plural:expr, $singular:expr, $short:expr, $cat:expr,
-     namespaced: $ns:expr, status: $st:expr, graceful: $gr:expr, fields: $fields:expr, storage: $storage:expr) => {
+     namespaced: $ns:expr, status: $st:expr, graceful: $gr:expr, generation: $gen:expr, fields: $fields:expr,
+     storage: $storage:expr) => {
         ResourceDef {
             group: $group,
             version: $version,
@@ -92,6 +98,7 @@ macro_rules! def {
             namespaced: $ns,
             status_subresource: $st,
             graceful: $gr,
+            generation: $gen,
             fields: $fields,
             storage: $storage,
         }
@@ -100,46 +107,46 @@ macro_rules! def {
 
 /// Core group `v1`.
 pub static NAMESPACES: ResourceDef = def!("", "v1", "Namespace", "namespaces", "namespace", &["ns"], &[],
-    namespaced: false, status: true, graceful: false, fields: NAMESPACE_FIELDS, storage: "namespaces");
+    namespaced: false, status: true, graceful: false, generation: false, fields: NAMESPACE_FIELDS, storage: "namespaces");
 /// Nodes.
 pub static NODES: ResourceDef = def!("", "v1", "Node", "nodes", "node", &["no"], &[],
-    namespaced: false, status: true, graceful: false, fields: NODE_FIELDS, storage: "nodes");
+    namespaced: false, status: true, graceful: false, generation: false, fields: NODE_FIELDS, storage: "nodes");
 /// Pods.
 pub static PODS: ResourceDef = def!("", "v1", "Pod", "pods", "pod", &["po"], &["all"],
-    namespaced: true, status: true, graceful: true, fields: POD_FIELDS, storage: "pods");
+    namespaced: true, status: true, graceful: true, generation: true, fields: POD_FIELDS, storage: "pods");
 /// ConfigMaps.
 pub static CONFIGMAPS: ResourceDef = def!("", "v1", "ConfigMap", "configmaps", "configmap", &["cm"], &[],
-    namespaced: true, status: false, graceful: false, fields: &[], storage: "configmaps");
+    namespaced: true, status: false, graceful: false, generation: false, fields: &[], storage: "configmaps");
 /// Secrets.
 pub static SECRETS: ResourceDef = def!("", "v1", "Secret", "secrets", "secret", &[], &[],
-    namespaced: true, status: false, graceful: false, fields: SECRET_FIELDS, storage: "secrets");
+    namespaced: true, status: false, graceful: false, generation: false, fields: SECRET_FIELDS, storage: "secrets");
 /// Services.
 pub static SERVICES: ResourceDef = def!("", "v1", "Service", "services", "service", &["svc"], &["all"],
-    namespaced: true, status: true, graceful: false, fields: &[], storage: "services");
+    namespaced: true, status: true, graceful: false, generation: false, fields: &[], storage: "services");
 /// Endpoints.
 pub static ENDPOINTS: ResourceDef = def!("", "v1", "Endpoints", "endpoints", "endpoints", &["ep"], &[],
-    namespaced: true, status: false, graceful: false, fields: &[], storage: "endpoints");
+    namespaced: true, status: false, graceful: false, generation: false, fields: &[], storage: "endpoints");
 /// Events (core/v1).
 pub static EVENTS: ResourceDef = def!("", "v1", "Event", "events", "event", &["ev"], &[],
-    namespaced: true, status: false, graceful: false, fields: EVENT_FIELDS, storage: "events");
+    namespaced: true, status: false, graceful: false, generation: false, fields: EVENT_FIELDS, storage: "events");
 /// Service accounts (their tokens are issued to edges for their pods).
 pub static SERVICE_ACCOUNTS: ResourceDef = def!("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", &["sa"], &[],
-    namespaced: true, status: false, graceful: false, fields: &[], storage: "serviceaccounts");
+    namespaced: true, status: false, graceful: false, generation: false, fields: &[], storage: "serviceaccounts");
 /// Leases (coordination.k8s.io/v1).
 pub static LEASES: ResourceDef = def!("coordination.k8s.io", "v1", "Lease", "leases", "lease", &[], &[],
-    namespaced: true, status: false, graceful: false, fields: &[], storage: "leases");
+    namespaced: true, status: false, graceful: false, generation: false, fields: &[], storage: "leases");
 /// KubeEdge devices (devices.kubeedge.io/v1beta1).
 pub static DEVICES: ResourceDef = def!("devices.kubeedge.io", "v1beta1", "Device", "devices", "device", &[], &[],
-    namespaced: true, status: true, graceful: false, fields: DEVICE_FIELDS, storage: "devices.kubeedge.io/devices");
+    namespaced: true, status: true, graceful: false, generation: true, fields: DEVICE_FIELDS, storage: "devices.kubeedge.io/devices");
 /// KubeEdge device models.
 pub static DEVICE_MODELS: ResourceDef = def!("devices.kubeedge.io", "v1beta1", "DeviceModel", "devicemodels", "devicemodel", &[], &[],
-    namespaced: true, status: false, graceful: false, fields: &[], storage: "devices.kubeedge.io/devicemodels");
+    namespaced: true, status: false, graceful: false, generation: true, fields: &[], storage: "devices.kubeedge.io/devicemodels");
 /// Per-node delivery success points (reliablesyncs.kubeedge.io/v1alpha1).
 pub static OBJECT_SYNCS: ResourceDef = def!("reliablesyncs.kubeedge.io", "v1alpha1", "ObjectSync", "objectsyncs", "objectsync", &[], &[],
-    namespaced: true, status: true, graceful: false, fields: &[], storage: "reliablesyncs.kubeedge.io/objectsyncs");
+    namespaced: true, status: true, graceful: false, generation: true, fields: &[], storage: "reliablesyncs.kubeedge.io/objectsyncs");
 /// Cluster-scoped success points.
 pub static CLUSTER_OBJECT_SYNCS: ResourceDef = def!("reliablesyncs.kubeedge.io", "v1alpha1", "ClusterObjectSync", "clusterobjectsyncs", "clusterobjectsync", &[], &[],
-    namespaced: false, status: true, graceful: false, fields: &[], storage: "reliablesyncs.kubeedge.io/clusterobjectsyncs");
+    namespaced: false, status: true, graceful: false, generation: true, fields: &[], storage: "reliablesyncs.kubeedge.io/clusterobjectsyncs");
 
 /// Every served resource, in discovery order.
 pub static ALL: &[&ResourceDef] = &[

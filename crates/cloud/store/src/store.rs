@@ -242,6 +242,91 @@ fn name_suffix() -> String {
     (0..5).map(|_| char::from(ALPHABET[fastrand::usize(..ALPHABET.len())])).collect()
 }
 
+/// An object made ready for create: [`NewObject::next_name`] names it for
+/// each attempt (once, or up to 8 times with a fresh suffix when the name
+/// is generated).
+struct NewObject {
+    obj: Value,
+    namespace: String,
+    /// `metadata.generateName`, when the name is the server's to pick.
+    generate_name: Option<String>,
+    attempts_left: u32,
+}
+
+impl NewObject {
+    /// Names the object for the next attempt and gives its key; `None`
+    /// once the attempts are used up.
+    fn next_name(&mut self, res: &ResourceDef) -> Result<Option<String>> {
+        if self.attempts_left == 0 {
+            return Ok(None);
+        }
+        self.attempts_left -= 1;
+        if let Some(prefix) = &self.generate_name {
+            let name = format!("{prefix}{}", name_suffix());
+            meta_mut(&mut self.obj)?.insert("name".into(), Value::String(name));
+        }
+        Ok(Some(res.key(&self.namespace, self.name())))
+    }
+
+    fn name(&self) -> &str {
+        meta_str(&self.obj, "name").unwrap_or_default()
+    }
+
+    fn generated(&self) -> bool {
+        self.generate_name.is_some()
+    }
+
+    fn names_used_up(&self, res: &ResourceDef) -> StoreError {
+        let prefix = self.generate_name.as_deref().unwrap_or(self.name());
+        StoreError::AlreadyExists { resource: res.qualified(), name: format!("{prefix}*") }
+    }
+}
+
+/// Fills in what the store owns on create, as Kubernetes'
+/// `Store.create` (`FillObjectMetaSystemFields`) and the kind's
+/// `PrepareForCreate` do: apiVersion and kind, a new uid, creationTimestamp,
+/// and `generation: 1` for kinds that have one; drops what no client may
+/// set (resourceVersion, deletion fields, selfLink).
+fn prepare_create(res: &ResourceDef, mut obj: Value) -> Result<NewObject> {
+    if !obj.is_object() {
+        return Err(StoreError::BadRequest("object must be a JSON object".into()));
+    }
+    obj["apiVersion"] = Value::String(res.api_version());
+    obj["kind"] = Value::String(res.kind.to_string());
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = json!({});
+    }
+    let generated = meta_str(&obj, "name").is_none_or(str::is_empty);
+    let generate_name = meta_str(&obj, "generateName").unwrap_or_default().to_string();
+    if generated && generate_name.is_empty() {
+        return Err(StoreError::BadRequest("name or generateName is required".into()));
+    }
+    let namespace = if res.namespaced {
+        meta_str(&obj, "namespace")
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| StoreError::BadRequest(format!("the namespace of the {} must be set", res.singular)))?
+    } else {
+        String::new()
+    };
+    let meta = meta_mut(&mut obj)?;
+    for k in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+        meta.remove(k);
+    }
+    if !res.namespaced {
+        meta.remove("namespace");
+    }
+    meta.insert("uid".into(), Value::String(edgehive_model::new_msg_id().to_string()));
+    meta.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
+    // A kind without a generation of its own keeps whatever the client
+    // sent, as Kubernetes does (nothing on its create path clears it).
+    if res.generation {
+        meta.insert("generation".into(), json!(1));
+    }
+    let attempts_left = if generated { 8 } else { 1 };
+    Ok(NewObject { obj, namespace, generate_name: generated.then_some(generate_name), attempts_left })
+}
+
 #[derive(serde::Serialize, serde::Deserialize)]
 struct ContinueToken {
     v: String,
@@ -367,58 +452,36 @@ impl Store {
     }
 
     /// Creates `obj` (already validated): sets apiVersion, kind, uid,
-    /// creationTimestamp, generation; a `generateName` gets its suffix.
-    pub async fn create(&self, res: &'static ResourceDef, mut obj: Value) -> Result<Object> {
-        if !obj.is_object() {
-            return Err(StoreError::BadRequest("object must be a JSON object".into()));
-        }
-        obj["apiVersion"] = Value::String(res.api_version());
-        obj["kind"] = Value::String(res.kind.to_string());
-        if !obj.get("metadata").is_some_and(Value::is_object) {
-            obj["metadata"] = json!({});
-        }
-        let generated = meta_str(&obj, "name").is_none_or(str::is_empty);
-        let generate_name = meta_str(&obj, "generateName").unwrap_or_default().to_string();
-        if generated && generate_name.is_empty() {
-            return Err(StoreError::BadRequest("name or generateName is required".into()));
-        }
-        let namespace = if res.namespaced {
-            meta_str(&obj, "namespace")
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .ok_or_else(|| StoreError::BadRequest(format!("the namespace of the {} must be set", res.singular)))?
-        } else {
-            String::new()
-        };
-        {
-            let meta = meta_mut(&mut obj)?;
-            for k in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
-                meta.remove(k);
-            }
-            if !res.namespaced {
-                meta.remove("namespace");
-            }
-            meta.insert("uid".into(), Value::String(edgehive_model::new_msg_id().to_string()));
-            meta.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
-            if !meta.contains_key("generation") {
-                meta.insert("generation".into(), json!(1));
-            }
-        }
-        for _ in 0..if generated { 8 } else { 1 } {
-            if generated {
-                let name = format!("{generate_name}{}", name_suffix());
-                meta_mut(&mut obj)?.insert("name".into(), Value::String(name));
-            }
-            let name = meta_str(&obj, "name").unwrap_or_default().to_string();
-            let key = res.key(&namespace, &name);
-            let raw = self.encode(&key, &obj)?;
+    /// creationTimestamp and, for kinds that have one, generation; a
+    /// `generateName` gets its suffix.
+    pub async fn create(&self, res: &'static ResourceDef, obj: Value) -> Result<Object> {
+        let mut new = prepare_create(res, obj)?;
+        while let Some(key) = new.next_name(res)? {
+            let raw = self.encode(&key, &new.obj)?;
             match self.inner.backend.create(&key, raw.clone()).await {
                 Ok(rev) => return Ok(Object::from_stored(res, key, rev, raw)),
-                Err(WriteError::Exists) if generated => continue,
-                Err(e) => return Err(write_failed(res, &name, e)),
+                Err(WriteError::Exists) if new.generated() => continue,
+                Err(e) => return Err(write_failed(res, new.name(), e)),
             }
         }
-        Err(StoreError::AlreadyExists { resource: res.qualified(), name: format!("{generate_name}*") })
+        Err(new.names_used_up(res))
+    }
+
+    /// What [`Store::create`] would store, without writing it (a dry-run
+    /// create): the same preparation (uid, creationTimestamp, generation, a
+    /// generated name) and checks (size, a name already taken), and no
+    /// resourceVersion, as Kubernetes' `DryRunnableStorage.Create` answers.
+    pub async fn create_dry_run(&self, res: &'static ResourceDef, obj: Value) -> Result<Value> {
+        let mut new = prepare_create(res, obj)?;
+        while let Some(key) = new.next_name(res)? {
+            self.encode(&key, &new.obj)?;
+            match self.inner.backend.get(&key).await? {
+                None => return Ok(new.obj),
+                Some(_) if new.generated() => continue,
+                Some(_) => return Err(write_failed(res, new.name(), WriteError::Exists)),
+            }
+        }
+        Err(new.names_used_up(res))
     }
 
     /// The object `namespace`/`name`.
@@ -664,6 +727,14 @@ impl Store {
             }
             let mut new = value.clone();
             let meta = meta_mut(&mut new)?;
+            // The first mark changes what the object's controllers may do:
+            // its generation (if it has one) moves, as Kubernetes'
+            // `BeforeDelete` and `updateForGracefulDeletionAndFinalizers` do.
+            if meta.get("deletionTimestamp").is_none_or(Value::is_null)
+                && let Some(g) = meta.get("generation").and_then(Value::as_i64).filter(|g| *g > 0)
+            {
+                meta.insert("generation".into(), json!(g + 1));
+            }
             meta.insert("deletionTimestamp".into(), Value::String(rfc3339(deadline)));
             meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
             if std::ptr::eq(res, &crate::resources::NAMESPACES) {
@@ -755,7 +826,10 @@ fn pod_grace(pod: &Value, requested: Option<i64>) -> i64 {
         .max(0)
 }
 
-/// Keeps what a writer may not change and moves `generation`.
+/// Keeps what a writer may not change and moves `generation`, as
+/// Kubernetes' `rest.BeforeUpdate` (a writer never sets it) and the kind's
+/// `PrepareForUpdate` (pods: a spec change; custom resources: any change
+/// but metadata, and status when it is a subresource) do.
 fn carry_over(res: &ResourceDef, old: &Value, new: &mut Value) -> Result<()> {
     if !new.is_object() {
         return Err(StoreError::BadRequest("object must be a JSON object".into()));
@@ -778,22 +852,33 @@ fn carry_over(res: &ResourceDef, old: &Value, new: &mut Value) -> Result<()> {
         }
     }
     meta.insert("resourceVersion".into(), old_meta.get("resourceVersion").cloned().unwrap_or(Value::Null));
-    let changed_beyond_meta = {
-        let strip = |v: &Value| -> Value {
-            let mut v = v.clone();
-            if let Some(o) = v.as_object_mut() {
-                for k in ["metadata", "status", "apiVersion", "kind"] {
-                    o.remove(k);
-                }
-            }
-            v
-        };
-        strip(old) != strip(new)
-    };
-    let generation = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(1);
+    let generation = old_meta.get("generation").and_then(Value::as_i64);
+    let generation =
+        if res.generation && spec_changed(res, old, new) { Some(generation.unwrap_or(0) + 1) } else { generation };
     let meta = meta_mut(new)?;
-    meta.insert("generation".into(), json!(if changed_beyond_meta { generation + 1 } else { generation }));
+    match generation {
+        Some(g) => meta.insert("generation".into(), json!(g)),
+        None => meta.remove("generation"),
+    };
     Ok(())
+}
+
+/// Whether anything but metadata (and status, when it has its own
+/// subresource) differs.
+fn spec_changed(res: &ResourceDef, old: &Value, new: &Value) -> bool {
+    let strip = |v: &Value| -> Value {
+        let mut v = v.clone();
+        if let Some(o) = v.as_object_mut() {
+            for k in ["metadata", "apiVersion", "kind"] {
+                o.remove(k);
+            }
+            if res.status_subresource {
+                o.remove("status");
+            }
+        }
+        v
+    };
+    strip(old) != strip(new)
 }
 
 fn encode_continue(rev: u64, start: &str) -> String {
@@ -840,6 +925,37 @@ mod tests {
         assert_eq!(pod_grace(&json!({"spec": {"nodeName": "n1"}}), None), 30);
         assert_eq!(pod_grace(&json!({"spec": {}}), Some(30)), 0);
         assert_eq!(pod_grace(&json!({"spec": {"nodeName": "n"}, "status": {"phase": "Failed"}}), None), 0);
+    }
+
+    #[test]
+    fn kinds_without_a_generation_never_get_one() {
+        let old = json!({"metadata": {"name": "a", "uid": "u"}, "data": {"x": "1"}});
+        let mut changed = json!({"metadata": {"name": "a", "generation": 7}, "data": {"x": "2"}});
+        carry_over(&crate::resources::CONFIGMAPS, &old, &mut changed).expect("carry");
+        assert_eq!(changed["metadata"].get("generation"), None, "{changed}");
+        // One that a client set at create stays as it was.
+        let old = json!({"metadata": {"name": "a", "generation": 4}, "data": {"x": "1"}});
+        let mut changed = json!({"metadata": {"name": "a", "generation": 9}, "data": {"x": "2"}});
+        carry_over(&crate::resources::CONFIGMAPS, &old, &mut changed).expect("carry");
+        assert_eq!(changed["metadata"]["generation"], 4);
+        let new = prepare_create(&crate::resources::SECRETS, json!({"metadata": {"name": "s", "namespace": "d"}}));
+        assert_eq!(new.expect("prepare").obj["metadata"].get("generation"), None);
+        let new = prepare_create(
+            &crate::resources::PODS,
+            json!({"metadata": {"name": "p", "namespace": "d", "generation": 5}}),
+        );
+        assert_eq!(new.expect("prepare").obj["metadata"]["generation"], 1, "the server's, not the client's");
+    }
+
+    #[test]
+    fn a_custom_resource_without_a_status_subresource_moves_with_its_status() {
+        let old = json!({"metadata": {"name": "m", "generation": 1}, "spec": {}, "status": {"a": 1}});
+        let mut changed = json!({"metadata": {"name": "m"}, "spec": {}, "status": {"a": 2}});
+        carry_over(&crate::resources::DEVICE_MODELS, &old, &mut changed).expect("carry");
+        assert_eq!(changed["metadata"]["generation"], 2);
+        let mut changed = json!({"metadata": {"name": "m"}, "spec": {}, "status": {"a": 2}});
+        carry_over(&crate::resources::DEVICES, &old, &mut changed).expect("carry");
+        assert_eq!(changed["metadata"]["generation"], 1, "status is a subresource of devices");
     }
 
     #[test]

@@ -23,6 +23,8 @@ const WAIT: Duration = Duration::from_secs(20);
 on_both_backends!(
     create_assigns_identity_and_rejects_duplicates,
     generate_name_picks_a_free_name,
+    dry_run_create_prepares_without_writing,
+    generation_is_kept_by_the_kinds_that_have_one,
     update_is_optimistic,
     concurrent_read_modify_writes_lose_nothing,
     delete_checks_preconditions,
@@ -61,7 +63,7 @@ async fn create_assigns_identity_and_rejects_duplicates(kind: Kind) {
     assert_eq!(v["metadata"]["uid"].as_str().unwrap().len(), 36);
     assert!(edgehive_store::parse_rfc3339(v["metadata"]["creationTimestamp"].as_str().unwrap()).is_some());
     assert_eq!(v["metadata"]["resourceVersion"], a.rev().to_string());
-    assert_eq!(v["metadata"]["generation"], 1);
+    assert_eq!(v["metadata"].get("generation"), None, "ConfigMaps have no generation in Kubernetes");
     let b = s.create(&NODES, json!({"metadata": {"name": "n1"}})).await.unwrap();
     assert!(b.rev() > a.rev(), "revisions are global and strictly increasing");
     assert_eq!(b.namespace(), "");
@@ -89,6 +91,73 @@ async fn generate_name_picks_a_free_name(kind: Kind) {
     h.store.close().await;
 }
 
+async fn dry_run_create_prepares_without_writing(kind: Kind) {
+    let h = Harness::new(kind).await;
+    let s = &h.store;
+    let before = s.current_rev().await.unwrap();
+    let v = s.create_dry_run(&CONFIGMAPS, configmap("default", "a", json!({"k": "v"}))).await.unwrap();
+    assert_eq!((v["apiVersion"].as_str(), v["kind"].as_str()), (Some("v1"), Some("ConfigMap")));
+    assert_eq!(v["metadata"]["uid"].as_str().unwrap().len(), 36, "{v}");
+    assert!(edgehive_store::parse_rfc3339(v["metadata"]["creationTimestamp"].as_str().unwrap()).is_some(), "{v}");
+    assert_eq!(v["metadata"].get("resourceVersion"), None, "nothing stored, so no resourceVersion: {v}");
+    assert_eq!(v["metadata"].get("generation"), None, "{v}");
+    assert!(matches!(s.get(&CONFIGMAPS, "default", "a").await, Err(StoreError::NotFound { .. })));
+    assert_eq!(s.current_rev().await.unwrap(), before, "a dry run writes nothing");
+    let p = s.create_dry_run(&PODS, pod("default", "p", None, json!({}))).await.unwrap();
+    assert_eq!(p["metadata"]["generation"], 1, "{p}");
+    // A generated name is picked; a taken one is refused as create refuses it.
+    let g = s.create_dry_run(&CONFIGMAPS, json!({"metadata": {"generateName": "web-", "namespace": "default"}})).await;
+    assert!(g.unwrap()["metadata"]["name"].as_str().unwrap().starts_with("web-"));
+    s.create(&CONFIGMAPS, configmap("default", "a", json!({}))).await.unwrap();
+    match s.create_dry_run(&CONFIGMAPS, configmap("default", "a", json!({}))).await {
+        Err(StoreError::AlreadyExists { name, .. }) => assert_eq!(name, "a"),
+        other => panic!("dry run of a taken name: {other:?}"),
+    }
+    s.close().await;
+}
+
+/// Pods (since Kubernetes 1.33) and custom resources have a generation that
+/// moves with their spec and when their deletion starts; ConfigMaps have none.
+async fn generation_is_kept_by_the_kinds_that_have_one(kind: Kind) {
+    let h = Harness::new(kind).await;
+    let s = &h.store;
+    let generation = |o: &edgehive_store::Object| o.value().unwrap()["metadata"].get("generation").cloned();
+    let p = s.create(&PODS, pod("default", "p", Some("edge-1"), json!({}))).await.unwrap();
+    assert_eq!(generation(&p), Some(json!(1)));
+    let labelled = s
+        .update_with(&PODS, "default", "p", |cur| {
+            let mut v = cur.to_value()?;
+            v["metadata"]["labels"] = json!({"a": "b"});
+            v["status"] = json!({"phase": "Running"});
+            Ok(Some(v))
+        })
+        .await
+        .unwrap();
+    assert_eq!(generation(&labelled), Some(json!(1)), "metadata and status leave it");
+    let changed = s
+        .update_with(&PODS, "default", "p", |cur| {
+            let mut v = cur.to_value()?;
+            v["spec"]["activeDeadlineSeconds"] = json!(60);
+            Ok(Some(v))
+        })
+        .await
+        .unwrap();
+    assert_eq!(generation(&changed), Some(json!(2)), "the spec moves it");
+    let marked = s.delete(&PODS, "default", "p", &DeleteOptions::default()).await.unwrap();
+    assert_eq!(generation(marked.object()), Some(json!(3)), "the start of a graceful deletion moves it");
+    let shorter = DeleteOptions { grace_period_seconds: Some(5), ..DeleteOptions::default() };
+    let shortened = s.delete(&PODS, "default", "p", &shorter).await.unwrap();
+    assert_eq!(generation(shortened.object()), Some(json!(3)), "a shorter grace does not");
+
+    let cm = s.create(&CONFIGMAPS, configmap("default", "c", json!({"k": "1"}))).await.unwrap();
+    assert_eq!(generation(&cm), None);
+    let mut v = cm.to_value().unwrap();
+    v["data"]["k"] = json!("2");
+    v["metadata"]["generation"] = json!(5);
+    assert_eq!(generation(&s.update(&CONFIGMAPS, v).await.unwrap()), None, "a writer cannot give it one");
+    s.close().await;
+}
+
 async fn update_is_optimistic(kind: Kind) {
     let h = Harness::new(kind).await;
     let s = &h.store;
@@ -113,7 +182,7 @@ async fn update_is_optimistic(kind: Kind) {
         c.value().unwrap()["metadata"]["creationTimestamp"],
         a.value().unwrap()["metadata"]["creationTimestamp"]
     );
-    assert_eq!(c.value().unwrap()["metadata"]["generation"], 3, "data changed twice: generation moved twice");
+    assert_eq!(c.value().unwrap()["metadata"].get("generation"), None, "a ConfigMap never gets a generation");
     // A no-op update writes nothing.
     u["metadata"]["resourceVersion"] = json!(c.rev().to_string());
     let d = s.update(&CONFIGMAPS, u).await.unwrap();

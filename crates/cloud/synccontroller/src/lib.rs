@@ -4,10 +4,17 @@
 //! Every tick (5 s by default) it looks at the objects that changed, were
 //! deleted, or belong to a node that reconnected since they were last
 //! settled: an object newer than a node's success point is sent again as an
-//! `update`; an object that is gone, or was replaced (another uid), is sent
-//! as a `delete`. Points of deleted nodes are removed. A tick's cost follows
-//! the number of such objects, not the number stored (KubeEdge scans every
+//! `update` — but only to a node that still needs it (a pod bound to it, or
+//! a configmap or secret its pods use: the NodeRestriction read set); an
+//! object that is gone, or was replaced (another uid), is sent as a
+//! `delete`. Points of deleted nodes are removed. A tick's cost follows the
+//! number of such objects, not the number stored (KubeEdge scans every
 //! ObjectSync on every tick).
+//!
+//! That a node no longer needs an object is EdgeController's to act on (it
+//! sends the delete, and CloudHub forgets the point at once): here an update
+//! is only withheld, which is safe even when this view of the pods lags the
+//! store's.
 //!
 //! It learns success points from the store's ObjectSync and
 //! ClusterObjectSync objects (written by CloudHub), and connections from
@@ -33,6 +40,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::state::{Point, SyncState};
+use edgehive_edgecontroller::index::{Index, Ref};
 
 /// Settings of SyncController.
 #[derive(Debug, Clone)]
@@ -60,6 +68,8 @@ pub struct SyncMetrics {
     pub deletes: AtomicU64,
     /// Points of deleted nodes removed.
     pub node_points_removed: AtomicU64,
+    /// Updates withheld: the node no longer needs the object.
+    pub withheld: AtomicU64,
 }
 
 impl SyncMetrics {
@@ -72,6 +82,7 @@ impl SyncMetrics {
             ("updates_total", "Objects re-sent as update.", &self.updates),
             ("deletes_total", "Deletes sent for objects gone or replaced.", &self.deletes),
             ("node_points_removed_total", "Success points of deleted nodes removed.", &self.node_points_removed),
+            ("withheld_total", "Updates not sent: the node no longer needs the object.", &self.withheld),
         ] {
             let _ = writeln!(out, "# HELP edgehive_synccontroller_{name} {help}");
             let _ = writeln!(out, "# TYPE edgehive_synccontroller_{name} counter");
@@ -118,6 +129,8 @@ impl Module for SyncController {
                 metrics: self.metrics.clone(),
                 nodes: std::collections::HashSet::new(),
                 listed: 0,
+                needs: Index::default(),
+                pods_listed: false,
             }
             .run(ctx, cancel, self.cfg.interval)
             .await;
@@ -134,6 +147,11 @@ struct Runner {
     nodes: std::collections::HashSet<String>,
     /// Initial lists received (nodes, object syncs, cluster object syncs).
     listed: u8,
+    /// Which pods are bound where and what they use.
+    needs: Index,
+    /// The pods have been listed once: until then every node is taken to
+    /// need what it holds.
+    pods_listed: bool,
 }
 
 const SEND_DEADLINE: Duration = Duration::from_secs(10);
@@ -189,6 +207,10 @@ impl Runner {
                 if std::ptr::eq(resource, &NODES) {
                     self.nodes = objects.iter().map(|o| o.name().to_owned()).collect();
                 }
+                if std::ptr::eq(resource, &PODS) {
+                    self.needs = Index::default();
+                    self.pods_listed = true;
+                }
                 for o in &objects {
                     self.upsert(o);
                 }
@@ -207,6 +229,11 @@ impl Runner {
 
     fn upsert(&mut self, obj: &Object) {
         let res = obj.resource();
+        if std::ptr::eq(res, &PODS)
+            && let Ok(v) = obj.value()
+        {
+            self.needs.set_pod(obj.namespace(), obj.name(), v);
+        }
         if std::ptr::eq(res, &NODES) {
             self.nodes.insert(obj.name().to_owned());
         } else if std::ptr::eq(res, &OBJECT_SYNCS) || std::ptr::eq(res, &CLUSTER_OBJECT_SYNCS) {
@@ -231,6 +258,9 @@ impl Runner {
 
     async fn deleted(&mut self, obj: &Object) {
         let res = obj.resource();
+        if std::ptr::eq(res, &PODS) {
+            self.needs.remove_pod(obj.namespace(), obj.name());
+        }
         if std::ptr::eq(res, &NODES) {
             self.nodes.remove(obj.name());
             let points = self.state.remove_node(obj.name());
@@ -302,6 +332,13 @@ impl Runner {
                         self.metrics.deletes.fetch_add(1, Relaxed);
                         delete_message(node, &uid, point)
                     }
+                    Some(o) if o.rev() > point.rv && !self.needed(node, &uid, point) => {
+                        // Not resent, not kept dirty: EdgeController deletes
+                        // it at the node; a later change looks again.
+                        self.metrics.withheld.fetch_add(1, Relaxed);
+                        tracing::debug!(%node, kind = %point.kind, name = %point.name, "not resent: the node no longer needs it");
+                        continue;
+                    }
                     Some(o) if o.rev() > point.rv => {
                         self.metrics.updates.fetch_add(1, Relaxed);
                         match update_message(node, o) {
@@ -322,6 +359,28 @@ impl Runner {
                 // Settled when the node's point catches up (or goes).
                 self.state.still_dirty(uid);
             }
+        }
+    }
+}
+
+impl Runner {
+    /// Whether `node` still needs the object of `point`: a pod bound to it
+    /// (the same pod, by uid), or a configmap or secret its pods use. A
+    /// Node is never resent (CloudCore sends a Node only to delete it);
+    /// kinds this controller does not know are taken as needed.
+    fn needed(&self, node: &str, uid: &str, point: &Point) -> bool {
+        if !self.pods_listed {
+            return true;
+        }
+        let (ns, name) = (point.namespace.to_string(), point.name.to_string());
+        match &*point.kind {
+            "Pod" => self.needs.pod(&ns, &name).is_some_and(|p| p.node == node && p.uid == uid),
+            "ConfigMap" | "Secret" => {
+                let kind = if &*point.kind == "ConfigMap" { "configmap" } else { "secret" };
+                self.needs.uses(node, &Ref { kind, namespace: ns, name })
+            }
+            "Node" => false,
+            _ => true,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Well-known strings of KubeEdge's protocol (PROTOCOL.md §1.2).
+//! Well-known strings of KubeEdge's protocol (docs/protocol.md §1.2).
 //!
 //! They are plain `&'static str`, so `Text::from(op::INSERT)` costs nothing.
 
@@ -141,8 +141,20 @@ pub mod well_known {
     pub const KEEPALIVE_PING: &str = "ping";
     /// Default KubeEdge project id.
     pub const DEFAULT_PROJECT_ID: &str = "e632aba927ea4ac2b575ec1603d56f10";
+    /// The Kubernetes release edgehive implements: the API server's
+    /// `/version` and edged's `nodeInfo.kubeletVersion` both report it, so
+    /// that no kubelet is newer than its API server (Kubernetes' version-skew
+    /// policy). Its API types are those of `k8s-openapi`'s `v1_33`.
+    pub const KUBERNETES_VERSION: &str = "v1.33.0";
     /// edgehive, not KubeEdge: the beehive `type` of EdgeHub's
     /// `cloud_connected` event when the cloud takes the link's WebSocket
     /// pings as the node's heartbeat (no Lease renewals needed).
     pub const SESSION_LIVENESS: &str = "session-liveness";
+    /// edgehive, cloud-internal: the beehive `type` of a downstream `delete`
+    /// of an object that still exists but that the node no longer needs
+    /// (its pods stopped using it, its pod moved to another node). CloudHub
+    /// forgets the node's success point as soon as it queues such a delete,
+    /// whether or not the edge ever acknowledges it, and clears the type
+    /// before the message leaves.
+    pub const UNNEEDED: &str = "unneeded";
 }

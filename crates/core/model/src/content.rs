@@ -1,7 +1,7 @@
 //! `Content`: a message body held as pre-encoded JSON and shared, not copied.
 //!
 //! KubeEdge's `content` is a Go `interface{}` marshalled by `encoding/json`
-//! (PROTOCOL.md §1.1). We keep the encoded JSON text behind an `Arc`, so a pod sent
+//! (docs/protocol.md §1.1). We keep the encoded JSON text behind an `Arc`, so a pod sent
 //! to a thousand nodes is serialised once and every copy of the message points at
 //! the same bytes. Decoding is lazy: a module that only routes a message never
 //! parses its body.

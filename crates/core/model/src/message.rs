@@ -1,4 +1,4 @@
-//! The beehive `Message` and its wire-exact JSON form (PROTOCOL.md §1.1).
+//! The beehive `Message` and its wire-exact JSON form (docs/protocol.md §1.1).
 //!
 //! Field names, field order and omission rules match KubeEdge's Go struct tags:
 //! `msg_id` and `timestamp` are always written, `parent_msg_id`,

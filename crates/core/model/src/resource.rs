@@ -1,4 +1,4 @@
-//! Typed resource paths (PROTOCOL.md §1.3).
+//! Typed resource paths (docs/protocol.md §1.3).
 //!
 //! Two forms are in use:
 //! - inside the cloud: `node/{node}/{namespace}/{type}/{name}`;

@@ -1,5 +1,7 @@
-//! The example messages of PROTOCOL.md §1.4 decode, re-encode byte-for-byte as
-//! Go would write them, and decode again to the same value.
+//! Example messages (docs/protocol.md §1, §6) decode, re-encode
+//! byte-for-byte as Go would write them, and decode again to the same
+//! value; and the exchanges a KubeEdge v1.15 EdgeCore has with an edgehive
+//! cloud carry what EdgeCore reads (§5).
 
 use edgehive_model::{Content, Message, ResourcePath, group, op, source};
 use serde_json::{Value, json};
@@ -25,6 +27,71 @@ const EXAMPLES: &[&str] = &[
     // Edge connect event (internal).
     r#"{"header":{"msg_id":"e1","timestamp":1700000000900},"route":{"source":"edgehub","group":"meta","operation":"connect","resource":"node/connection"},"content":"cloud_connected"}"#,
 ];
+
+/// Exchanges of a KubeEdge v1.15 EdgeCore with an edgehive cloud, as Go
+/// writes them (the cloud's side as edgehive writes it): kubelet's Lease
+/// (query, NotFound, MetaManager's ACK of the answer, create, its answer),
+/// a pod deletion confirmed by kubelet's status manager and its answer, and
+/// two refusals.
+const KUBEEDGE_V115: &[&str] = &[
+    // 0: the Lease query, as MetaManager forwards it.
+    r#"{"header":{"msg_id":"l1","timestamp":1700000001000},"route":{"source":"edged","group":"meta","operation":"query","resource":"kube-node-lease/lease/edge-1"},"content":null}"#,
+    // 1: NotFound, in KubeEdge's ObjectResp: kubelet then creates the Lease.
+    r#"{"header":{"msg_id":"l2","parent_msg_id":"l1","timestamp":1700000001010},"route":{"source":"edgecontroller","group":"resource","operation":"response","resource":"kube-node-lease/lease/edge-1"},"content":{"Object":null,"Err":{"ErrStatus":{"metadata":{},"status":"Failure","message":"leases.coordination.k8s.io \"edge-1\" not found","reason":"NotFound","details":{"name":"edge-1","group":"coordination.k8s.io","kind":"leases"},"code":404}}}}"#,
+    // 2: MetaManager acknowledges every answer to a remote query.
+    r#"{"header":{"msg_id":"l3","parent_msg_id":"l2","timestamp":1700000001020},"route":{"source":"edgecontroller","group":"resource","operation":"response","resource":"kube-node-lease/lease/edge-1"},"content":"OK"}"#,
+    // 3: the Lease created (Go writes a zero creationTimestamp as null).
+    r#"{"header":{"msg_id":"l4","timestamp":1700000001030},"route":{"source":"edged","group":"meta","operation":"insert","resource":"kube-node-lease/lease/edge-1"},"content":{"metadata":{"name":"edge-1","namespace":"kube-node-lease","creationTimestamp":null},"spec":{"holderIdentity":"edge-1","leaseDurationSeconds":40,"renewTime":"2023-11-14T22:13:21.030000Z"}}}"#,
+    // 4: its answer, with the stored Lease.
+    r#"{"header":{"msg_id":"l5","parent_msg_id":"l4","timestamp":1700000001040,"resourceversion":"501"},"route":{"source":"edgecontroller","group":"resource","operation":"response","resource":"kube-node-lease/lease/edge-1"},"content":{"Object":{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"resourceVersion":"501","creationTimestamp":"2023-11-14T22:13:21Z","name":"edge-1","namespace":"kube-node-lease","uid":"0b5e0000-0000-4000-8000-000000000005"},"spec":{"holderIdentity":"edge-1","leaseDurationSeconds":40,"renewTime":"2023-11-14T22:13:21.030000Z"}},"Err":null}}"#,
+    // 5: kubelet's status manager confirms a pod's deletion (DeleteOptions).
+    r#"{"header":{"msg_id":"d1","timestamp":1700000002000},"route":{"source":"edged","group":"meta","operation":"delete","resource":"default/pod/nginx"},"content":{"gracePeriodSeconds":0,"preconditions":{"uid":"8d3e0d2c-0000-4000-8000-000000000001"}}}"#,
+    // 6: "OK" — also to a retry after the pod is gone.
+    r#"{"header":{"msg_id":"d2","parent_msg_id":"d1","timestamp":1700000002010},"route":{"source":"edgecontroller","group":"resource","operation":"response","resource":"default/pod/nginx"},"content":"OK"}"#,
+    // 7: another node's pod: Forbidden, a bare StatusError (EdgeCore fails
+    // anything but "OK"); operation `error` for edgehive's own edge.
+    r#"{"header":{"msg_id":"d4","parent_msg_id":"d3","timestamp":1700000002030},"route":{"source":"edgecontroller","group":"resource","operation":"error","resource":"default/pod/web"},"content":{"ErrStatus":{"metadata":{},"status":"Failure","message":"pods \"web\" is forbidden: pod default/web is bound to another node","reason":"Forbidden","details":{"name":"web","kind":"pods"},"code":403}}}"#,
+    // 8: a configmap no pod of the node uses: the message alone (EdgeCore
+    // would decode a JSON object as an empty ConfigMap).
+    r#"{"header":{"msg_id":"q4","parent_msg_id":"q3","timestamp":1700000003010},"route":{"source":"edgecontroller","group":"resource","operation":"error","resource":"default/configmap/other"},"content":"configmaps \"other\" is forbidden: no pod bound to node edge-1 uses configmap default/other"}"#,
+];
+
+#[test]
+fn kubeedge_exchanges_round_trip_byte_for_byte() {
+    for ex in KUBEEDGE_V115 {
+        let m = Message::decode(ex.as_bytes()).unwrap_or_else(|e| panic!("{e}: {ex}"));
+        assert_eq!(String::from_utf8(m.encode()).unwrap(), *ex);
+    }
+}
+
+/// What EdgeCore reads of each answer: a reply is routed by its parent,
+/// MetaManager acknowledges a remote answer by its id, kubelet's lease
+/// controller needs `Err.ErrStatus.reason` NotFound to create the Lease,
+/// `Pods().Delete` needs exactly the string "OK", and a refusal is not a
+/// JSON object where EdgeCore decodes one as the object asked for.
+#[test]
+fn kubeedge_exchanges_carry_what_edgecore_reads() {
+    let m: Vec<Message> = KUBEEDGE_V115.iter().map(|ex| Message::decode(ex.as_bytes()).unwrap()).collect();
+    for (request, answer) in [(0, 1), (3, 4), (5, 6)] {
+        assert_eq!(m[answer].header.parent_msg_id, m[request].header.msg_id);
+        assert_eq!(m[answer].route.resource, m[request].route.resource);
+    }
+    assert_eq!(m[2].header.parent_msg_id, m[1].header.msg_id);
+    let not_found = m[1].content.to_value();
+    assert!(not_found["Object"].is_null());
+    assert_eq!(not_found["Err"]["ErrStatus"]["reason"], "NotFound");
+    let created = m[4].content.to_value();
+    assert!(created["Err"].is_null() && created["Object"]["kind"] == "Lease");
+    assert_eq!(m[6].content.as_text().as_deref(), Some("OK"));
+    assert_eq!(m[5].content.to_value()["preconditions"]["uid"], "8d3e0d2c-0000-4000-8000-000000000001");
+    assert_eq!(m[7].content.to_value()["ErrStatus"]["code"], 403);
+    assert!(m[7].content.as_text().is_none(), "not \"OK\"");
+    let refusal = m[8].content.as_text().unwrap();
+    assert!(serde_json::from_str::<Value>(&refusal).is_err(), "EdgeCore's decoding fails");
+    for i in [7, 8] {
+        assert_eq!(m[i].route.operation, op::ERROR);
+    }
+}
 
 #[test]
 fn examples_round_trip_byte_for_byte() {

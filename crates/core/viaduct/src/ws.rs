@@ -1,4 +1,4 @@
-//! WebSocket transport, byte-compatible with KubeEdge's viaduct (PROTOCOL.md §2).
+//! WebSocket transport, byte-compatible with KubeEdge's viaduct (docs/protocol.md §2).
 //!
 //! The client dials `wss://{server}/{project_id}/{node_id}/events` with the
 //! headers `node_id`, `project_id` and `ConnectionUse: msg`, and no `Origin`.

@@ -7,29 +7,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use common::*;
 use edgehive_viaduct::ConnConfig;
 
 fn build_goedge(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/goedge/main.go");
-    let bin = dir.join("goedge");
-    let out = Command::new("go")
-        .args(["build", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .env("GO111MODULE", "off")
-        .env("GOPATH", "/usr/share/gocode")
-        .env("GOCACHE", dir.join("gocache"))
-        .env("GOFLAGS", "")
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("cannot run `go` ({e}); install golang-go and golang-github-gorilla-websocket-dev (scripts/test.sh does)")
-        });
-    assert!(out.status.success(), "go build failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    bin
+    edgehive_testkit::go::build(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/goedge/main.go"), dir, "goedge")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

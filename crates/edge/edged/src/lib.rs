@@ -9,7 +9,10 @@
 //! status (`podstatus`) at most once per report interval, so that a
 //! crash-looping pod does not flood the link. At start it loads every pod
 //! of this node from MetaManager's store: after a reboot with the cloud
-//! gone, the pods come back.
+//! gone, the pods come back. When MetaManager could not pass it a change
+//! (its mailbox was full), MetaManager sends `update podlist` once there is
+//! room, and edged reads the store again and reconciles: it starts what is
+//! missing, updates what changed and stops what is gone.
 //!
 //! The node itself is edged's too ([`node::NodeAgent`], module `nodeagent`):
 //! registration with capacity/allocatable from the host, conditions,
@@ -20,6 +23,7 @@
 //! through MetaManager.
 
 pub mod cgroup;
+mod config;
 pub mod cri;
 pub mod node;
 pub mod pod;
@@ -117,6 +121,11 @@ fn grace_of(pod: &Value) -> Duration {
     Duration::from_secs(secs)
 }
 
+/// The pod's `metadata.resourceVersion`, when it has a numeric one.
+fn resource_version(pod: &Value) -> Option<u64> {
+    pod["metadata"]["resourceVersion"].as_str()?.parse().ok()
+}
+
 /// A pod edged runs (`pod`: its [`slim`] form).
 struct Running {
     handle: pod::PodHandle,
@@ -132,6 +141,9 @@ struct Edge {
     reported: HashMap<String, ReportBudget>,
     changed_tx: mpsc::Sender<String>,
     runtime: Arc<dyn Runtime>,
+    /// Moves whenever edged is passed a configmap or secret: pods and
+    /// containers waiting for one try again.
+    config_changed: tokio::sync::watch::Sender<u64>,
 }
 
 impl Module for Edged {
@@ -154,8 +166,11 @@ impl Module for Edged {
                 reported: HashMap::new(),
                 changed_tx,
                 runtime: Arc::clone(&self.runtime),
+                config_changed: tokio::sync::watch::Sender::new(0),
             };
-            e.load().await;
+            if !e.load(&cancel).await {
+                return Ok(());
+            }
             // Reports held back by their budget go out as soon as it allows.
             let mut report = tokio::time::interval((e.cfg.report_interval / 5).max(Duration::from_millis(10)));
             report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -188,24 +203,43 @@ impl Module for Edged {
 }
 
 impl Edge {
-    /// Every pod of this node in MetaManager's store.
-    async fn load(&mut self) {
+    /// Every pod in MetaManager's store.
+    async fn read_pods(&self) -> Result<Vec<Value>, String> {
         let q = Message::new().with_route(MODULE, group::META, "default/pod", op::QUERY);
-        let pods: Vec<Value> = match self.ctx.send_sync(METAMANAGER, q, Duration::from_secs(30)).await {
-            Ok(r) => r
-                .content
-                .decode::<Vec<String>>()
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|s| serde_json::from_str(s).ok())
-                .collect(),
-            Err(e) => {
-                tracing::warn!(error = %e, "could not load pods from the local store");
-                Vec::new()
+        let r = self.ctx.send_sync(METAMANAGER, q, Duration::from_secs(30)).await.map_err(|e| e.to_string())?;
+        if r.route.operation == op::ERROR {
+            return Err(r.content.as_text().map(|t| t.into_owned()).unwrap_or_else(|| "refused".into()));
+        }
+        let rows: Vec<String> = r.content.decode().map_err(|e| format!("the pod list: {e}"))?;
+        Ok(rows.iter().filter_map(|s| serde_json::from_str(s).ok()).collect())
+    }
+
+    /// The pods of this node, of `pods`.
+    fn mine(&self, pods: Vec<Value>) -> Vec<Value> {
+        pods.into_iter().filter(|p| p["spec"]["nodeName"].as_str() == Some(self.cfg.node_name.as_str())).collect()
+    }
+
+    /// Every pod of this node in MetaManager's store. A store that cannot
+    /// be read is not an empty one: nothing is started or stopped (the
+    /// containers of an earlier run are left as they are) until a read
+    /// succeeds, retried with a back-off; false when cancelled meanwhile.
+    async fn load(&mut self, cancel: &CancellationToken) -> bool {
+        let mut delay = Duration::from_secs(1);
+        let pods = loop {
+            match self.read_pods().await {
+                Ok(p) => break p,
+                Err(e) => {
+                    tracing::error!(node = %self.cfg.node_name, error = %e, retry_in_ms = delay.as_millis() as u64,
+                        "the local store cannot be read; no pod is started or stopped until it can");
+                    tokio::select! {
+                        () = cancel.cancelled() => return false,
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                    delay = (delay * 2).min(Duration::from_secs(30));
+                }
             }
         };
-        let mine: Vec<Value> =
-            pods.into_iter().filter(|p| p["spec"]["nodeName"].as_str() == Some(self.cfg.node_name.as_str())).collect();
+        let mine = self.mine(pods);
         tracing::info!(node = %self.cfg.node_name, pods = mine.len(), "pods loaded from the local store");
         let keep: HashSet<String> =
             mine.iter().filter_map(|p| p["metadata"]["uid"].as_str()).map(str::to_owned).collect();
@@ -214,14 +248,65 @@ impl Edge {
         for p in mine {
             self.apply(p).await;
         }
+        true
+    }
+
+    /// MetaManager could not pass on some changes: the store is read again
+    /// and the pods reconciled with it — missing ones started, changed ones
+    /// updated, gone ones stopped — and the configmaps and secrets of
+    /// running pods' volumes read again.
+    async fn resync(&mut self) {
+        let pods = match self.read_pods().await {
+            Ok(p) => self.mine(p),
+            Err(e) => {
+                // Nothing is stopped on a failed read; MetaManager wakes
+                // edged again on its next missed change.
+                tracing::warn!(node = %self.cfg.node_name, error = %e, "could not re-read pods from the local store");
+                return;
+            }
+        };
+        let keys: HashSet<String> = pods.iter().map(pod_key).collect();
+        let gone: Vec<String> = self.pods.keys().filter(|k| !keys.contains(*k)).cloned().collect();
+        tracing::info!(node = %self.cfg.node_name, pods = pods.len(), gone = gone.len(), "reconciling pods with the local store");
+        for key in gone {
+            if let Some(r) = self.pods.remove(&key) {
+                tracing::info!(pod = %key, uid = %r.handle.uid, "stopping a pod no longer in the local store");
+                r.handle.stop(Duration::from_secs(2)).await;
+                self.forget(&r.pod).await;
+            }
+        }
+        for p in pods {
+            self.apply(p).await;
+        }
+        // A configmap or secret change may have been missed too.
+        self.config_changed.send_modify(|n| *n = n.wrapping_add(1));
+        let mut wanted: Vec<(String, &'static str, String)> = self
+            .pods
+            .values()
+            .flat_map(|r| volume::sources(&r.pod).into_iter().map(|(k, n)| (ns_of(&r.pod).to_owned(), k, n)))
+            .collect();
+        wanted.sort();
+        wanted.dedup();
+        let reader = config::ConfigReader::new(self.ctx.clone());
+        for (ns, kind, name) in wanted {
+            if let config::Fetched::Found(data) = reader.get(&ns, kind, &name).await {
+                self.write_volumes(&ns, kind, &name, &data);
+            }
+        }
     }
 
     async fn on_message(&mut self, m: Message) {
+        if m.route.resource == rt::PODLIST {
+            self.resync().await;
+            return;
+        }
         let Ok(path) = ResourcePath::parse_wire(&m.route.resource) else { return };
         if matches!(path.resource_type.as_str(), rt::CONFIGMAP | rt::SECRET)
             && matches!(m.route.operation.as_str(), op::INSERT | op::UPDATE)
         {
             self.refresh_volumes(&path, &m.content.to_value());
+            // Whatever waits for a configmap or secret tries again.
+            self.config_changed.send_modify(|n| *n = n.wrapping_add(1));
             return;
         }
         if path.resource_type != rt::POD {
@@ -235,6 +320,15 @@ impl Edge {
                     path.namespace.as_deref().unwrap_or("default"),
                     path.name.as_deref().unwrap_or_default()
                 );
+                // A delete of a pod since replaced under the same name stops
+                // nothing of the new one.
+                let uid = m.content.to_value().pointer("/metadata/uid").and_then(Value::as_str).map(str::to_owned);
+                if let (Some(uid), Some(r)) = (&uid, self.pods.get(&key))
+                    && r.handle.uid != *uid
+                {
+                    tracing::debug!(node = %self.cfg.node_name, pod = %key, %uid, "delete of a replaced pod; ignored");
+                    return;
+                }
                 if let Some(r) = self.pods.remove(&key) {
                     r.handle.stop(Duration::from_secs(2)).await;
                     self.forget(&r.pod).await;
@@ -255,6 +349,14 @@ impl Edge {
         if let Some(r) = self.pods.get_mut(&key)
             && r.handle.uid == uid
         {
+            if let (Some(have), Some(new)) = (resource_version(&r.pod), resource_version(&pod))
+                && new < have
+            {
+                // An older copy (a change passed on after a re-read of the
+                // store that saw a newer one): nothing to do.
+                tracing::debug!(pod = %key, have, new, "older pod version ignored");
+                return;
+            }
             if deleting {
                 self.delete_gracefully(&key, &pod).await;
             } else {
@@ -277,8 +379,9 @@ impl Edge {
             backoff: self.cfg.backoff,
             node: self.cfg.node_name.clone(),
             node_ip: self.cfg.node_ip.clone(),
-            sources: self.sources(&pod).await,
             runtime: Arc::clone(&self.runtime),
+            config: config::ConfigReader::new(self.ctx.clone()),
+            config_changed: self.config_changed.subscribe(),
         };
         tracing::info!(pod = %key, uid = %uid, "starting pod");
         let handle = pod::run(&pod, env, self.changed_tx.clone());
@@ -286,52 +389,32 @@ impl Edge {
         self.changed(key);
     }
 
-    /// The configmaps and secrets the pod's environment uses, from
-    /// MetaManager (the cloud's answer while connected, the store's
-    /// otherwise).
-    async fn sources(&self, pod: &Value) -> pod::Sources {
-        let ns = ns_of(pod);
-        let mut out = pod::Sources::new();
-        let mut wanted = pod::env_sources(pod);
-        wanted.extend(volume::sources(pod));
-        wanted.sort();
-        wanted.dedup();
-        for (kind, name) in wanted {
-            let q = Message::new().with_route(MODULE, group::META, format!("{ns}/{kind}/{name}"), op::QUERY);
-            let Ok(r) = self.ctx.send_sync(METAMANAGER, q, Duration::from_secs(10)).await else {
-                tracing::warn!(pod = %pod_key(pod), kind, name = %name, "could not read an env source");
-                continue;
-            };
-            // A remote answer is the object; a local one a list of stored values.
-            let v = r.content.to_value();
-            let obj = match &v {
-                Value::Array(items) => items.first().and_then(Value::as_str).and_then(|s| serde_json::from_str(s).ok()),
-                Value::Object(o) if o.contains_key("data") || o.contains_key("metadata") => Some(v.clone()),
-                _ => None,
-            };
-            let Some(obj) = obj else { continue };
-            out.insert((kind, name), volume::object_data(kind, &obj));
-        }
-        out
-    }
-
     /// Rewrites the configMap/secret volumes of running pods that use the
     /// object that changed.
     fn refresh_volumes(&self, path: &ResourcePath, obj: &Value) {
-        let kind: &'static str = if path.resource_type == rt::CONFIGMAP { "configmap" } else { "secret" };
+        let kind: &'static str = if path.resource_type == rt::CONFIGMAP { rt::CONFIGMAP } else { rt::SECRET };
         let (ns, name) = (path.namespace.as_deref().unwrap_or("default"), path.name.as_deref().unwrap_or_default());
-        let data = volume::object_data(kind, obj);
+        self.write_volumes(ns, kind, name, &volume::object_data(kind, obj));
+    }
+
+    /// Writes `data` into the volumes of running pods of `ns` that mount
+    /// the configmap or secret `name`.
+    fn write_volumes(&self, ns: &str, kind: &'static str, name: &str, data: &volume::Data) {
         for r in self.pods.values().filter(|r| ns_of(&r.pod) == ns) {
             for v in r.pod["spec"]["volumes"].as_array().into_iter().flatten() {
                 let source = match kind {
-                    "configmap" => v.get("configMap").filter(|s| s["name"] == name),
+                    rt::CONFIGMAP => v.get("configMap").filter(|s| s["name"] == name),
                     _ => v.get("secret").filter(|s| s["secretName"] == name),
                 };
                 let Some(source) = source else { continue };
                 let dir = self.cfg.root.join("pods").join(&r.handle.uid);
-                match volume::write_object_volume(&dir, v, source, &data) {
-                    Ok(()) => tracing::info!(pod = %pod_key(&r.pod), volume = ?v["name"], "volume updated"),
-                    Err(e) => tracing::warn!(pod = %pod_key(&r.pod), error = %e, "volume update failed"),
+                match volume::write_object_volume(&dir, v, source, data) {
+                    Ok(()) => {
+                        tracing::info!(pod = %pod_key(&r.pod), uid = %r.handle.uid, volume = ?v["name"], "volume updated")
+                    }
+                    Err(e) => {
+                        tracing::warn!(pod = %pod_key(&r.pod), uid = %r.handle.uid, error = %e, "volume update failed")
+                    }
                 }
             }
         }
@@ -443,6 +526,7 @@ fn slim(pod: &Value) -> Value {
     json!({
         "metadata": {
             "name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"],
+            "resourceVersion": meta["resourceVersion"],
             "deletionGracePeriodSeconds": meta["deletionGracePeriodSeconds"],
         },
         "spec": {"volumes": spec["volumes"], "terminationGracePeriodSeconds": spec["terminationGracePeriodSeconds"]},

@@ -27,8 +27,6 @@ pub const MODULE: &str = "nodeagent";
 pub struct HostInfo {
     /// `status.addresses` InternalIP.
     pub internal_ip: Option<IpAddr>,
-    /// `status.addresses` Hostname.
-    pub hostname: String,
     /// CPUs.
     pub cpus: u32,
     /// Memory, KiB.
@@ -74,7 +72,6 @@ impl HostInfo {
         .to_owned();
         HostInfo {
             internal_ip,
-            hostname: read_trimmed("/proc/sys/kernel/hostname").unwrap_or_else(|| "localhost".into()),
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
             memory_kib,
             kernel: read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_default(),
@@ -124,7 +121,7 @@ impl NodeAgentConfig {
             lease_interval: Duration::from_secs(10),
             lease_duration: Duration::from_secs(40),
             status_interval: Duration::from_secs(300),
-            version: format!("v1.33.0-edgehive-{}", env!("CARGO_PKG_VERSION")),
+            version: format!("{}-edgehive-{}", well_known::KUBERNETES_VERSION, env!("CARGO_PKG_VERSION")),
             runtime_version: String::new(),
         }
     }
@@ -178,7 +175,9 @@ impl NodeAgentConfig {
         if let Some(ip) = h.internal_ip {
             addresses.push(json!({"type": "InternalIP", "address": ip.to_string()}));
         }
-        addresses.push(json!({"type": "Hostname", "address": h.hostname}));
+        // Kubelet reports its hostnameOverride — the node's name — not the
+        // machine's hostname.
+        addresses.push(json!({"type": "Hostname", "address": self.node_name}));
         json!({
             "capacity": capacity,
             "allocatable": allocatable,
@@ -313,5 +312,21 @@ impl Module for NodeAgent {
                 let _ = ctx.send(METAMANAGER, m).await;
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hostname_address_is_the_nodes_name() {
+        let host = HostInfo::detect(Some(IpAddr::from([192, 0, 2, 7])));
+        let node = NodeAgentConfig::new("edge-hostname-7", host).node_object();
+        let addresses = node["status"]["addresses"].as_array().unwrap();
+        let of = |ty: &str| addresses.iter().find(|a| a["type"] == ty).map(|a| a["address"].clone());
+        assert_eq!(of("Hostname"), Some(json!("edge-hostname-7")));
+        assert_eq!(of("InternalIP"), Some(json!("192.0.2.7")));
+        assert_eq!(node["metadata"]["labels"]["kubernetes.io/hostname"], "edge-hostname-7");
     }
 }

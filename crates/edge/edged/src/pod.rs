@@ -2,7 +2,6 @@
 //! pod's `restartPolicy` with exponential back-off, stop with the grace
 //! period), and the pod's status built from their states.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,8 +12,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::cgroup::Limits;
+use crate::config::{CONFIG_ERROR, ConfigReader, EnvPlan};
 use crate::probe::Probe;
-use crate::runtime::{Container, ContainerSpec, Exit, PodInfo, Runtime, Sandbox};
+use crate::runtime::{Container, ContainerSpec, Exit, PodInfo, Runtime, RuntimeError, Sandbox};
 
 /// Restart back-off: kubelet's 10 s doubling to 5 min, reset after a
 /// container ran 10 min.
@@ -199,8 +199,12 @@ pub(crate) struct PodEnv {
     pub(crate) backoff: Backoff,
     pub(crate) node: String,
     pub(crate) node_ip: String,
-    pub(crate) sources: Sources,
     pub(crate) runtime: Arc<dyn Runtime>,
+    /// Where configmaps and secrets are read.
+    pub(crate) config: ConfigReader,
+    /// Moves when edged is passed a configmap or secret: whatever waits
+    /// for one tries again at once.
+    pub(crate) config_changed: tokio::sync::watch::Receiver<u64>,
 }
 
 /// A running pod: its state and how to stop it.
@@ -252,100 +256,6 @@ impl PodHandle {
     }
 }
 
-/// The data of the configmaps and secrets a pod's environment uses, by
-/// (`configmap` | `secret`, name); secret values already decoded.
-pub(crate) type Sources = BTreeMap<(&'static str, String), crate::volume::Data>;
-
-/// The configmaps and secrets a pod's containers take environment from.
-pub(crate) fn env_sources(pod: &Value) -> Vec<(&'static str, String)> {
-    let mut out = Vec::new();
-    for c in pod["spec"]["containers"].as_array().into_iter().flatten() {
-        for f in c["envFrom"].as_array().into_iter().flatten() {
-            if let Some(n) = f.pointer("/configMapRef/name").and_then(Value::as_str) {
-                out.push(("configmap", n.to_owned()));
-            }
-            if let Some(n) = f.pointer("/secretRef/name").and_then(Value::as_str) {
-                out.push(("secret", n.to_owned()));
-            }
-        }
-        for e in c["env"].as_array().into_iter().flatten() {
-            if let Some(n) = e.pointer("/valueFrom/configMapKeyRef/name").and_then(Value::as_str) {
-                out.push(("configmap", n.to_owned()));
-            }
-            if let Some(n) = e.pointer("/valueFrom/secretKeyRef/name").and_then(Value::as_str) {
-                out.push(("secret", n.to_owned()));
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
-}
-
-fn env_of(container: &Value, pod: &Value, pod_ip: &str, penv: &PodEnv) -> Vec<(String, String)> {
-    let (node, sources) = (penv.node.as_str(), &penv.sources);
-    let meta = &pod["metadata"];
-    let mut env = vec![("HOSTNAME".to_owned(), meta["name"].as_str().unwrap_or_default().to_owned())];
-    // envFrom first; `env` entries override them, as kubelet does.
-    for f in container["envFrom"].as_array().into_iter().flatten() {
-        let prefix = f["prefix"].as_str().unwrap_or_default();
-        for (kind, field) in [("configmap", "configMapRef"), ("secret", "secretRef")] {
-            let Some(name) = f[field]["name"].as_str() else { continue };
-            match sources.get(&(kind, name.to_owned())) {
-                Some(data) => env.extend(
-                    data.iter().map(|(k, v)| (format!("{prefix}{k}"), String::from_utf8_lossy(v).into_owned())),
-                ),
-                None if f[field]["optional"].as_bool() == Some(true) => {}
-                None => tracing::warn!(pod = ?meta["name"], source = name, kind, "envFrom source not found; skipped"),
-            }
-        }
-    }
-    for e in container["env"].as_array().into_iter().flatten() {
-        let Some(name) = e["name"].as_str() else { continue };
-        let from_source = |kind: &'static str, field: &str| -> Option<Option<String>> {
-            let r = e.pointer(&format!("/valueFrom/{field}"))?;
-            let value = sources
-                .get(&(kind, r["name"].as_str().unwrap_or_default().to_owned()))
-                .and_then(|d| d.get(r["key"].as_str().unwrap_or_default()))
-                .map(|b| String::from_utf8_lossy(b).into_owned());
-            if value.is_none() && r["optional"].as_bool() != Some(true) {
-                tracing::warn!(pod = ?meta["name"], env = name, kind, "referenced key not found; left unset");
-            }
-            Some(value)
-        };
-        let value = if let Some(v) = e["value"].as_str() {
-            Some(v.to_owned())
-        } else if let Some(v) = from_source("configmap", "configMapKeyRef") {
-            v
-        } else if let Some(v) = from_source("secret", "secretKeyRef") {
-            v
-        } else if let Some(path) = e.pointer("/valueFrom/fieldRef/fieldPath").and_then(Value::as_str) {
-            match path {
-                "metadata.name" => meta["name"].as_str().map(str::to_owned),
-                "metadata.namespace" => meta["namespace"].as_str().map(str::to_owned),
-                "metadata.uid" => meta["uid"].as_str().map(str::to_owned),
-                "spec.nodeName" => Some(node.to_owned()),
-                "status.podIP" => Some(pod_ip.to_owned()),
-                "status.hostIP" => Some(penv.node_ip.clone()),
-                _ => None,
-            }
-        } else {
-            None
-        };
-        match value {
-            Some(v) => {
-                env.retain(|(k, _)| k != name);
-                env.push((name.to_owned(), v));
-            }
-            None if e.get("valueFrom").is_some_and(|v| v.get("fieldRef").is_some()) => {
-                tracing::warn!(pod = ?meta["name"], env = name, "fieldRef not supported; left unset")
-            }
-            None => {}
-        }
-    }
-    env
-}
-
 /// The runtime's view of a pod.
 fn pod_info(pod: &Value, env: &PodEnv) -> PodInfo {
     let meta = &pod["metadata"];
@@ -369,9 +279,10 @@ fn strings(v: &Value) -> Vec<String> {
     v.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_owned).collect()
 }
 
-/// One container's spec for the runtime (attempt 0), and the limits it asks
-/// for that cannot even be read.
-fn container_spec(pod: &Value, c: &Value, env: &PodEnv, pod_ip: &str) -> (ContainerSpec, Vec<String>) {
+/// One container's spec for the runtime (attempt 0; its environment is
+/// built at its start, from `EnvPlan`), and the limits it asks for that
+/// cannot even be read.
+fn container_spec(pod: &Value, c: &Value, env: &PodEnv) -> (ContainerSpec, Vec<String>) {
     let name = c["name"].as_str().unwrap_or_default().to_owned();
     let (limits, bad) = match Limits::of(c) {
         Ok(l) => (l, Vec::new()),
@@ -388,7 +299,7 @@ fn container_spec(pod: &Value, c: &Value, env: &PodEnv, pod_ip: &str) -> (Contai
         pull_policy,
         command: strings(&c["command"]),
         args: strings(&c["args"]),
-        env: env_of(c, pod, pod_ip, env),
+        env: Vec::new(),
         working_dir: c["workingDir"].as_str().unwrap_or_default().to_owned(),
         host_dir: env.dir.join("containers").join(&name),
         log: env.dir.join("logs").join(format!("{name}.log")),
@@ -424,7 +335,6 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
         restart_policy: policy.clone(),
         pod_ip: None,
     }));
-    crate::volume::prepare(pod, &env.dir, &env.sources);
     let stop = CancellationToken::new();
     let detach = CancellationToken::new();
     let grace = Arc::new(Mutex::new(Duration::from_secs(30)));
@@ -440,21 +350,49 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
             let runtime = Arc::clone(&env.runtime);
             let reporter =
                 |index| Reporter { state: Arc::clone(&state), index, changed: changed.clone(), key: key.clone() };
+            let waiting = |reason: &'static str, message: &str| {
+                for i in 0..containers.len() {
+                    reporter(i)
+                        .set(|c| c.state = State::Waiting { reason: reason.into(), message: message.to_owned() });
+                }
+            };
+            let mut config_changed = env.config_changed.clone();
+            // The configMap and secret volumes first: the pod stays
+            // ContainerCreating until the objects they need exist.
+            let mut delay = env.backoff.base;
+            let wanted = crate::volume::sources(&pod);
+            loop {
+                config_changed.borrow_and_update();
+                let sources = env.config.fetch(&info.namespace, &wanted).await;
+                let why = match &sources {
+                    Ok(s) => crate::config::volume_error(&pod, s),
+                    Err(e) => Some(format!("MountVolume.SetUp failed: {e}")),
+                };
+                match (sources, why) {
+                    (Ok(s), None) => {
+                        crate::volume::prepare(&pod, &env.dir, &s);
+                        break;
+                    }
+                    (_, why) => {
+                        let why = why.unwrap_or_default();
+                        tracing::warn!(pod = %key, uid = %info.uid, reason = %why, "pod volumes not ready");
+                        waiting("ContainerCreating", &why);
+                    }
+                }
+                if !pause(delay, &stop, &detach, Some(&mut config_changed)).await {
+                    return;
+                }
+                delay = (delay * 2).min(env.backoff.cap);
+            }
             let mut delay = env.backoff.base;
             let sandbox = loop {
                 match runtime.run_sandbox(&info).await {
                     Ok(s) => break s,
                     Err(e) => {
-                        tracing::warn!(pod = %key, error = %e, "pod sandbox not created");
-                        for i in 0..containers.len() {
-                            reporter(i).set(|c| {
-                                c.state = State::Waiting { reason: e.reason.into(), message: e.message.clone() }
-                            });
-                        }
-                        tokio::select! {
-                            () = stop.cancelled() => return,
-                            () = detach.cancelled() => return,
-                            () = tokio::time::sleep(delay) => {}
+                        tracing::warn!(pod = %key, uid = %info.uid, error = %e, "pod sandbox not created");
+                        waiting(e.reason, &e.message);
+                        if !pause(delay, &stop, &detach, None).await {
+                            return;
                         }
                         delay = (delay * 2).min(env.backoff.cap);
                     }
@@ -468,8 +406,11 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
                 .zip(image_rxs)
                 .enumerate()
                 .map(|(i, (c, image))| {
-                    let (spec, notes) = container_spec(&pod, c, &env, &sandbox.ip);
+                    let (spec, notes) = container_spec(&pod, c, &env);
                     let sup = Supervisor {
+                        plan: Some(EnvPlan::new(&pod, c, &env.node, &env.node_ip)),
+                        config: env.config.clone(),
+                        config_changed: env.config_changed.clone(),
                         name: spec.name.clone(),
                         startup: Probe::parse(&c["startupProbe"]),
                         liveness: Probe::parse(&c["livenessProbe"]),
@@ -506,8 +447,35 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
     PodHandle { uid, state, stop, detach, grace, tasks: vec![task], images }
 }
 
+/// Waits `delay` (or, with `woken`, until it moves); false when the pod is
+/// stopped or let go meanwhile.
+async fn pause(
+    delay: Duration,
+    stop: &CancellationToken,
+    detach: &CancellationToken,
+    woken: Option<&mut tokio::sync::watch::Receiver<u64>>,
+) -> bool {
+    let woken = async {
+        let Some(rx) = woken else { return std::future::pending().await };
+        if rx.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = stop.cancelled() => false,
+        () = detach.cancelled() => false,
+        () = woken => true,
+        () = tokio::time::sleep(delay) => true,
+    }
+}
+
 struct Supervisor {
     name: String,
+    /// What the container's environment is made of, until it is built (at
+    /// its first start; kept from then on).
+    plan: Option<EnvPlan>,
+    config: ConfigReader,
+    config_changed: tokio::sync::watch::Receiver<u64>,
     startup: Option<Probe>,
     liveness: Option<Probe>,
     readiness: Option<Probe>,
@@ -642,10 +610,15 @@ impl Supervisor {
             let started_at = Instant::now();
             let started = now();
             let image = self.image.borrow_and_update().clone();
-            let spec = ContainerSpec { attempt, image: image.clone(), ..self.spec.clone() };
             let (result, fresh) = match adopted.take() {
                 Some((c, _)) => (Ok(c), false),
-                None => (self.runtime.start(&self.pod, &self.sandbox, &spec).await, true),
+                None => match self.build_env().await {
+                    Ok(()) => {
+                        let spec = ContainerSpec { attempt, image: image.clone(), ..self.spec.clone() };
+                        (self.runtime.start(&self.pod, &self.sandbox, &spec).await, true)
+                    }
+                    Err(e) => (Err(e), true),
+                },
             };
             let outcome = match result {
                 Ok(c) => {
@@ -712,7 +685,7 @@ impl Supervisor {
                     Ok(exit.code != 0)
                 }
                 Err(e) => {
-                    tracing::warn!(pod = %self.key, container = %self.name, error = %e, "container did not start");
+                    tracing::warn!(pod = %self.key, uid = %self.pod.uid, container = %self.name, error = %e, "container did not start");
                     self.set(|s| s.state = State::Waiting { reason: e.reason.into(), message: e.message.clone() });
                     Err(e)
                 }
@@ -745,14 +718,36 @@ impl Supervisor {
                     s.state = State::Waiting { reason: reason.into(), message: e.message.clone() };
                 }
             });
-            tokio::select! {
-                () = self.stop.cancelled() => return,
-                () = self.detach.cancelled() => return,
-                () = tokio::time::sleep(wait) => {}
+            // A container waiting for a configmap or secret also tries
+            // again as soon as edged is passed one.
+            let config_error = matches!(&outcome, Err(e) if e.reason == CONFIG_ERROR);
+            if !pause(wait, &self.stop, &self.detach, config_error.then_some(&mut self.config_changed)).await {
+                return;
             }
             if outcome.is_ok() {
                 self.set(|s| s.restarts += 1);
             }
+        }
+    }
+
+    /// Builds the container's environment from its configmaps and secrets
+    /// (once: it is kept for later attempts). A missing one is kubelet's
+    /// `CreateContainerConfigError`.
+    async fn build_env(&mut self) -> Result<(), RuntimeError> {
+        let Some(plan) = &self.plan else { return Ok(()) };
+        // Seen before the read: a change during it wakes the retry.
+        self.config_changed.borrow_and_update();
+        let built = match self.config.fetch(plan.namespace(), &plan.sources()).await {
+            Ok(sources) => plan.build(&self.sandbox.ip, &sources),
+            Err(e) => Err(e),
+        };
+        match built {
+            Ok(env) => {
+                self.spec.env = env;
+                self.plan = None;
+                Ok(())
+            }
+            Err(message) => Err(RuntimeError::new(CONFIG_ERROR, message)),
         }
     }
 

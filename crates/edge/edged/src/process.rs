@@ -11,6 +11,14 @@
 //! directory: a volume mounted at `/etc/cfg` appears at `{workdir}/etc/cfg`
 //! (a symlink to the volume), and the container reads it by that relative
 //! path. Pods share the host's network.
+//!
+//! Every container process carries its identity in its environment from
+//! the moment it exists: `EDGEHIVE_CONTAINER={pods dir}/{pod uid}/{container}/{attempt}`
+//! (see [`MARKER`]). A process edged did not start is not its child and
+//! cannot be waited for, so what an earlier run left (the edge was killed,
+//! its containers were not) is found by that marker in `/proc/{pid}/environ`
+//! — also when the edge died between the spawn and any record of it — and
+//! killed before a pod starts again: a container never runs twice.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -18,7 +26,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal, kill_process_group};
+use rustix::process::{Pid, PidfdFlags, Signal, kill_process_group, pidfd_open, pidfd_send_signal};
 use tokio::process::{Child, Command};
 
 use crate::cgroup::{Applied, Cgroups};
@@ -28,22 +36,54 @@ use crate::runtime::{BoxFuture, Container, ContainerSpec, Mount, PodInfo, Runtim
 /// The process runtime's name and version, as `nodeInfo.containerRuntimeVersion` shows it.
 pub const RUNTIME_VERSION: &str = concat!("process://edgehive-", env!("CARGO_PKG_VERSION"));
 
+/// The spawn after which `EDGEHIVE_FAILPOINT` aborts, if it names one.
+fn failpoint(value: &str) -> Option<u64> {
+    match value.strip_prefix("edged-after-spawn")? {
+        "" => Some(1),
+        n => n.strip_prefix('=')?.parse().ok().filter(|n| *n > 0),
+    }
+}
+
+/// The environment variable every container process carries:
+/// `{pods dir}/{pod uid}/{container}/{attempt}`. The pods directory scopes
+/// it to one edge (several may share a host); the rest names the container.
+pub const MARKER: &str = "EDGEHIVE_CONTAINER";
+
+/// How long the cleanup at start waits for the leftovers it killed to end.
+const LEFTOVER_DEADLINE: Duration = Duration::from_secs(5);
+
 /// The process runtime.
 #[derive(Debug)]
 pub struct ProcessRuntime {
     pods_dir: PathBuf,
     cgroups: Cgroups,
+    /// Fault injection for tests: abort edged right after the n-th
+    /// container process it spawns, before anything else records it.
+    abort_after_spawn: Option<u64>,
+    /// Container processes spawned so far (counted for the fault injection).
+    spawned: std::sync::atomic::AtomicU64,
 }
 
 impl ProcessRuntime {
     /// A runtime whose pods live under `pods_dir`, with this host's cgroups.
+    ///
+    /// `EDGEHIVE_FAILPOINT=edged-after-spawn` (or `edged-after-spawn=N`) in
+    /// the environment makes the process abort right after it spawns its
+    /// first (N-th) container process (the crash test uses it).
     pub fn new(pods_dir: impl Into<PathBuf>) -> ProcessRuntime {
-        ProcessRuntime::with_cgroups(pods_dir, Cgroups::detect())
+        let mut rt = ProcessRuntime::with_cgroups(pods_dir, Cgroups::detect());
+        rt.abort_after_spawn = std::env::var("EDGEHIVE_FAILPOINT").ok().as_deref().and_then(failpoint);
+        rt
     }
 
     /// A runtime with the given cgroups.
     pub fn with_cgroups(pods_dir: impl Into<PathBuf>, cgroups: Cgroups) -> ProcessRuntime {
-        ProcessRuntime { pods_dir: pods_dir.into(), cgroups }
+        ProcessRuntime { pods_dir: pods_dir.into(), cgroups, abort_after_spawn: None, spawned: Default::default() }
+    }
+
+    /// The marker of one attempt of a container of pod `uid`.
+    fn marker(&self, uid: &str, container: &str, attempt: u32) -> String {
+        format!("{}/{uid}/{container}/{attempt}", self.pods_dir.display())
     }
 }
 
@@ -86,6 +126,10 @@ impl Runtime for ProcessRuntime {
                 env: spec.env.clone(),
                 workdir,
                 log: spec.log.clone(),
+                marker: Some(self.marker(&pod.uid, &spec.name, spec.attempt)),
+                abort_after_spawn: self
+                    .abort_after_spawn
+                    .is_some_and(|n| self.spawned.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1 == n),
             };
             match start(&ps).await {
                 Ok(running) => Ok(Arc::new(ProcessContainer {
@@ -121,12 +165,13 @@ impl Runtime for ProcessRuntime {
 
     fn cleanup<'a>(&'a self, keep: &'a HashSet<String>) -> BoxFuture<'a, ()> {
         Box::pin(async move {
+            // Every container process an earlier run left goes, kept pods'
+            // too: edged cannot adopt them, and starts those pods again.
+            kill_leftovers(&self.pods_dir).await;
             let Ok(mut dirs) = tokio::fs::read_dir(&self.pods_dir).await else { return };
             while let Ok(Some(d)) = dirs.next_entry().await {
                 let uid = d.file_name().to_string_lossy().into_owned();
-                if keep.contains(&uid) {
-                    continue;
-                }
+                // Pid files of a version without markers.
                 if let Ok(mut cs) = tokio::fs::read_dir(d.path().join("containers")).await {
                     while let Ok(Some(c)) = cs.next_entry().await {
                         if c.path().extension().is_some_and(|e| e == "pid") {
@@ -134,6 +179,9 @@ impl Runtime for ProcessRuntime {
                             reap_leftover(&ProcessSpec { workdir, ..ProcessSpec::default() }).await;
                         }
                     }
+                }
+                if keep.contains(&uid) {
+                    continue;
                 }
                 tracing::info!(uid = %uid, "removing what an earlier run left of a pod no longer here");
                 let _ = tokio::fs::remove_dir_all(d.path()).await;
@@ -248,6 +296,11 @@ pub struct ProcessSpec {
     pub workdir: PathBuf,
     /// Log file for stdout and stderr.
     pub log: PathBuf,
+    /// The process's [`MARKER`] value (set in its environment last, so a
+    /// container's own `env` cannot hide it).
+    pub marker: Option<String>,
+    /// Fault injection for tests: abort this process right after the spawn.
+    pub abort_after_spawn: bool,
 }
 
 /// Why a container could not start.
@@ -286,10 +339,11 @@ pub struct Running {
     log: PathBuf,
 }
 
-/// Where a container's process is recorded: `{workdir}.pid` holds its pid
-/// and its start time (field 22 of `/proc/{pid}/stat`), so that a restarted
-/// edge can tell its own leftover process from an unrelated one that reused
-/// the pid.
+/// Where a container's process is recorded once it runs: `{workdir}.pid`
+/// holds its pid and its start time (field 22 of `/proc/{pid}/stat`), for
+/// tools and tests. It is written after the spawn, so a restarted edge does
+/// not rely on it: it finds leftovers by their [`MARKER`], and reads pid
+/// files only as versions without markers left them.
 fn pid_file(spec: &ProcessSpec) -> PathBuf {
     let mut p = spec.workdir.clone().into_os_string();
     p.push(".pid");
@@ -304,9 +358,10 @@ fn start_time(pid: u32) -> Option<u64> {
     rest.split(' ').nth(19)?.parse().ok()
 }
 
-/// Kills the process group a previous run of this edge left behind (the
-/// edge was killed, its containers were not), if it is still there.
-pub async fn reap_leftover(spec: &ProcessSpec) {
+/// Kills the process group recorded in the pid file of `spec`'s working
+/// directory, if it is still there (same pid and start time: never a
+/// reused pid). Versions before markers recorded processes only so.
+async fn reap_leftover(spec: &ProcessSpec) {
     let path = pid_file(spec);
     let Ok(text) = tokio::fs::read_to_string(&path).await else { return };
     let mut it = text.split_whitespace().map(str::parse::<u64>);
@@ -321,10 +376,10 @@ pub async fn reap_leftover(spec: &ProcessSpec) {
     let _ = tokio::fs::remove_file(&path).await;
 }
 
-/// Starts a container (after stopping what an earlier run left of it).
+/// Starts a container. What an earlier run left is the runtime's cleanup's
+/// business ([`ProcessRuntime`] kills it by its marker before any pod starts).
 pub async fn start(spec: &ProcessSpec) -> Result<Running, StartError> {
     let Some((program, args)) = spec.argv.split_first() else { return Err(StartError::NoCommand) };
-    reap_leftover(spec).await;
     let io = |path: &Path| {
         let path = path.to_owned();
         move |source| StartError::Io { path, source }
@@ -342,6 +397,7 @@ pub async fn start(spec: &ProcessSpec) -> Result<Running, StartError> {
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()))
         .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .envs(spec.marker.iter().map(|m| (MARKER, m.as_str())))
         .current_dir(&spec.workdir)
         .stdin(Stdio::null())
         .stdout(Stdio::from(log))
@@ -349,6 +405,10 @@ pub async fn start(spec: &ProcessSpec) -> Result<Running, StartError> {
         .process_group(0)
         .kill_on_drop(true);
     let child = cmd.spawn().map_err(|source| StartError::Spawn { program: program.clone(), source })?;
+    if spec.abort_after_spawn {
+        tracing::error!(pid = ?child.id(), marker = ?spec.marker, "failpoint edged-after-spawn: aborting");
+        std::process::abort();
+    }
     let pid = child.id().unwrap_or(0);
     let pgid = i32::try_from(pid).ok().and_then(Pid::from_raw);
     if let Some(started) = start_time(pid) {
@@ -356,6 +416,114 @@ pub async fn start(spec: &ProcessSpec) -> Result<Running, StartError> {
         tokio::fs::write(&path, format!("{pid} {started}\n")).await.map_err(io(&path))?;
     }
     Ok(Running { child, pgid, pid, log: spec.log.clone() })
+}
+
+/// A process an earlier run left: found by its marker, held by a pidfd (so
+/// a signal can only reach that very process, never one that reused its pid).
+#[derive(Debug)]
+struct Leftover {
+    pid: u32,
+    pidfd: std::os::fd::OwnedFd,
+    marker: String,
+}
+
+/// The marker in `/proc/{pid}/environ`, if the process carries one under
+/// `prefix` (`{pods dir}/`).
+fn marker_of(pid: u32, prefix: &str) -> Option<String> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let want = format!("{MARKER}=");
+    environ.split(|b| *b == 0).find_map(|var| {
+        let value = std::str::from_utf8(var.strip_prefix(want.as_bytes())?).ok()?;
+        // `{uid}/{container}/{attempt}` after the prefix.
+        let rest = value.strip_prefix(prefix)?;
+        (rest.split('/').count() == 3).then(|| value.to_owned())
+    })
+}
+
+/// The processes under `/proc` carrying a marker of `pods_dir`.
+fn find_leftovers(pods_dir: &Path) -> Vec<Leftover> {
+    let prefix = format!("{}/", pods_dir.display());
+    let me = std::process::id();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Some(raw) = i32::try_from(pid).ok().and_then(Pid::from_raw) else { continue };
+        if pid == me {
+            continue;
+        }
+        // The pidfd first: if the environ read below is of another process
+        // (this one ended and its pid was reused), signals through the
+        // pidfd fail instead of reaching that other process.
+        let Ok(pidfd) = pidfd_open(raw, PidfdFlags::empty()) else { continue };
+        if let Some(marker) = marker_of(pid, &prefix) {
+            out.push(Leftover { pid, pidfd, marker });
+        }
+    }
+    out
+}
+
+/// A process's group id, from `/proc`.
+fn process_group(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..].split(' ').nth(2)?.parse().ok()
+}
+
+/// Kills every process an earlier run of the edge whose pods live under
+/// `pods_dir` left, and waits (up to [`LEFTOVER_DEADLINE`]) for them to end.
+/// Returns how many it killed.
+pub async fn kill_leftovers(pods_dir: &Path) -> usize {
+    let dir = pods_dir.to_owned();
+    let found = tokio::task::spawn_blocking(move || find_leftovers(&dir)).await.unwrap_or_default();
+    let mut ended = Vec::new();
+    for l in found {
+        // Stopped, the process cannot end: its pid, and so its group id,
+        // stay its own while the group is killed.
+        if pidfd_send_signal(&l.pidfd, Signal::STOP).is_err() {
+            continue;
+        }
+        tracing::info!(pid = l.pid, container = %l.marker, "stopping a container process an earlier run left");
+        if process_group(l.pid) == Some(l.pid)
+            && let Some(pg) = i32::try_from(l.pid).ok().and_then(Pid::from_raw)
+        {
+            let _ = kill_process_group(pg, Signal::KILL);
+        }
+        let _ = pidfd_send_signal(&l.pidfd, Signal::KILL);
+        ended.push(l);
+    }
+    let killed = ended.len();
+    if killed > 0 {
+        let waited = tokio::task::spawn_blocking(move || wait_ended(ended, LEFTOVER_DEADLINE)).await;
+        for l in waited.unwrap_or_default() {
+            tracing::warn!(pid = l.pid, container = %l.marker, "a killed leftover container process has not ended");
+        }
+    }
+    killed
+}
+
+/// Waits until every one of `procs` has ended (its pidfd turns readable),
+/// or `deadline` passes; returns those still running.
+fn wait_ended(mut procs: Vec<Leftover>, deadline: Duration) -> Vec<Leftover> {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let until = tokio::time::Instant::now() + deadline;
+    while !procs.is_empty() {
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let timeout = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: i64::from(left.subsec_nanos()) };
+        let ended: Vec<bool> = {
+            let mut fds: Vec<PollFd<'_>> = procs.iter().map(|l| PollFd::new(&l.pidfd, PollFlags::IN)).collect();
+            match poll(&mut fds, Some(&timeout)) {
+                Ok(_) => fds.iter().map(|f| !f.revents().is_empty()).collect(),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => break,
+            }
+        };
+        let mut it = ended.into_iter();
+        procs.retain(|_| !it.next().unwrap_or(false));
+    }
+    procs
 }
 
 impl Running {
@@ -442,7 +610,92 @@ mod tests {
             env: vec![("GREETING".into(), "hello".into())],
             workdir: dir.join("work"),
             log: dir.join("logs/c.log"),
+            ..ProcessSpec::default()
         }
+    }
+
+    fn alive(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+    }
+
+    /// A process as an earlier, killed run of edged would have left it: not
+    /// recorded anywhere, carrying only its marker (here a child of the
+    /// test, so that it can be checked and reaped).
+    fn leftover(marker: Option<&str>) -> std::process::Child {
+        use std::os::unix::process::CommandExt as _;
+        let mut cmd = std::process::Command::new("sleep");
+        cmd.arg("600").env_clear().process_group(0);
+        if let Some(m) = marker {
+            cmd.env(MARKER, m);
+        }
+        cmd.spawn().unwrap()
+    }
+
+    #[test]
+    fn failpoints_name_a_spawn() {
+        assert_eq!(failpoint("edged-after-spawn"), Some(1));
+        assert_eq!(failpoint("edged-after-spawn=3"), Some(3));
+        assert_eq!(failpoint("edged-after-spawn=0"), None);
+        assert_eq!(failpoint("meta-before-commit"), None);
+    }
+
+    #[tokio::test]
+    async fn leftovers_are_found_by_their_marker_and_killed_only_under_this_pods_dir() {
+        let dir = edgehive_testkit::fixtures::TempDir::new("edged-leftover");
+        let pods = dir.path().join("pods");
+        let rt = ProcessRuntime::with_cgroups(&pods, Cgroups::none());
+        // A container this runtime starts carries its marker.
+        let pod = PodInfo {
+            uid: "uid-1".into(),
+            name: "p".into(),
+            namespace: "default".into(),
+            dir: pods.join("uid-1"),
+            host_network: true,
+            node_ip: "127.0.0.1".into(),
+            labels: Default::default(),
+        };
+        let cspec = ContainerSpec {
+            name: "main".into(),
+            image: "busybox".into(),
+            pull_policy: "Never".into(),
+            command: vec!["sleep".into(), "600".into()],
+            args: vec![],
+            env: vec![(MARKER.into(), "a container cannot hide its marker".into())],
+            working_dir: String::new(),
+            host_dir: pod.dir.join("containers/main"),
+            log: pod.dir.join("logs/main.log"),
+            mounts: vec![],
+            limits: Default::default(),
+            attempt: 3,
+        };
+        let sandbox = rt.run_sandbox(&pod).await.unwrap();
+        let c = rt.start(&pod, &sandbox, &cspec).await.unwrap();
+        let pid: u32 = c.id().strip_prefix("process://").unwrap().parse().unwrap();
+        let prefix = format!("{}/", pods.display());
+        assert_eq!(marker_of(pid, &prefix), Some(format!("{}/uid-1/main/3", pods.display())));
+        c.stop(Duration::from_secs(1)).await;
+
+        // Left by an earlier run of this edge (no pid file: the edge died
+        // right after the spawn), another edge's, and an unmarked process.
+        let mut mine = leftover(Some(&format!("{}/uid-2/main/0", pods.display())));
+        let mut other_edge = leftover(Some(&format!("{}/elsewhere/pods/uid-2/main/0", dir.path().display())));
+        let mut unmarked = leftover(None);
+        let killed = kill_leftovers(&pods).await;
+        assert_eq!(killed, 1);
+        let status = mine.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt as _;
+        assert_eq!(status.signal(), Some(9), "{status:?}");
+        assert!(alive(other_edge.id()) && alive(unmarked.id()), "only this edge's leftovers go");
+        for c in [&mut other_edge, &mut unmarked] {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+        // Through the runtime's cleanup, with no pid file anywhere, and for
+        // a pod that is kept as well: the process runtime adopts nothing.
+        let mut kept = leftover(Some(&format!("{}/uid-1/main/3", pods.display())));
+        rt.cleanup(&HashSet::from(["uid-1".to_owned()])).await;
+        assert_eq!(kept.wait().unwrap().signal(), Some(9));
+        assert!(pods.join("uid-1").exists(), "a kept pod's directory stays");
     }
 
     #[tokio::test]

@@ -162,7 +162,9 @@ pub trait Runtime: Send + Sync + Debug {
     fn keeps_containers(&self) -> bool;
 
     /// Stops and removes what earlier runs of edged left of pods whose uid
-    /// is not in `keep`.
+    /// is not in `keep`. A runtime that cannot adopt (the process runtime)
+    /// stops every container an earlier run left, kept pods' too: edged
+    /// starts those again, and a container never runs twice.
     fn cleanup<'a>(&'a self, keep: &'a HashSet<String>) -> BoxFuture<'a, ()>;
 }
 

@@ -102,16 +102,20 @@ pub(crate) fn write_object_volume(pod_dir: &Path, volume: &Value, source: &Value
     Ok(())
 }
 
-/// Prepares every volume of the pod (configMap/secret data from `sources`).
-pub(crate) fn prepare(pod: &Value, pod_dir: &Path, sources: &BTreeMap<(&'static str, String), Data>) {
+/// Prepares every volume of the pod (configMap/secret data from `sources`;
+/// an optional one that does not exist is an empty directory). Whether
+/// the objects it needs are there is [`crate::config::volume_error`]'s.
+pub(crate) fn prepare(pod: &Value, pod_dir: &Path, sources: &crate::config::Sources) {
+    let empty = Data::new();
+    let data = |kind: &'static str, name: &Value| {
+        sources.get(&(kind, name.as_str().unwrap_or_default().to_owned())).and_then(Option::as_ref).unwrap_or(&empty)
+    };
     for v in pod["spec"]["volumes"].as_array().into_iter().flatten() {
         let name = v["name"].as_str().unwrap_or_default();
         let result = if let Some(cm) = v.get("configMap") {
-            let data = sources.get(&("configmap", cm["name"].as_str().unwrap_or_default().to_owned()));
-            write_object_volume(pod_dir, v, cm, data.unwrap_or(&Data::new()))
+            write_object_volume(pod_dir, v, cm, data("configmap", &cm["name"]))
         } else if let Some(s) = v.get("secret") {
-            let data = sources.get(&("secret", s["secretName"].as_str().unwrap_or_default().to_owned()));
-            write_object_volume(pod_dir, v, s, data.unwrap_or(&Data::new()))
+            write_object_volume(pod_dir, v, s, data("secret", &s["secretName"]))
         } else if v.get("emptyDir").is_some() {
             std::fs::create_dir_all(volume_dir(pod_dir, name))
         } else {

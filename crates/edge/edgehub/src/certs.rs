@@ -1,5 +1,5 @@
 //! The edge's certificate: join with a token, load it at later starts, renew
-//! it over mutual TLS before it expires (PROTOCOL.md §4).
+//! it over mutual TLS before it expires (docs/protocol.md §3).
 //!
 //! Files, under the data directory: `ca.crt` (the cloud's CA, PEM),
 //! `edge.crt` (this node's certificate, PEM) and `edge.key` (its key,

@@ -60,10 +60,35 @@ pub enum Op {
         /// The object's JSON.
         value: String,
     },
-    /// Remove `key`.
+    /// Insert or replace `key` only while `owner` is stored: a pod's status
+    /// lives beside its pod, and a report that arrives after the pod's
+    /// delete leaves no row behind.
+    PutOwned {
+        /// The wire resource.
+        key: String,
+        /// The resource type.
+        resource_type: String,
+        /// The object's JSON.
+        value: String,
+        /// The row that must exist (`{ns}/pod/{name}`).
+        owner: String,
+    },
+    /// Remove `key` — when `uid` is given, only if the stored object is that
+    /// one (a delete of an object since replaced under the same name must
+    /// not remove the new one).
     Delete {
         /// The wire resource.
         key: String,
+        /// The uid the delete names.
+        uid: Option<String>,
+    },
+    /// Remove `key` if `owner` is no longer stored (a pod's status rows go
+    /// with their pod, not with a delete that did not remove it).
+    DeleteOrphan {
+        /// The wire resource.
+        key: String,
+        /// The row whose absence removes this one.
+        owner: String,
     },
 }
 
@@ -81,6 +106,12 @@ pub struct Listing {
 pub struct MetaDb {
     path: PathBuf,
     conn: Mutex<Connection>,
+}
+
+/// `metadata.uid` of a stored object.
+fn object_uid(json: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    v.pointer("/metadata/uid")?.as_str().filter(|u| !u.is_empty()).map(str::to_owned)
 }
 
 fn resource_version(json: &str) -> Option<u64> {
@@ -160,7 +191,32 @@ impl MetaDb {
                             changed.push(true);
                         }
                     }
-                    Op::Delete { key } => changed.push(del.execute([key]).map_err(|e| self.err(e))? > 0),
+                    Op::PutOwned { key, resource_type, value, owner } => {
+                        let owned = get.exists([owner]).map_err(|e| self.err(e))?;
+                        if owned {
+                            put.execute(params![key, resource_type, value]).map_err(|e| self.err(e))?;
+                        }
+                        changed.push(owned);
+                    }
+                    Op::Delete { key, uid } => {
+                        let stored: Option<Option<String>> = get
+                            .query_row([key], |r| r.get::<_, Option<String>>(0))
+                            .optional()
+                            .map_err(|e| self.err(e))?;
+                        let other = match (uid, stored.flatten().as_deref().and_then(object_uid)) {
+                            (Some(wanted), Some(have)) => *wanted != have,
+                            _ => false,
+                        };
+                        if other {
+                            changed.push(false);
+                        } else {
+                            changed.push(del.execute([key]).map_err(|e| self.err(e))? > 0);
+                        }
+                    }
+                    Op::DeleteOrphan { key, owner } => {
+                        let orphan = !get.exists([owner]).map_err(|e| self.err(e))?;
+                        changed.push(orphan && del.execute([key]).map_err(|e| self.err(e))? > 0);
+                    }
                 }
             }
         }
@@ -211,6 +267,21 @@ impl MetaDb {
             }
         }
         Ok(out)
+    }
+
+    /// Removes the status rows (`podstatus`, `podpatch`) of pods no longer
+    /// stored — what versions that kept them after the pod's delete left.
+    /// Returns how many went.
+    pub fn remove_orphan_status(&self) -> Result<usize, DbError> {
+        // Keys are `{ns}/{type}/{name}`; neither part holds a `/`.
+        self.conn()
+            .execute(
+                "DELETE FROM meta WHERE type IN ('podstatus', 'podpatch')
+                   AND substr(key, 1, instr(key, '/')) || 'pod/' || substr(key, instr(key, '/') + length(type) + 2)
+                       NOT IN (SELECT key FROM meta WHERE type = 'pod')",
+                [],
+            )
+            .map_err(|e| self.err(e))
     }
 
     /// Rows stored.
@@ -272,6 +343,22 @@ mod tests {
     }
 
     #[test]
+    fn a_delete_naming_another_uid_leaves_the_new_object_and_its_status() {
+        let dir = edgehive_testkit::fixtures::TempDir::new("metadb-uid");
+        let db = MetaDb::open(&dir.path().join("edgecore.db")).unwrap();
+        let pod = r#"{"metadata":{"name":"p","uid":"new"}}"#;
+        db.apply(&[put("default/pod/p", "pod", pod), put("default/podstatus/p", "podstatus", "{}")]).unwrap();
+        let status_orphan = || Op::DeleteOrphan { key: "default/podstatus/p".into(), owner: "default/pod/p".into() };
+        // A late delete of the pod it replaced.
+        let stale = Op::Delete { key: "default/pod/p".into(), uid: Some("old".into()) };
+        assert_eq!(db.apply(&[stale, status_orphan()]).unwrap(), [false, false]);
+        assert!(db.get("default/pod/p").unwrap().is_some() && db.get("default/podstatus/p").unwrap().is_some());
+        let current = Op::Delete { key: "default/pod/p".into(), uid: Some("new".into()) };
+        assert_eq!(db.apply(&[current, status_orphan()]).unwrap(), [true, true]);
+        assert!(db.get("default/pod/p").unwrap().is_none() && db.get("default/podstatus/p").unwrap().is_none());
+    }
+
+    #[test]
     fn batches_apply_and_older_versions_do_not_overwrite() {
         let dir = edgehive_testkit::fixtures::TempDir::new("metadb");
         let db = MetaDb::open(&dir.path().join("edge.db")).unwrap();
@@ -284,7 +371,11 @@ mod tests {
         assert!(db.get("default/pod/a").unwrap().unwrap().contains("\"5\""));
         assert_eq!(db.apply(&[put("default/pod/a", "pod", &v("6"))]).unwrap(), [true]);
         assert_eq!(
-            db.apply(&[Op::Delete { key: "default/pod/b".into() }, Op::Delete { key: "nope".into() }]).unwrap(),
+            db.apply(&[
+                Op::Delete { key: "default/pod/b".into(), uid: None },
+                Op::Delete { key: "nope".into(), uid: None }
+            ])
+            .unwrap(),
             [true, false]
         );
         assert_eq!(db.list_type("pod").unwrap().rows.len(), 1);
@@ -292,6 +383,33 @@ mod tests {
         // Durable across reopen.
         let db = MetaDb::open(&dir.path().join("edge.db")).unwrap();
         assert_eq!(db.count().unwrap(), 1);
+    }
+
+    #[test]
+    fn status_rows_live_only_beside_their_pod() {
+        let dir = edgehive_testkit::fixtures::TempDir::new("metadb-status");
+        let db = MetaDb::open(&dir.path().join("edge.db")).unwrap();
+        let status = |name: &str| Op::PutOwned {
+            key: format!("default/podstatus/{name}"),
+            resource_type: "podstatus".into(),
+            value: "{}".into(),
+            owner: format!("default/pod/{name}"),
+        };
+        // No pod, no status row.
+        assert_eq!(db.apply(&[status("a")]).unwrap(), [false]);
+        assert_eq!(db.get("default/podstatus/a").unwrap(), None);
+        db.apply(&[put("default/pod/a", "pod", "{}"), status("a")]).unwrap();
+        assert_eq!(db.get("default/podstatus/a").unwrap().as_deref(), Some("{}"));
+        // Rows an older version left beside no pod go; those of stored pods stay.
+        db.apply(&[
+            put("default/podstatus/gone", "podstatus", "{}"),
+            put("kube-system/podpatch/gone", "podpatch", "{}"),
+            put("default/podpatch/a", "podpatch", "{}"),
+        ])
+        .unwrap();
+        assert_eq!(db.remove_orphan_status().unwrap(), 2);
+        let keys: Vec<String> = db.list_all().unwrap().rows.into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["default/pod/a", "default/podpatch/a", "default/podstatus/a"]);
     }
 
     #[test]

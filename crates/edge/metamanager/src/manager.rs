@@ -4,7 +4,13 @@
 //!   `delete` are committed to the store in batches, and only then ACKed
 //!   (`response` "OK" to the cloud) and passed on to `edged`. An ACK always
 //!   means "persisted". `update` of an unknown object inserts it: the cloud
-//!   re-sends objects created while the edge was away as updates.
+//!   re-sends objects created while the edge was away as updates. A pod's
+//!   delete removes its status rows with it.
+//! - A change edged's full mailbox could not take is never dropped
+//!   silently: it is counted, and a wake-up (`update podlist`) is sent to
+//!   edged from a task of its own as soon as there is room, after which
+//!   edged reads the store again. MetaManager's own loop never waits for
+//!   edged (edged asks it queries: that could deadlock).
 //! - From edge modules: queries are answered from the store, or asked of the
 //!   cloud (configmaps, secrets, service account tokens, leases, the node,
 //!   volumes) while connected, with a deadline, storing the answer; offline,
@@ -16,9 +22,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use edgehive_beehive::{Context, Module, ModuleContext, ModuleFuture};
+use edgehive_beehive::{Context, Module, ModuleContext, ModuleFuture, SendErrorKind};
 use edgehive_model::{Content, Message, ResourcePath, Text, group, op, resource_type as rt, source, well_known};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::db::{MetaDb, Op};
@@ -101,13 +107,17 @@ pub struct MetaMetrics {
     pub remote_fallbacks: AtomicU64,
     /// Damaged rows met (skipped).
     pub corrupt_rows: AtomicU64,
+    /// Changes edged's full mailbox did not take (edged re-reads the store).
+    pub edged_missed: AtomicU64,
+    /// Wake-ups sent to edged to re-read the store after missed changes.
+    pub edged_resyncs: AtomicU64,
 }
 
 impl MetaMetrics {
     /// Prometheus text exposition.
     pub fn render(&self, out: &mut String) {
         use std::fmt::Write as _;
-        let counters: [(&str, &str, &AtomicU64); 7] = [
+        let counters: [(&str, &str, &AtomicU64); 9] = [
             ("edgehive_metamanager_committed_total", "Cloud changes committed and ACKed.", &self.committed),
             ("edgehive_metamanager_transactions_total", "Store transactions committed.", &self.transactions),
             ("edgehive_metamanager_commit_failures_total", "Cloud changes the store refused.", &self.commit_failures),
@@ -119,6 +129,16 @@ impl MetaMetrics {
                 &self.remote_fallbacks,
             ),
             ("edgehive_metamanager_corrupt_rows_total", "Damaged store rows skipped.", &self.corrupt_rows),
+            (
+                "edgehive_metamanager_edged_missed_total",
+                "Changes edged's full mailbox did not take; edged re-reads the store.",
+                &self.edged_missed,
+            ),
+            (
+                "edgehive_metamanager_edged_resyncs_total",
+                "Wake-ups that made edged re-read the store after missed changes.",
+                &self.edged_resyncs,
+            ),
         ];
         for (name, help, v) in counters {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", v.load(Relaxed));
@@ -157,6 +177,23 @@ impl Module for MetaManager {
 
     fn run(self: Arc<Self>, mut ctx: ModuleContext, cancel: CancellationToken) -> ModuleFuture {
         Box::pin(async move {
+            let db = Arc::clone(&self.db);
+            match tokio::task::spawn_blocking(move || db.remove_orphan_status()).await {
+                Ok(Ok(0)) => {}
+                Ok(Ok(n)) => tracing::info!(rows = n, "removed the status rows of pods no longer stored"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "could not remove stale status rows"),
+                Err(e) => tracing::warn!(error = %e, "could not remove stale status rows"),
+            }
+            let edged_behind = Arc::new(Notify::new());
+            // The wake-up task ends with this run (a restart makes another).
+            let waker = cancel.child_token();
+            let _waker_guard = waker.clone().drop_guard();
+            tokio::spawn(wake_edged(
+                ctx.context().clone(),
+                Arc::clone(&edged_behind),
+                Arc::clone(&self.metrics),
+                waker,
+            ));
             let shared = Arc::new(Shared {
                 cfg: self.cfg.clone(),
                 db: Arc::clone(&self.db),
@@ -164,6 +201,7 @@ impl Module for MetaManager {
                 ctx: ctx.context().clone(),
                 connected: AtomicBool::new(false),
                 remote: Arc::new(Semaphore::new(self.cfg.remote_queries)),
+                edged_behind,
             });
             let mut batch = Vec::with_capacity(self.cfg.batch);
             loop {
@@ -188,6 +226,54 @@ struct Shared {
     ctx: Context,
     connected: AtomicBool,
     remote: Arc<Semaphore>,
+    /// Notified when edged missed a change: [`wake_edged`] tells it to
+    /// re-read the store.
+    edged_behind: Arc<Notify>,
+}
+
+/// The wake-up that makes edged re-read its pods from the store.
+fn resync_message() -> Message {
+    Message::new()
+        .with_route(MODULE, group::META, rt::PODLIST, op::UPDATE)
+        .with_content(Content::string("edged missed changes: read the store again"))
+}
+
+/// Sends edged one wake-up after each run of missed changes, waiting for
+/// room in its mailbox (each wait bounded by [`SEND_DEADLINE`], retried
+/// until it is taken). A change missed while a wake-up is on its way
+/// leaves a permit in `behind`, so another follows: every missed change is
+/// followed by a wake-up queued after it, and edged's re-read sees it.
+async fn wake_edged(ctx: Context, behind: Arc<Notify>, metrics: Arc<MetaMetrics>, cancel: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = behind.notified() => {}
+        }
+        loop {
+            let missed = metrics.edged_missed.load(Relaxed);
+            let sent = tokio::select! {
+                () = cancel.cancelled() => return,
+                r = tokio::time::timeout(SEND_DEADLINE, ctx.send(EDGED, resync_message())) => r,
+            };
+            match sent {
+                Ok(Ok(())) => {
+                    metrics.edged_resyncs.fetch_add(1, Relaxed);
+                    tracing::info!(missed_total = missed, "edged missed changes; told to re-read the store");
+                    break;
+                }
+                // `send` fails only when there is no edged to take it
+                // (absent, disabled, stopped): nothing to wake.
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "no edged to wake");
+                    break;
+                }
+                Err(_) => tracing::warn!(
+                    missed_total = missed,
+                    "edged's mailbox stayed full past the deadline; its wake-up waits on"
+                ),
+            }
+        }
+    }
 }
 
 fn from_cloud(m: &Message) -> bool {
@@ -223,7 +309,7 @@ impl Shared {
     }
 
     async fn process(self: Arc<Self>, batch: Vec<Message>) {
-        let mut writes: Vec<(Message, Op)> = Vec::new();
+        let mut writes: Vec<(Message, Vec<Op>)> = Vec::new();
         for m in batch {
             let operation = m.route.operation.as_str();
             if m.route.source == source::EDGEHUB && operation == op::CONNECT {
@@ -233,8 +319,8 @@ impl Shared {
             }
             if from_cloud(&m) {
                 match operation {
-                    op::INSERT | op::UPDATE | op::PATCH | op::DELETE => match cloud_op(&m) {
-                        Some(o) => writes.push((m, o)),
+                    op::INSERT | op::UPDATE | op::PATCH | op::DELETE => match cloud_ops(&m) {
+                        Some(ops) => writes.push((m, ops)),
                         None => {
                             tracing::warn!(operation, resource = %m.route.resource, "change from the cloud with a bad resource; refused");
                             self.send(EDGEHUB, m.error_response("bad resource")).await;
@@ -253,9 +339,8 @@ impl Shared {
             match operation {
                 op::QUERY => Arc::clone(&self).query(m).await,
                 op::UPDATE | op::PATCH if coalescible_status(&m) => {
-                    if let Some((key, ty)) = key_and_type(&m) {
-                        let value = m.content.as_json().to_owned();
-                        writes.push((m, Op::Put { key, resource_type: ty.to_string(), value }));
+                    if let Some(o) = status_op(&m) {
+                        writes.push((m, vec![o]));
                     }
                 }
                 _ => self.send(EDGEHUB, m).await,
@@ -268,8 +353,8 @@ impl Shared {
 
     /// Commits a batch, then ACKs and passes on what came from the cloud and
     /// forwards status reports to it.
-    async fn commit(&self, writes: Vec<(Message, Op)>) {
-        let ops: Vec<Op> = writes.iter().map(|(_, o)| o.clone()).collect();
+    async fn commit(&self, writes: Vec<(Message, Vec<Op>)>) {
+        let ops: Vec<Op> = writes.iter().flat_map(|(_, o)| o.iter().cloned()).collect();
         if self.cfg.crash_before_commit && writes.iter().any(|(m, _)| from_cloud(m)) {
             tracing::error!("failpoint meta-before-commit: aborting before the commit");
             std::process::abort();
@@ -283,10 +368,17 @@ impl Shared {
                     if from_cloud(&m) {
                         self.metrics.committed.fetch_add(1, Relaxed);
                         self.send(EDGEHUB, m.response(Content::string(well_known::ACK_OK))).await;
-                        if let Err(e) = self.ctx.try_send(EDGED, m)
-                            && !matches!(e.kind, edgehive_beehive::SendErrorKind::UnknownTarget)
-                        {
-                            tracing::warn!(error = %e, "edged did not take a change");
+                        match self.ctx.try_send(EDGED, m) {
+                            Ok(()) => {}
+                            Err(e) if e.kind == SendErrorKind::Full => {
+                                // Committed and ACKed, but edged's mailbox is
+                                // full: edged is woken to re-read the store.
+                                self.metrics.edged_missed.fetch_add(1, Relaxed);
+                                tracing::debug!(resource = %e.message().route.resource, "edged's mailbox is full; it will re-read the store");
+                                self.edged_behind.notify_one();
+                            }
+                            Err(e) if e.kind == SendErrorKind::UnknownTarget => {}
+                            Err(e) => tracing::warn!(error = %e, "edged did not take a change"),
                         }
                     } else {
                         // A status report: stored; the reporter is told OK,
@@ -307,7 +399,7 @@ impl Shared {
         }
     }
 
-    async fn commit_failed(&self, writes: Vec<(Message, Op)>, why: &str) {
+    async fn commit_failed(&self, writes: Vec<(Message, Vec<Op>)>, why: &str) {
         tracing::error!(
             error = why,
             messages = writes.len(),
@@ -437,12 +529,38 @@ fn coalescible_status(m: &Message) -> bool {
     )
 }
 
-/// The store change a cloud message asks for.
-fn cloud_op(m: &Message) -> Option<Op> {
-    let (key, ty) = key_and_type(m)?;
-    if m.route.operation == op::DELETE {
-        Some(Op::Delete { key })
-    } else {
-        Some(Op::Put { key, resource_type: ty.to_string(), value: m.content.as_json().to_owned() })
+/// The store write of a status report: a pod's status only while its pod
+/// is stored (a late report must not outlive the pod); the node's as it is.
+fn status_op(m: &Message) -> Option<Op> {
+    let path = ResourcePath::parse_wire(&m.route.resource).ok()?;
+    let (key, ty) = (m.route.resource.to_string(), path.resource_type.to_string());
+    let value = m.content.as_json().to_owned();
+    match (ty.as_str(), &path.namespace, &path.name) {
+        (rt::PODSTATUS | rt::PODPATCH, Some(ns), Some(name)) => {
+            Some(Op::PutOwned { key, resource_type: ty, value, owner: format!("{ns}/{}/{name}", rt::POD) })
+        }
+        _ => Some(Op::Put { key, resource_type: ty, value }),
     }
+}
+
+/// The store changes a cloud message asks for: a pod's delete takes its
+/// status rows (`podstatus`, `podpatch`) with it.
+fn cloud_ops(m: &Message) -> Option<Vec<Op>> {
+    let (key, ty) = key_and_type(m)?;
+    if m.route.operation != op::DELETE {
+        return Some(vec![Op::Put { key, resource_type: ty.to_string(), value: m.content.as_json().to_owned() }]);
+    }
+    // A delete names the object it removes (KubeEdge's deletes carry the
+    // uid): a newer object stored under the same name stays.
+    let uid = m.content.to_value().pointer("/metadata/uid").and_then(|u| u.as_str()).map(str::to_owned);
+    let mut ops = vec![Op::Delete { key: key.clone(), uid }];
+    if ty == rt::POD
+        && let Ok(ResourcePath { namespace: Some(ns), name: Some(name), .. }) =
+            ResourcePath::parse_wire(&m.route.resource)
+    {
+        for status in [rt::PODSTATUS, rt::PODPATCH] {
+            ops.push(Op::DeleteOrphan { key: format!("{ns}/{status}/{name}"), owner: key.clone() });
+        }
+    }
+    Some(ops)
 }

@@ -2,7 +2,9 @@
 //! `websocket`): changes from the cloud are committed before their ACK,
 //! updates upsert and never go back in version, queries are answered by the
 //! cloud when connected and from the store otherwise — also by a new
-//! MetaManager over the same database with no cloud at all.
+//! MetaManager over the same database with no cloud at all. With a stand-in
+//! edged: changes its full mailbox could not take still reach it (a wake-up
+//! and a re-read of the store), and a deleted pod's status rows go with it.
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
@@ -10,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use edgehive_beehive::{Beehive, Context, FnModule, ModuleContext};
-use edgehive_metamanager::{MetaConfig, MetaDb, MetaManager};
+use edgehive_metamanager::{MetaConfig, MetaDb, MetaManager, MetaMetrics};
 use edgehive_model::{Content, Message, group, op, source, well_known};
 use edgehive_testkit::fixtures::TempDir;
 use serde_json::{Value, json};
@@ -38,10 +40,24 @@ impl Drop for Edge {
 /// A beehive with MetaManager over `db` and a `websocket` module that
 /// records what reaches it and answers queries with `cloud_answer`.
 fn edge(db: &Path, cloud_answer: Option<Value>, cfg: MetaConfig) -> Edge {
+    edge_with(db, cloud_answer, cfg, None).0
+}
+
+/// As [`edge`], with another module (a stand-in edged); also MetaManager's counters.
+fn edge_with(
+    db: &Path,
+    cloud_answer: Option<Value>,
+    cfg: MetaConfig,
+    extra: Option<Arc<dyn edgehive_beehive::Module>>,
+) -> (Edge, Arc<MetaMetrics>) {
     let seen: Seen = Arc::default();
     let mut b = Beehive::builder();
     let meta = Arc::new(MetaManager::new(cfg, Arc::new(MetaDb::open(db).unwrap())));
+    let metrics = meta.metrics();
     b.register(meta).unwrap();
+    if let Some(m) = extra {
+        b.register(m).unwrap();
+    }
     let (seen2, path) = (seen.clone(), db.to_owned());
     let hub = FnModule::new(source::WEBSOCKET, group::HUB, move |mut ctx: ModuleContext, cancel: CancellationToken| {
         let (seen, path, answer) = (seen2.clone(), path.clone(), cloud_answer.clone());
@@ -66,7 +82,7 @@ fn edge(db: &Path, cloud_answer: Option<Value>, cfg: MetaConfig) -> Edge {
     let ctx = hive.context();
     let stop = CancellationToken::new();
     tokio::spawn(hive.run(stop.clone()));
-    Edge { ctx, seen, stop, db_path: db.to_owned() }
+    (Edge { ctx, seen, stop, db_path: db.to_owned() }, metrics)
 }
 
 fn from_cloud(operation: &'static str, resource: &str, obj: Value) -> Message {
@@ -229,4 +245,162 @@ async fn after_a_restart_without_the_cloud_every_object_is_served_and_damaged_ro
 fn rusqlite_insert_damaged(db: &Path) {
     let conn = rusqlite::Connection::open(db).unwrap();
     conn.execute("INSERT INTO meta VALUES ('default/pod/broken', 'pod', '{truncated')", []).unwrap();
+}
+
+/// What the stand-in edged believes the store holds: pod key → resourceVersion.
+type Applied = Arc<Mutex<std::collections::BTreeMap<String, String>>>;
+
+/// A stand-in edged with a mailbox of four that takes nothing until
+/// `release` is cancelled; then it applies each pod change it is passed,
+/// and on MetaManager's wake-up (`update podlist`) reads every pod from
+/// the store again, as edged does.
+fn stalled_edged(applied: Applied, release: CancellationToken) -> Arc<dyn edgehive_beehive::Module> {
+    let edged = FnModule::new(source::EDGED, group::EDGED, move |mut ctx: ModuleContext, cancel: CancellationToken| {
+        let (applied, release) = (applied.clone(), release.clone());
+        Box::pin(async move {
+            tokio::select! {
+                () = release.cancelled() => {}
+                () = cancel.cancelled() => return Ok(()),
+            }
+            while let Some(m) = ctx.receive_until(&cancel).await {
+                let resource = m.route.resource.to_string();
+                if resource == "podlist" {
+                    let q = Message::new().with_route(source::EDGED, group::META, "default/pod", op::QUERY);
+                    let r = ctx.context().send_sync("metamanager", q, WAIT).await.unwrap();
+                    let rows: Vec<String> = r.content.decode().unwrap();
+                    let mut map = applied.lock().unwrap();
+                    map.clear();
+                    for row in rows {
+                        let v: Value = serde_json::from_str(&row).unwrap();
+                        let name = v["metadata"]["name"].as_str().unwrap();
+                        map.insert(
+                            format!("default/pod/{name}"),
+                            v["metadata"]["resourceVersion"].as_str().unwrap().into(),
+                        );
+                    }
+                    continue;
+                }
+                let mut map = applied.lock().unwrap();
+                if m.route.operation == op::DELETE {
+                    map.remove(&resource);
+                } else {
+                    let rv = m.content.to_value()["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
+                    map.insert(resource, rv);
+                }
+            }
+            Ok(())
+        }) as edgehive_beehive::ModuleFuture
+    })
+    .mailbox_capacity(4);
+    Arc::new(edged)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_edgeds_full_mailbox_could_not_take_still_reach_it() {
+    let dir = TempDir::new("mm-edged-full");
+    let applied: Applied = Arc::default();
+    let release = CancellationToken::new();
+    let (e, metrics) = edge_with(
+        &dir.path().join("edge.db"),
+        None,
+        MetaConfig::default(),
+        Some(stalled_edged(applied.clone(), release.clone())),
+    );
+    // 40 inserts, 20 updates, 10 deletes while edged takes nothing: its
+    // mailbox of four fills at once.
+    let mut n = 0;
+    for i in 0..40 {
+        e.ctx
+            .send("metamanager", from_cloud(op::INSERT, &format!("default/pod/p{i}"), pod(&format!("p{i}"), "1")))
+            .await
+            .unwrap();
+        n += 1;
+    }
+    for i in 0..20 {
+        e.ctx
+            .send("metamanager", from_cloud(op::UPDATE, &format!("default/pod/p{i}"), pod(&format!("p{i}"), "2")))
+            .await
+            .unwrap();
+        n += 1;
+    }
+    for i in 30..40 {
+        e.ctx
+            .send("metamanager", from_cloud(op::DELETE, &format!("default/pod/p{i}"), pod(&format!("p{i}"), "1")))
+            .await
+            .unwrap();
+        n += 1;
+    }
+    // MetaManager does not wait for edged: every change is committed and
+    // ACKed while edged is stalled.
+    eventually("every change ACKed while edged is stalled", || e.acks().len() == n).await;
+    let missed = metrics.edged_missed.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(missed >= 60, "edged's mailbox of four took {} of {n} changes", n as u64 - missed);
+    // Edged gets going: it ends up with exactly what the store holds.
+    release.cancel();
+    let store = || -> std::collections::BTreeMap<String, String> {
+        MetaDb::open(&e.db_path)
+            .unwrap()
+            .list_type("pod")
+            .unwrap()
+            .rows
+            .into_iter()
+            .map(|(k, v)| {
+                let v: Value = serde_json::from_str(&v).unwrap();
+                (k, v["metadata"]["resourceVersion"].as_str().unwrap().to_owned())
+            })
+            .collect()
+    };
+    assert_eq!(store().len(), 30);
+    eventually("edged holds what the store holds", || *applied.lock().unwrap() == store()).await;
+    assert!(metrics.edged_resyncs.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+    assert_eq!(applied.lock().unwrap()["default/pod/p3"], "2");
+    assert_eq!(applied.lock().unwrap()["default/pod/p25"], "1");
+}
+
+#[tokio::test]
+async fn a_deleted_pods_status_rows_go_with_it() {
+    let dir = TempDir::new("mm-status-churn");
+    let e = edge(&dir.path().join("edge.db"), None, MetaConfig::default());
+    let status = |name: &str, ty: &str, operation: &'static str| {
+        Message::new().with_route(source::EDGED, group::META, format!("default/{ty}/{name}"), operation).with_content(
+            Content::from_serialize(&json!({"UID": format!("uid-{name}"), "Status": {"phase": "Running"}})).unwrap(),
+        )
+    };
+    // Pods come, report, go — and report once more after their delete (a
+    // report in flight while the delete is committed).
+    for round in 0..3 {
+        for i in 0..20 {
+            let name = format!("p{i}");
+            let rv = (round * 10 + 1).to_string();
+            e.ctx
+                .send("metamanager", from_cloud(op::INSERT, &format!("default/pod/{name}"), pod(&name, &rv)))
+                .await
+                .unwrap();
+            e.ctx.send("metamanager", status(&name, "podstatus", op::UPDATE)).await.unwrap();
+            e.ctx.send("metamanager", status(&name, "podpatch", op::PATCH)).await.unwrap();
+        }
+        eventually("status rows stored beside their pods", || {
+            let db = MetaDb::open(&e.db_path).unwrap();
+            db.list_type("podstatus").unwrap().rows.len() == 20 && db.list_type("podpatch").unwrap().rows.len() == 20
+        })
+        .await;
+        for i in 0..20 {
+            let name = format!("p{i}");
+            e.ctx
+                .send("metamanager", from_cloud(op::DELETE, &format!("default/pod/{name}"), pod(&name, "1")))
+                .await
+                .unwrap();
+            e.ctx.send("metamanager", status(&name, "podstatus", op::UPDATE)).await.unwrap();
+        }
+        let forwarded = (round + 1) * 60;
+        eventually("every report passed on", || {
+            e.seen.lock().unwrap().iter().filter(|(m, _)| m.route.resource.contains("/pod")).count() >= forwarded
+        })
+        .await;
+        eventually("every pod's delete ACKed", || e.acks().len() == (round + 1) * 40).await;
+    }
+    // Nothing is left per deleted pod: 60 pods, 0 rows.
+    let db = MetaDb::open(&e.db_path).unwrap();
+    let rows: Vec<String> = db.list_all().unwrap().rows.into_iter().map(|(k, _)| k).collect();
+    assert_eq!(rows, Vec::<String>::new());
 }

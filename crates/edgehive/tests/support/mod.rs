@@ -380,3 +380,47 @@ pub fn run_lifecycle_pods(cloud: &Cloud, node: &str, image: &str) {
     assert_eq!(field("once", ".status.containerStatuses[0].state.terminated.exitCode"), "3");
     assert_eq!(field("once", ".status.containerStatuses[0].restartCount"), "0");
 }
+
+/// The live (not zombie) processes whose working directory is a
+/// container's under `pods_dir` (`{pods_dir}/{uid}/containers/{name}`),
+/// by that directory: the process runtime's containers, found without
+/// anything edged records or marks.
+pub fn container_processes(pods_dir: &Path) -> BTreeMap<PathBuf, Vec<u32>> {
+    let Ok(root) = std::fs::canonicalize(pods_dir) else { return BTreeMap::new() };
+    let mut out: BTreeMap<PathBuf, Vec<u32>> = BTreeMap::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) else { continue };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if cwd.starts_with(&root) && !stat.contains(") Z ") {
+            out.entry(cwd).or_default().push(pid);
+        }
+    }
+    out
+}
+
+/// The `EDGEHIVE_CONTAINER` marker in a process's environment.
+pub fn container_marker(pid: u32) -> Option<String> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    environ
+        .split(|b| *b == 0)
+        .find_map(|var| var.strip_prefix(b"EDGEHIVE_CONTAINER=").map(|v| String::from_utf8_lossy(v).into_owned()))
+}
+
+/// A process's start time (clock ticks since boot), from `/proc`.
+pub fn process_start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..].split(' ').nth(19)?.parse().ok()
+}
+
+/// On drop, SIGKILLs every process working in a container directory under
+/// the pods directory: what killed edges left, recorded or not.
+pub struct KillContainerProcesses(pub PathBuf);
+
+impl Drop for KillContainerProcesses {
+    fn drop(&mut self) {
+        for pid in container_processes(&self.0).into_values().flatten() {
+            let _ = Command::new("kill").args(["-s", "KILL", &pid.to_string()]).stderr(Stdio::null()).status();
+        }
+    }
+}

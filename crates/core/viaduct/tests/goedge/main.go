@@ -8,7 +8,6 @@
 package main
 
 import (
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -19,44 +18,6 @@ import (
 
 	"github.com/gorilla/websocket"
 )
-
-type header struct {
-	ID              string `json:"msg_id"`
-	ParentID        string `json:"parent_msg_id,omitempty"`
-	Timestamp       int64  `json:"timestamp"`
-	ResourceVersion string `json:"resourceversion,omitempty"`
-	Sync            bool   `json:"sync,omitempty"`
-	MessageType     string `json:"type,omitempty"`
-}
-
-type route struct {
-	Source      string `json:"source,omitempty"`
-	Destination string `json:"destination,omitempty"`
-	Group       string `json:"group,omitempty"`
-	Operation   string `json:"operation,omitempty"`
-	Resource    string `json:"resource,omitempty"`
-}
-
-type message struct {
-	Header  header      `json:"header"`
-	Router  route       `json:"route,omitempty"`
-	Content interface{} `json:"content"`
-}
-
-func uuid() string {
-	b := make([]byte, 16)
-	rand.Read(b)
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
-}
-
-func now() int64 { return time.Now().UnixNano() / 1e6 }
-
-func fail(f string, a ...interface{}) {
-	fmt.Fprintf(os.Stderr, f+"\n", a...)
-	os.Exit(1)
-}
 
 func main() {
 	if len(os.Args) != 7 {
