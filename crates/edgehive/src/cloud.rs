@@ -167,10 +167,13 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     // Edges that offer it keep alive with WebSocket pings (edgehive edges;
     // KubeEdge edges never offer and keep sending `keepalive` messages).
     ws.ping_keepalive = true;
+    // EdgeController reconciles the inventories edges send (docs/protocol.md).
+    ws.features = vec![edgehive_viaduct::features::INVENTORY.to_owned()];
     servers.push(Server::bind_ws(ws).await.context("CloudHub WebSocket server")?);
     if !args.no_quic {
         let mut quic = ServerConfig::new(args.quic_bind, tls);
         quic.handshake_timeout = args.handshake_timeout;
+        quic.features = vec![edgehive_viaduct::features::INVENTORY.to_owned()];
         servers.push(Server::bind_quic(quic).await.context("CloudHub QUIC server")?);
     }
     for s in &servers {

@@ -145,7 +145,10 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
     if let Some(parent) = cfg.database.parent() {
         edgehive_edgehub::create_private_dir(parent).context("create the database directory")?;
     }
-    let db = Arc::new(MetaDb::open(&cfg.database).context("open the edge store")?);
+    // A damaged store is set aside and started afresh; the cloud refills it
+    // from the inventory MetaManager sends (docs/protocol.md, "Inventory").
+    let (db, rebuilt) = MetaDb::open_or_rebuild(&cfg.database).context("open the edge store")?;
+    let db = Arc::new(db);
     let stored = db.count().unwrap_or(0);
     tracing::info!(node = %cfg.node_name, objects = stored, db = %cfg.database.display(), "edge store open");
 
@@ -161,14 +164,19 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
     hub_cfg.write_timeout = cfg.write_timeout;
     hub_cfg.ping_keepalive = cfg.ping_keepalive;
     let hub = Arc::new(EdgeHub::new(hub_cfg, cert_rx));
-    let meta = Arc::new(MetaManager::new(
+    let mut meta = MetaManager::new(
         MetaConfig {
+            node_name: cfg.node_name.clone(),
             remote_query_timeout: cfg.remote_query_timeout,
             crash_before_commit: std::env::var("EDGEHIVE_FAILPOINT").is_ok_and(|f| f == "meta-before-commit"),
             ..MetaConfig::default()
         },
         Arc::clone(&db),
-    ));
+    );
+    if let Some(r) = &rebuilt {
+        meta = meta.report_rebuilt(r);
+    }
+    let meta = Arc::new(meta);
     let ip = cfg.node_ip.or_else(|| cfg.endpoints.first().and_then(|e| local_ip_towards(&e.server)));
     let mut agent_cfg = NodeAgentConfig::new(cfg.node_name.clone(), HostInfo::detect(ip));
     agent_cfg.lease_duration = cfg.lease_duration;

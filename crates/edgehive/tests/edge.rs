@@ -1,12 +1,14 @@
 //! `edgehive edge` as a process against `edgehive cloud` as a process:
 //! join with a token, objects created with kubectl reaching the edge's
 //! store, a restart without the token, an edge killed between receiving a
-//! change and committing it, and a link cut by a fault-injecting proxy.
+//! change and committing it, a link cut by a fault-injecting proxy, stores
+//! restored, emptied or damaged, and random changes with edge and cloud
+//! kills.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 mod support;
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use edgehive_testkit::fixtures::TempDir;
@@ -137,33 +139,9 @@ fn an_edge_cut_off_converges_and_keeps_its_pods_while_notready() {
     // Heal: the edge converges on the cloud's view and the node is Ready again.
     proxy.cut(false);
     wait_until("the node is Ready again", || cloud.node_ready("edge-x").as_deref() == Some("True"));
-    let cloud_view = || {
-        let mut want = BTreeMap::new();
-        for pod in cloud.json(&["get", "pods", "-n", "default"])["items"].as_array().unwrap() {
-            if pod["spec"]["nodeName"] == "edge-x" {
-                want.insert(
-                    format!("default/pod/{}", pod["metadata"]["name"].as_str().unwrap()),
-                    pod["metadata"]["resourceVersion"].as_str().unwrap().to_owned(),
-                );
-            }
-        }
-        for (kind, name) in [("configmap", "cfg"), ("secret", "creds")] {
-            let o = cloud.json(&["get", kind, name]);
-            want.insert(
-                format!("default/{kind}/{name}"),
-                o["metadata"]["resourceVersion"].as_str().unwrap().to_owned(),
-            );
-        }
-        want
-    };
-    let edge_view = || {
-        edge.rows()
-            .into_iter()
-            .filter(|(k, _)| ["/pod/", "/configmap/", "/secret/"].iter().any(|t| k.contains(t)))
-            .map(|(k, (rv, _))| (k, rv))
-            .collect::<BTreeMap<_, _>>()
-    };
-    wait_until("the edge store equals the cloud's view of the node", || edge_view() == cloud_view());
+    wait_until("the edge store equals the cloud's view of the node", || {
+        edge.object_view() == cloud.node_view("edge-x")
+    });
     assert_eq!(edge.rows()["default/configmap/cfg"].1["data"]["greeting"], "changed");
     drop(proxy);
 }
@@ -230,4 +208,227 @@ fn tokens_are_revocable_cannot_take_over_a_node_and_a_revoked_node_stays_out() {
         .output()
         .unwrap();
     assert!(!gone.status.success(), "edge-1 did not come back");
+}
+
+/// An edge store restored from an older copy, emptied, or damaged is made
+/// whole from the inventory the edge sends after connecting, although the
+/// cloud's success points say the edge has everything: what changed
+/// arrives, what went is deleted, a damaged store is set aside and the
+/// cloud records an Event about it.
+#[test]
+fn an_edge_store_restored_emptied_or_damaged_is_made_whole() {
+    let dir = TempDir::new("edge-reset");
+    let cloud = Cloud::start(dir.path(), &[]);
+    let mut edge = Edge::new(dir.path());
+    let ws = format!("127.0.0.1:{}", cloud.ws);
+    edge.configure("edge-r", &ws, cloud.join, Some(&cloud.token()));
+    edge.start(&[]);
+    cloud.kubectl(&["apply", "-f", "-"], Some(&OBJECTS.replace("NODE", "edge-r")));
+    let whole = |edge: &Edge| edge.object_view() == cloud.node_view("edge-r");
+    wait_until("the objects arrive", || whole(&edge) && edge.object_view().len() == 3);
+    let restart_with = |edge: &mut Edge, change: &dyn Fn(&Edge)| {
+        edge.terminate();
+        edge.kill();
+        edge.checkpoint();
+        change(edge);
+        edge.configure("edge-r", &ws, cloud.join, None);
+        edge.start(&[]);
+    };
+
+    // An older copy: taken, then the configmap changes and a pod is added.
+    let copy = dir.path().join("older.db");
+    restart_with(&mut edge, &|e: &Edge| {
+        std::fs::copy(e.db(), &copy).unwrap();
+    });
+    cloud.kubectl(&["patch", "configmap", "cfg", "-p", r#"{"data":{"greeting":"changed"}}"#], None);
+    cloud.kubectl(&["apply", "-f", "-"], Some(&pod_yaml("second", "edge-r")));
+    wait_until("the changes arrive", || whole(&edge) && edge.object_view().len() == 4);
+    restart_with(&mut edge, &|e: &Edge| {
+        std::fs::copy(&copy, e.db()).unwrap();
+    });
+    wait_until("the restored store is made whole", || whole(&edge) && edge.rows().contains_key("default/pod/second"));
+    assert_eq!(edge.rows()["default/configmap/cfg"].1["data"]["greeting"], "changed");
+
+    // Emptied: a zero-length file.
+    restart_with(&mut edge, &|e: &Edge| {
+        std::fs::write(e.db(), b"").unwrap();
+    });
+    wait_until("the emptied store is made whole", || whole(&edge) && edge.object_view().len() == 4);
+
+    // Damaged: a page of the table overwritten.
+    restart_with(&mut edge, &|e: &Edge| {
+        use std::io::{Seek as _, SeekFrom, Write as _};
+        let mut f = std::fs::OpenOptions::new().write(true).open(e.db()).unwrap();
+        f.seek(SeekFrom::Start(4096)).unwrap();
+        f.write_all(&[0xA5; 4096]).unwrap();
+    });
+    wait_until("the damaged store is set aside and made whole", || whole(&edge) && edge.object_view().len() == 4);
+    let aside: Vec<_> = std::fs::read_dir(edge.db().parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("edgecore.db.damaged-") && !n.ends_with("-wal") && !n.ends_with("-shm"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert!(edge.log_text().contains("the edge store is damaged"), "{}", edge.log_text());
+    wait_until("the cloud recorded the Event", || {
+        cloud.json(&["get", "events", "-n", "default"])["items"].as_array().unwrap().iter().any(|e| {
+            e["reason"] == "EdgeStoreRebuilt" && e["involvedObject"]["name"] == "edge-r" && e["type"] == "Warning"
+        })
+    });
+
+    // What went while the edge was away, in a copy that still holds it, is deleted.
+    restart_with(&mut edge, &|e: &Edge| {
+        std::fs::copy(e.db(), &copy).unwrap();
+    });
+    cloud.kubectl(&["delete", "pod", "web", "--grace-period=0", "--force"], None);
+    wait_until("the pod and what only it used leave the edge", || whole(&edge) && edge.object_view().len() == 1);
+    restart_with(&mut edge, &|e: &Edge| {
+        std::fs::copy(&copy, e.db()).unwrap();
+    });
+    wait_until("the restored copy loses what went", || {
+        edge.log_text().matches("inventory of the edge store sent").count() >= 6 && whole(&edge)
+    });
+    assert_eq!(edge.object_view().keys().collect::<Vec<_>>(), ["default/pod/second"]);
+}
+
+/// xorshift64*: a seeded sequence, so that a failing run can be replayed
+/// (`EDGEHIVE_CHAOS_SEED`).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n
+    }
+}
+
+/// Random creates, updates, uses, unuses, deletes and recreates of pods,
+/// configmaps and secrets over two edges, with edges and the cloud killed
+/// (`kill -9`) and an edge's store emptied along the way: at the end every
+/// edge's store holds exactly what the API says its node should hold, at
+/// the versions the API has.
+#[test]
+fn random_changes_with_edge_and_cloud_kills_leave_every_edge_store_as_the_api_says() {
+    let seed = std::env::var("EDGEHIVE_CHAOS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
+    });
+    eprintln!("EDGEHIVE_CHAOS_SEED={seed}");
+    let mut rng = Rng(seed);
+    let dir = TempDir::new("edge-chaos");
+    let mut cloud = Cloud::start(dir.path(), &[]);
+    let ws = format!("127.0.0.1:{}", cloud.ws);
+    let nodes = ["chaos-a", "chaos-b"];
+    let mut edges: Vec<Edge> = nodes
+        .iter()
+        .map(|n| {
+            let mut e = Edge::new(&dir.path().join(n));
+            e.configure(n, &ws, cloud.join, Some(&cloud.token()));
+            e.start(&[]);
+            e
+        })
+        .collect();
+    for n in nodes {
+        wait_until("the node registers", || cloud.node_ready(n).is_some());
+    }
+    for (e, n) in edges.iter().zip(nodes) {
+        e.configure(n, &ws, cloud.join, None);
+    }
+    let (cms, secrets, pods) = (["cm0", "cm1", "cm2"], ["s0", "s1", "s2"], ["p0", "p1", "p2", "p3", "p4"]);
+    let (mut have_cm, mut have_secret, mut have_pod) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    let mut log = Vec::new();
+    for step in 0..60 {
+        let roll = rng.below(100);
+        let what = match roll {
+            0..15 => {
+                let name = cms[rng.below(cms.len())];
+                let yaml = format!(
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: default}}\ndata: {{v: '{}'}}\n",
+                    rng.below(1000)
+                );
+                cloud.kubectl(&["apply", "-f", "-"], Some(&yaml));
+                have_cm.insert(name);
+                format!("apply configmap {name}")
+            }
+            15..27 => {
+                let name = secrets[rng.below(secrets.len())];
+                let yaml = format!(
+                    "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: default}}\nstringData: {{k: '{}'}}\n",
+                    rng.below(1000)
+                );
+                cloud.kubectl(&["apply", "-f", "-"], Some(&yaml));
+                have_secret.insert(name);
+                format!("apply secret {name}")
+            }
+            27..35 => {
+                let (kind, name) = if rng.below(2) == 0 {
+                    ("configmap", cms[rng.below(cms.len())])
+                } else {
+                    ("secret", secrets[rng.below(secrets.len())])
+                };
+                let set = if kind == "configmap" { &mut have_cm } else { &mut have_secret };
+                if !set.remove(name) {
+                    continue;
+                }
+                cloud.kubectl(&["delete", kind, name], None);
+                format!("delete {kind} {name}")
+            }
+            35..70 => {
+                // Create, or delete and create again (possibly on the other node, using other objects).
+                let name = pods[rng.below(pods.len())];
+                if have_pod.contains(name) {
+                    cloud.kubectl(&["delete", "pod", name, "--grace-period=0", "--force"], None);
+                }
+                let node = nodes[rng.below(nodes.len())];
+                let cm = cms[rng.below(cms.len())];
+                let secret = secrets[rng.below(secrets.len())];
+                let yaml = format!(
+                    "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  nodeName: {node}\n  containers:\n  - name: c\n    image: busybox\n    env: [{{name: S, valueFrom: {{secretKeyRef: {{name: {secret}, key: k, optional: true}}}}}}]\n  volumes: [{{name: v, configMap: {{name: {cm}, optional: true}}}}]\n"
+                );
+                cloud.kubectl(&["apply", "-f", "-"], Some(&yaml));
+                let again = !have_pod.insert(name);
+                format!("{} pod {name} on {node} using {cm} and {secret}", if again { "recreate" } else { "create" })
+            }
+            70..82 => {
+                let name = pods[rng.below(pods.len())];
+                if !have_pod.remove(name) {
+                    continue;
+                }
+                cloud.kubectl(&["delete", "pod", name, "--grace-period=0", "--force"], None);
+                format!("delete pod {name}")
+            }
+            82..90 => {
+                let i = rng.below(edges.len());
+                edges[i].kill();
+                edges[i].start(&[]);
+                format!("kill -9 edge {}", nodes[i])
+            }
+            90..94 => {
+                let i = rng.below(edges.len());
+                edges[i].kill();
+                std::fs::write(edges[i].db(), b"").unwrap();
+                for suffix in ["-wal", "-shm"] {
+                    let _ = std::fs::remove_file(format!("{}{suffix}", edges[i].db().display()));
+                }
+                edges[i].start(&[]);
+                format!("empty the store of edge {}", nodes[i])
+            }
+            _ => {
+                cloud.kill_and_restart();
+                "kill -9 the cloud".to_owned()
+            }
+        };
+        log.push(format!("{step}: {what}"));
+    }
+    eprintln!("steps:\n{}", log.join("\n"));
+    for (e, n) in edges.iter().zip(nodes) {
+        wait_until(&format!("edge {n}'s store is what the API says it should hold"), || {
+            let (have, want) = (e.object_view(), cloud.node_view(n));
+            if have != want {
+                eprintln!("{n}: edge holds {have:?}\n{n}: API says {want:?}");
+            }
+            have == want
+        });
+    }
 }

@@ -127,9 +127,11 @@ impl Session {
         };
         let mode = rules::delivery_mode(&m, &res.path.resource_type);
         m.route.resource = Text::from(res.path.to_wire());
-        // Cloud-internal: a delete of an object the node no longer needs.
+        // Cloud-internal marks: a delete of an object the node no longer
+        // needs; an object to send whatever the node's success point says.
         let unneeded = m.header.message_type == well_known::UNNEEDED;
-        if unneeded {
+        let resend = m.header.message_type == well_known::RESEND;
+        if unneeded || resend {
             m.header.message_type = Text::default();
         }
         if mode == Mode::NoAck {
@@ -165,6 +167,9 @@ impl Session {
             }),
             _ => None,
         };
+        if resend && let Some(p) = &point {
+            self.shared.points.remove(&self.node, p);
+        }
         let acked = match &key {
             Key::Object(uid) => self.shared.points.get(&self.node, uid),
             Key::Message(_) => None,

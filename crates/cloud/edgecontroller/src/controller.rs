@@ -89,7 +89,10 @@ fn object_message(node: &str, operation: &'static str, obj: &Object, content: Co
 /// known) and nothing of its data, so that a node that no longer needs a
 /// secret is not sent its current value.
 fn identity(api_version: &str, kind: &str, namespace: &str, name: &str, uid: &str, rv: Option<u64>) -> Content {
-    let mut meta = serde_json::json!({"name": name, "uid": uid});
+    let mut meta = serde_json::json!({"name": name});
+    if !uid.is_empty() {
+        meta["uid"] = serde_json::json!(uid);
+    }
     if !namespace.is_empty() {
         meta["namespace"] = serde_json::json!(namespace);
     }
@@ -183,6 +186,71 @@ impl Controller {
             Ok(obj) => self.send(delete_of(node, &obj, true)).await,
             Err(StoreError::NotFound { .. }) => {}
             Err(e) => tracing::warn!(node, name = %r.name, error = %e, "read object to delete at a node"),
+        }
+    }
+
+    /// Makes an edge's store what the node should hold, from the inventory
+    /// it sent ([`crate::inventory`]): what it lacks or holds older is sent
+    /// again past its success point, what it should not hold is deleted.
+    pub(crate) async fn reconcile_inventory(&self, node: &str, held: &[crate::inventory::Item]) {
+        use crate::inventory::{self, Wanted};
+        if !self.index.is_edge(node) {
+            return;
+        }
+        let mut objects = Vec::new();
+        let pods: Vec<(String, String)> = self.index.pods_on(node).cloned().collect();
+        for (ns, name) in pods {
+            match self.store.get(&PODS, &ns, &name).await {
+                Ok(o) => objects.push(o),
+                Err(StoreError::NotFound { .. }) => {}
+                Err(e) => {
+                    tracing::warn!(node, pod = %name, error = %e, "read pod to reconcile an inventory; not reconciled");
+                    return;
+                }
+            }
+        }
+        for r in self.index.refs_of(node) {
+            let Some(res) = resource_of(r.kind) else { continue };
+            match self.store.get(res, &r.namespace, &r.name).await {
+                Ok(o) => objects.push(o),
+                // Not there yet: it is sent when it is created.
+                Err(StoreError::NotFound { .. }) => {}
+                Err(e) => {
+                    tracing::warn!(node, name = %r.name, error = %e, "read object to reconcile an inventory; not reconciled");
+                    return;
+                }
+            }
+        }
+        let key = |o: &Object| {
+            let ns = if o.resource().namespaced { o.namespace() } else { well_known::NULL_NAMESPACE };
+            format!("{ns}/{}/{}", type_of(o.resource()), o.name())
+        };
+        let wanted: Vec<Wanted> = objects
+            .iter()
+            .map(|o| Wanted { key: key(o), uid: o.uid().unwrap_or_default().to_owned(), rv: o.rev() })
+            .collect();
+        let plan = inventory::plan(held, &wanted);
+        if !plan.resend.is_empty() || !plan.delete.is_empty() {
+            tracing::warn!(
+                node,
+                held = held.len(),
+                resend = plan.resend.len(),
+                delete = plan.delete.len(),
+                "the edge's store differs from what the node should hold; reconciling"
+            );
+        }
+        for o in objects.iter().filter(|o| plan.resend.contains(&key(o))) {
+            let Some(content) = object_content(o) else { continue };
+            let mut m = object_message(node, op::UPDATE, o, content);
+            inventory::mark_resend(&mut m);
+            self.send(m).await;
+        }
+        for item in &plan.delete {
+            let Ok(path) = edgehive_model::ResourcePath::parse_wire(&item.key) else { continue };
+            let (ns, name) = (path.namespace.as_deref().unwrap_or_default(), path.name.as_deref().unwrap_or_default());
+            let ns = if ns == well_known::NULL_NAMESPACE { "" } else { ns };
+            let content = identity("v1", inventory::kind_of(&path.resource_type), ns, name, &item.uid, None);
+            self.send(message(node, ns, &path.resource_type, name, op::DELETE, content)).await;
         }
     }
 

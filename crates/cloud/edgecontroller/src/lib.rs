@@ -27,6 +27,7 @@
 
 mod controller;
 pub mod index;
+pub mod inventory;
 pub mod lifecycle;
 mod metrics;
 pub mod restriction;

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use edgehive_apiserver::status::{ApiError, Cause};
 use edgehive_apiserver::validation::{self, FieldError};
 use edgehive_model::{Content, Message, ResourcePath, Text, op, resource_type as rt, source};
-use edgehive_store::resources::{CONFIGMAPS, LEASES, NODES, PODS, ResourceDef, SECRETS, SERVICE_ACCOUNTS};
+use edgehive_store::resources::{CONFIGMAPS, EVENTS, LEASES, NODES, PODS, ResourceDef, SECRETS, SERVICE_ACCOUNTS};
 use edgehive_store::{DeleteOptions, Object, StoreError};
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -61,7 +61,7 @@ enum Shape {
 
 fn shape(operation: &str, ty: &str) -> Shape {
     match (operation, ty) {
-        (_, rt::LEASE) | (op::INSERT, rt::NODE | rt::POD) | (op::PATCH, rt::NODEPATCH | rt::PODPATCH) => {
+        (_, rt::LEASE) | (op::INSERT, rt::NODE | rt::POD | rt::EVENT) | (op::PATCH, rt::NODEPATCH | rt::PODPATCH) => {
             Shape::ObjectResp
         }
         (op::QUERY, _) => Shape::Object,
@@ -548,6 +548,16 @@ impl Controller {
                 };
                 Ok(Some(reply(m, wrapped(&obj)?, Some(obj.rev()))))
             }
+            (op::INVENTORY, rt::INVENTORY) => {
+                own(node, name, "inventory")?;
+                let items = crate::inventory::parse(&m.content).map_err(Refusal::BadRequest)?;
+                self.reconcile_inventory(node, &items).await;
+                Ok(None)
+            }
+            (op::INSERT, rt::EVENT) => {
+                let obj = self.record_event(node, ns, name, m).await?;
+                Ok(Some(reply(m, wrapped(&obj)?, Some(obj.rev()))))
+            }
             (operation, ty) => Err(Refusal::BadRequest(format!("{operation} of {ty} is not supported"))),
         }
     }
@@ -689,6 +699,40 @@ impl Controller {
         req["status"] = json!({"token": token, "expirationTimestamp": edgehive_store::rfc3339(expires)});
         tracing::info!(node = %node, namespace = %ns, service_account = %name, pod = %pod_name, "service account token issued");
         Ok(Content::from_serialize(&req).unwrap_or_default())
+    }
+}
+
+impl Controller {
+    /// An Event an edge reports (the edge's store was rebuilt, say):
+    /// NodeRestriction — about its own Node (in its namespace `default`) or
+    /// a pod bound to it (in the pod's namespace); the rest of the metadata
+    /// is the server's; validated as the API validates it. A retry of one
+    /// already recorded answers the stored Event.
+    async fn record_event(&self, node: &str, ns: &str, name: &str, m: &Message) -> Result<Object, Refusal> {
+        let mut v = object_from(m, "v1", "Event", ns, name)?;
+        let involved = v.get("involvedObject").cloned().unwrap_or(Value::Null);
+        let (kind, obj_name) =
+            (involved["kind"].as_str().unwrap_or_default(), involved["name"].as_str().unwrap_or_default());
+        let obj_ns = involved["namespace"].as_str().unwrap_or_default();
+        match kind {
+            "Node" if obj_name == node && ns == "default" => {}
+            "Pod" if obj_ns == ns => self.own_pod(node, ns, obj_name)?,
+            _ => {
+                return Err(Refusal::Forbidden(format!(
+                    "node {node:?} may record events only about itself (in namespace default) or its pods; this one is about {kind} {obj_ns}/{obj_name} in namespace {ns}"
+                )));
+            }
+        }
+        v["metadata"] = json!({"name": name, "namespace": ns});
+        admit_create(&EVENTS, &mut v)?;
+        match self.store.create(&EVENTS, v).await {
+            Ok(o) => {
+                tracing::info!(node, event = %name, reason = %o.value().ok().and_then(|v| v["reason"].as_str().map(str::to_owned)).unwrap_or_default(), "event recorded for an edge");
+                Ok(o)
+            }
+            Err(StoreError::AlreadyExists { .. }) => Ok(self.store.get(&EVENTS, ns, name).await?),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 

@@ -65,19 +65,7 @@ async fn a_pod_and_its_configmap_reach_the_node_and_success_points_are_recorded(
     assert!(other.has("default/pod/web").is_none() && other.has("default/configmap/cfg").is_none());
 
     // An update of the configmap goes to the node that uses it.
-    cloud
-        .store
-        .update_with(&CONFIGMAPS, "default", "cfg", |cur| {
-            let mut v = cur.to_value()?;
-            v["data"]["a"] = json!("2");
-            Ok(Some(v))
-        })
-        .await
-        .unwrap();
-    eventually("configmap update at the edge", WAIT, || {
-        edge.has("default/configmap/cfg").is_some_and(|(_, v)| v["data"]["a"] == "2")
-    })
-    .await;
+    update_cfg_and_wait(&cloud, &edge).await;
 
     // Graceful delete: the edge gets an update with deletionTimestamp, then
     // (once it confirms) the delete, and the success point goes away.
@@ -453,4 +441,89 @@ async fn a_secret_no_pod_of_a_node_uses_is_not_sent_there_again() {
         .collect();
     assert_eq!(sent, ["\"djE=\""], "only the version the pod used went to the node");
     cloud.stop().await;
+}
+
+/// The inventory an edge sends after connecting says what its store holds;
+/// success points only say what it acknowledged. An emptied or rebuilt store
+/// gets everything again, an older copy gets what changed and loses what
+/// went, though the points say the node has it all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_store_emptied_or_restored_is_made_whole_from_its_inventory() {
+    let cloud = Cloud::start(fast_resend()).await;
+    cloud.edge_node("edge-1").await;
+    let edge = Edge::connect(&cloud, "edge-1").await;
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    cloud
+        .store
+        .create(&CONFIGMAPS, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "default"}, "data": {"a": "1"}}))
+        .await
+        .unwrap();
+    let pod = cloud.pod("web", "edge-1", Some("cfg")).await;
+    eventually("pod and configmap at the edge", WAIT, || edge.db.lock().unwrap().len() == 2).await;
+    eventually("both points", WAIT, || cloud.hub.points().len() == 2).await;
+    let inventory = |edge: &Edge| {
+        let items: Vec<serde_json::Value> = edge
+            .db
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, (rv, v))| json!({"key": k, "uid": v["metadata"]["uid"], "resourceVersion": rv}))
+            .collect();
+        edgehive_model::Message::new()
+            .with_route("metamanager", "meta", "null/inventory/edge-1", "inventory")
+            .with_content(edgehive_model::Content::from_serialize(&json!({"items": items})).unwrap())
+    };
+    // An older copy: the configmap at an older version, and a secret deleted
+    // in the cloud since (uid only the edge knows).
+    let old_cm = edge.db.lock().unwrap()["default/configmap/cfg"].clone();
+    update_cfg_and_wait(&cloud, &edge).await;
+    edge.db.lock().unwrap().insert("default/configmap/cfg".into(), old_cm);
+    edge.db.lock().unwrap().insert(
+        "default/secret/gone".into(),
+        (
+            "3".into(),
+            json!({"kind": "Secret", "metadata": {"name": "gone", "namespace": "default", "uid": "stale-uid"}}),
+        ),
+    );
+    edge.tx.try_write(inventory(&edge)).unwrap();
+    eventually("the newer configmap again, the gone secret deleted", WAIT, || {
+        edge.has("default/configmap/cfg").is_some_and(|(_, v)| v["data"]["a"] == "2")
+            && edge.has("default/secret/gone").is_none()
+    })
+    .await;
+    let delete = edge.receipts("default/secret/gone").into_iter().find(|m| m.route.operation == "delete").unwrap();
+    assert_eq!(delete.content.to_value()["metadata"]["uid"], "stale-uid");
+    assert!(edge.has("default/pod/web").is_some(), "what the edge holds at the current version is left alone");
+
+    // An emptied store: everything again, past the success points.
+    edge.db.lock().unwrap().clear();
+    edge.tx.try_write(inventory(&edge)).unwrap();
+    eventually("pod and configmap again", WAIT, || {
+        edge.has("default/pod/web").is_some_and(|(_, v)| v["metadata"]["uid"] == pod.uid().unwrap())
+            && edge.has("default/configmap/cfg").is_some()
+    })
+    .await;
+    // Another node's name is refused.
+    let mut other = inventory(&edge);
+    other.route.resource = "null/inventory/edge-2".into();
+    edge.tx.try_write(other).unwrap();
+    eventually("refused", WAIT, || edge.others().iter().any(|m| m.route.operation == "error")).await;
+    cloud.stop().await;
+}
+
+/// Sets `data.a` of configmap `cfg` to "2" and waits until `edge` has it.
+async fn update_cfg_and_wait(cloud: &Cloud, edge: &Edge) {
+    cloud
+        .store
+        .update_with(&CONFIGMAPS, "default", "cfg", |cur| {
+            let mut v = cur.to_value()?;
+            v["data"]["a"] = json!("2");
+            Ok(Some(v))
+        })
+        .await
+        .unwrap();
+    eventually("the configmap update at the edge", WAIT, || {
+        edge.has("default/configmap/cfg").is_some_and(|(_, v)| v["data"]["a"] == "2")
+    })
+    .await;
 }

@@ -221,13 +221,7 @@ async fn a_node_may_touch_only_what_is_its_own() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubelet_style_patches_apply_to_own_node_and_pods_only() {
-    let cloud = Cloud::start(CloudHubConfig::default()).await;
-    cloud.edge_node("a").await;
-    cloud.edge_node("b").await;
-    cloud.pod("a-pod", "a", None).await;
-    cloud.pod("b-pod", "b", None).await;
-    let a = Edge::connect(&cloud, "a").await;
-    eventually("a has its pod", WAIT, || a.has("default/pod/a-pod").is_some()).await;
+    let (cloud, a) = two_nodes_and_edge_a().await;
 
     // nodepatch: the patch travels as a JSON string; conditions merge by type.
     let patch = r#"{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady"}]}}"#;
@@ -815,4 +809,59 @@ async fn refusals_take_the_shape_edgecore_reads_as_a_failure() {
     let status = refusal_status(&ask(&a, req("insert", "kube-node-lease/lease/a", lease)).await);
     assert_eq!(status["details"]["causes"][0]["field"], "spec.leaseDurationSeconds", "{status}");
     cloud.stop().await;
+}
+
+/// An edge records Events about itself and its own pods (its store was
+/// rebuilt, say), nothing else; validated as the API validates them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_records_events_about_itself_and_its_pods_only() {
+    use edgehive_store::resources::EVENTS;
+    let (cloud, a) = two_nodes_and_edge_a().await;
+    let event = |name: &str, kind: &str, obj: &str| {
+        let mut involved = json!({"apiVersion": "v1", "kind": kind, "name": obj});
+        if kind == "Pod" {
+            involved["namespace"] = json!("default");
+        }
+        req(
+            "insert",
+            &format!("default/event/{name}"),
+            json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "labels": {"x": "y"}},
+                "involvedObject": involved, "reason": "EdgeStoreRebuilt", "type": "Warning",
+                "message": "the local store failed its integrity check", "source": {"component": "edgehive-edge", "host": "a"},
+                "count": 1, "firstTimestamp": "2026-11-24T00:00:00Z", "lastTimestamp": "2026-11-24T00:00:00Z"}),
+        )
+    };
+    let ok = ask(&a, event("a.rebuilt", "Node", "a")).await;
+    assert_eq!(ok.route.operation, "response", "{:?}", ok.content.as_text());
+    let stored = cloud.store.get(&EVENTS, "default", "a.rebuilt").await.unwrap().value().unwrap().clone();
+    assert_eq!(stored["reason"], "EdgeStoreRebuilt");
+    assert!(stored["metadata"]["labels"].is_null(), "the metadata is the server's");
+    // The same again (a retry): answered with the stored one.
+    assert_eq!(ask(&a, event("a.rebuilt", "Node", "a")).await.route.operation, "response");
+    assert_eq!(ask(&a, event("a-pod.started", "Pod", "a-pod")).await.route.operation, "response");
+    for (name, kind, obj) in [("b.x", "Node", "b"), ("b-pod.x", "Pod", "b-pod"), ("s.x", "Secret", "creds")] {
+        let why = refused(&ask(&a, event(name, kind, obj)).await);
+        assert!(why.contains("may record events only about itself") || why.contains("bound"), "{why}");
+        assert!(cloud.store.get(&EVENTS, "default", name).await.is_err());
+    }
+    // An Event that does not validate.
+    let mut bad = event("a.bad", "Node", "a");
+    bad.content = edgehive_model::Content::from_serialize(
+        &json!({"involvedObject": {"kind": "Node", "name": "a"}, "count": "many"}),
+    )
+    .unwrap();
+    refused(&ask(&a, bad).await);
+    cloud.stop().await;
+}
+
+/// Nodes `a` and `b` with a pod each, and edge `a` connected with its pod.
+async fn two_nodes_and_edge_a() -> (Cloud, Edge) {
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    cloud.edge_node("a").await;
+    cloud.edge_node("b").await;
+    cloud.pod("a-pod", "a", None).await;
+    cloud.pod("b-pod", "b", None).await;
+    let a = Edge::connect(&cloud, "a").await;
+    eventually("a has its pod", WAIT, || a.has("default/pod/a-pod").is_some()).await;
+    (cloud, a)
 }

@@ -45,6 +45,9 @@ pub mod op {
     pub const APPLICATION_RESPONSE: &str = "applicationResponse";
     pub const UPGRADE: &str = "upgrade";
     pub const UNHOLD_UPGRADE: &str = "unhold-upgrade";
+    /// edgehive, not KubeEdge: an edge's list of what its store holds, sent
+    /// after connecting to a cloud that agreed the `inventory` feature.
+    pub const INVENTORY: &str = "inventory";
 }
 
 /// Route groups: the ones on the wire and the edge-internal beehive groups.
@@ -122,6 +125,9 @@ pub mod resource_type {
     pub const EVENT: &str = "event";
     pub const CERTIFICATESIGNINGREQUEST: &str = "certificatesigningrequest";
     pub const K8S_CA: &str = "k8s/ca.crt";
+    /// edgehive, not KubeEdge: the resource type of an edge's inventory
+    /// (`null/inventory/{node}`).
+    pub const INVENTORY: &str = "inventory";
 }
 
 /// Other fixed strings of the protocol.
@@ -147,9 +153,18 @@ pub mod well_known {
     /// policy). Its API types are those of `k8s-openapi`'s `v1_33`.
     pub const KUBERNETES_VERSION: &str = "v1.33.0";
     /// edgehive, not KubeEdge: the beehive `type` of EdgeHub's
-    /// `cloud_connected` event when the cloud takes the link's WebSocket
+    /// `cloud_connected` event lists, comma-separated, what the link agreed
+    /// ([`connection_has`]). This one: the cloud takes the link's WebSocket
     /// pings as the node's heartbeat (no Lease renewals needed).
     pub const SESSION_LIVENESS: &str = "session-liveness";
+    /// In the `cloud_connected` event's list: the cloud reconciles the
+    /// edge store's inventory (MetaManager sends it).
+    pub const INVENTORY_AGREED: &str = "inventory";
+
+    /// Whether the beehive `type` of a `cloud_connected` event lists `what`.
+    pub fn connection_has(message_type: &str, what: &str) -> bool {
+        message_type.split(',').any(|t| t == what)
+    }
     /// edgehive, cloud-internal: the beehive `type` of a downstream `delete`
     /// of an object that still exists but that the node no longer needs
     /// (its pods stopped using it, its pod moved to another node). CloudHub
@@ -157,4 +172,9 @@ pub mod well_known {
     /// whether or not the edge ever acknowledges it, and clears the type
     /// before the message leaves.
     pub const UNNEEDED: &str = "unneeded";
+    /// edgehive, cloud-internal: the beehive `type` of a downstream object
+    /// the node must be sent again although its success point says it has it
+    /// (its store's inventory says otherwise). CloudHub forgets the point
+    /// first and clears the type before the message leaves.
+    pub const RESEND: &str = "resend";
 }

@@ -118,6 +118,9 @@ pub struct ServerConfig {
     /// Accept an edge's offer to keep its session alive with WebSocket pings
     /// (see [`crate::ws::HEADER_KEEPALIVE`]).
     pub ping_keepalive: bool,
+    /// Features this server agrees to when an edge offers them
+    /// ([`crate::features`]).
+    pub features: Vec<String>,
 }
 
 impl ServerConfig {
@@ -132,6 +135,7 @@ impl ServerConfig {
             max_pending_handshakes_per_source: DEFAULT_MAX_PENDING_HANDSHAKES_PER_SOURCE,
             accept_queue: 1024,
             ping_keepalive: false,
+            features: Vec::new(),
         }
     }
 }
@@ -158,6 +162,9 @@ pub struct ClientConfig {
     /// [`crate::ws::HEADER_KEEPALIVE`]); whether the server took the offer
     /// is [`PeerInfo::ping_keepalive`](crate::PeerInfo::ping_keepalive).
     pub ping_keepalive: bool,
+    /// Features to offer ([`crate::features`]); those the server agreed are
+    /// [`PeerInfo::features`](crate::PeerInfo::features).
+    pub features: Vec<String>,
 }
 
 impl ClientConfig {
@@ -172,6 +179,7 @@ impl ClientConfig {
             conn: ConnConfig::default(),
             handshake_timeout: Duration::from_secs(30),
             ping_keepalive: false,
+            features: Vec::new(),
         }
     }
 }

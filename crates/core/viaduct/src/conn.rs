@@ -53,6 +53,16 @@ pub struct PeerInfo {
     /// instead of `keepalive` messages (an edgehive edge and cloud; never
     /// with KubeEdge peers). See [`crate::ws::HEADER_KEEPALIVE`].
     pub ping_keepalive: bool,
+    /// The features both ends agreed on ([`crate::features`]); empty with
+    /// KubeEdge peers.
+    pub features: Vec<Text>,
+}
+
+impl PeerInfo {
+    /// Whether both ends agreed on `feature`.
+    pub fn agreed(&self, feature: &str) -> bool {
+        self.features.iter().any(|f| f.as_str() == feature)
+    }
 }
 
 /// State shared by the handles and the two tasks.

@@ -26,6 +26,7 @@ pub mod admission;
 mod config;
 mod conn;
 mod error;
+pub mod features;
 pub mod quic;
 mod server;
 mod tls;

@@ -9,9 +9,11 @@
 //!   against the edge's CA and the server name).
 //! - **Handshake headers**: the client opens the first bidirectional stream
 //!   and sends one frame holding a message with operation `header` and content
-//!   `{"node_id": …, "project_id": …}`. The server answers `response` with
-//!   content `ack`, or closes the connection with application error code 1 and
-//!   the reason as text.
+//!   `{"node_id": …, "project_id": …}`, plus `"features": [...]` when it
+//!   offers any ([`crate::features`]). The server answers `response` with
+//!   content `ack` — or, when it agreed to features, `{"features": [...]}` —
+//!   or closes the connection with application error code 1 and the reason
+//!   as text.
 //! - **Framing**: that same stream then carries every message, both ways, in
 //!   order: a 4-byte big-endian length, then the message JSON plus `\n`. One
 //!   ordered stream keeps KubeEdge's ordering (an insert is never overtaken by
@@ -47,6 +49,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{ClientConfig, ConnConfig, ServerConfig};
 use crate::conn::{Connection, FrameRead, FrameWrite, PeerInfo, Protocol, ReadEvent, spawn_conn, wire_line};
 use crate::error::{CloseReason, ConnectError};
+use crate::features;
 use crate::server::{Intake, Server, ServerStats, new_server};
 use crate::tls::{CertIdentity, client_config_for, server_config_for};
 
@@ -162,12 +165,21 @@ async fn server_handshake(incoming: quinn::Incoming, cfg: &ServerConfig, stats: 
         Ok(m) => return refuse(format!("expected a header message, got operation {:?}", m.route.operation)),
         Err(e) => return refuse(format!("handshake headers: {e}")),
     };
-    let (node_id, project_id) = match parse_header(&req) {
+    let (node_id, project_id, offered) = match parse_header(&req) {
         Ok(x) => x,
         Err(reason) => return refuse(reason),
     };
+    let agreed = features::agree(&offered, &cfg.features);
+    let reply = if agreed.is_empty() {
+        Content::string("ack")
+    } else {
+        match Content::from_serialize(&serde_json::json!({ "features": agreed })) {
+            Ok(c) => c,
+            Err(e) => return refuse(format!("handshake reply: {e}")),
+        }
+    };
     let mut ack = Vec::new();
-    push_frame(&mut ack, &wire_line(&req.response(Content::string("ack"))));
+    push_frame(&mut ack, &wire_line(&req.response(reply)));
     if send.write_all(&ack).await.is_err() {
         return None;
     }
@@ -181,18 +193,21 @@ async fn server_handshake(incoming: quinn::Incoming, cfg: &ServerConfig, stats: 
         protocol: Protocol::Quic,
         resumed: false,
         ping_keepalive: false,
+        features: agreed,
     };
     tracing::info!(node = %info.node_id, %remote, "edge connected over QUIC");
     Some(spawn_quic(conn, send, recv, info, cfg.conn.clone()))
 }
 
-fn parse_header(req: &Message) -> Result<(Text, Text), String> {
+fn parse_header(req: &Message) -> Result<(Text, Text, Vec<String>), String> {
     #[derive(serde::Deserialize)]
     struct Header {
         #[serde(default)]
         node_id: String,
         #[serde(default)]
         project_id: String,
+        #[serde(default)]
+        features: Vec<String>,
     }
     let h: Header = req.content.decode().map_err(|e| format!("handshake headers: {e}"))?;
     if h.node_id.is_empty() {
@@ -201,7 +216,7 @@ fn parse_header(req: &Message) -> Result<(Text, Text), String> {
     if h.node_id.len() > 253 || h.node_id.chars().any(|c| c.is_control() || c == '/') {
         return Err(format!("invalid node_id {:?}", h.node_id));
     }
-    Ok((Text::from(h.node_id), Text::from(h.project_id)))
+    Ok((Text::from(h.node_id), Text::from(h.project_id), features::sanitize(&h.features)))
 }
 
 fn peer_cert(conn: &quinn::Connection) -> Option<CertIdentity> {
@@ -391,10 +406,14 @@ impl QuicClient {
             Ok((conn, accepted)) => (conn, Some(accepted)),
             Err(connecting) => (connecting.await.map_err(tls_err)?, None),
         };
-        let header = Message::new().with_route("edgehub", "", "", op::VIADUCT_HEADER).with_content(
-            Content::from_serialize(&serde_json::json!({"node_id": cfg.node_id, "project_id": cfg.project_id}))
-                .map_err(|e| ConnectError::Invalid(e.to_string()))?,
-        );
+        let offered = features::sanitize(&cfg.features);
+        let mut fields = serde_json::json!({"node_id": cfg.node_id, "project_id": cfg.project_id});
+        if !offered.is_empty() {
+            fields["features"] = serde_json::json!(offered);
+        }
+        let header = Message::new()
+            .with_route("edgehub", "", "", op::VIADUCT_HEADER)
+            .with_content(Content::from_serialize(&fields).map_err(|e| ConnectError::Invalid(e.to_string()))?);
         let mut frame = Vec::new();
         push_frame(&mut frame, &wire_line(&header));
         let open_and_send = || async {
@@ -431,9 +450,21 @@ impl QuicClient {
                 return Err(refused(why));
             }
         };
-        if ack.header.parent_msg_id != header.header.msg_id || ack.content.as_text().as_deref() != Some("ack") {
+        if ack.header.parent_msg_id != header.header.msg_id {
             return Err(refused("unexpected handshake reply".into()));
         }
+        let agreed = match ack.content.as_text().as_deref() {
+            Some("ack") => Vec::new(),
+            _ => {
+                #[derive(serde::Deserialize)]
+                struct Reply {
+                    features: Vec<String>,
+                }
+                let reply: Reply = ack.content.decode().map_err(|_| refused("unexpected handshake reply".into()))?;
+                // Only what was offered counts, whatever the server answers.
+                features::agree(&features::sanitize(&reply.features), &offered)
+            }
+        };
         if resumed {
             self.zero_rtt.fetch_add(1, Ordering::Relaxed);
         }
@@ -446,6 +477,7 @@ impl QuicClient {
             protocol: Protocol::Quic,
             resumed,
             ping_keepalive: false,
+            features: agreed,
         };
         Ok(spawn_quic(conn, send, recv, info, cfg.conn.clone()))
     }

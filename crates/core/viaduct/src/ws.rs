@@ -32,6 +32,7 @@ use crate::config::{ClientConfig, ConnConfig, ServerConfig};
 use crate::conn::{Connection, FrameRead, FrameWrite, PeerInfo, Protocol, ReadEvent, spawn_conn};
 use crate::error::CloseReason;
 use crate::error::ConnectError;
+use crate::features;
 use crate::server::{Intake, Server, ServerStats, new_server};
 use crate::tls::{CertIdentity, client_config, server_config};
 
@@ -197,6 +198,7 @@ async fn handshake(
     let resumed = tls_stream.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
     let mut headers = None;
     let mut ping_keepalive = false;
+    let mut agreed = Vec::new();
     // The signature is tungstenite's callback type; its error type is not ours to shrink.
     #[allow(clippy::result_large_err)]
     let callback = |req: &Request, mut resp: Response| -> Result<Response, ErrorResponse> {
@@ -208,6 +210,13 @@ async fn handshake(
                 if asked && cfg.ping_keepalive {
                     ping_keepalive = true;
                     resp.headers_mut().insert(HEADER_KEEPALIVE, HeaderValue::from_static(KEEPALIVE_PING));
+                }
+                let offered = req.headers().get(features::HEADER).and_then(|v| v.to_str().ok()).map(features::parse);
+                agreed = features::agree(&offered.unwrap_or_default(), &cfg.features);
+                if !agreed.is_empty()
+                    && let Ok(v) = HeaderValue::from_str(&features::join(&agreed))
+                {
+                    resp.headers_mut().insert(features::HEADER, v);
                 }
                 Ok(resp)
             }
@@ -239,6 +248,7 @@ async fn handshake(
         protocol: Protocol::WebSocket,
         resumed,
         ping_keepalive,
+        features: agreed,
     };
     tracing::info!(node = %info.node_id, %remote, cert_cn = ?info.cert.as_ref().and_then(|c| c.common_name.clone()), "edge connected");
     Some(spawn_ws(ws, info, cfg.conn.clone()))
@@ -313,6 +323,12 @@ async fn connect_inner(cfg: &ClientConfig) -> Result<Connection, ConnectError> {
     if cfg.ping_keepalive {
         headers.insert(HEADER_KEEPALIVE, HeaderValue::from_static(KEEPALIVE_PING));
     }
+    let offered = features::sanitize(&cfg.features);
+    if !offered.is_empty() {
+        let v = HeaderValue::from_str(&offered.join(","))
+            .map_err(|e| ConnectError::Invalid(format!("header {}: {e}", features::HEADER)))?;
+        headers.insert(features::HEADER, v);
+    }
     let (ws, resp) = tokio_tungstenite::client_async_with_config(req, tls, Some(ws_config(&cfg.conn)))
         .await
         .map_err(|e| ConnectError::Handshake { addr: addr.clone(), reason: e.to_string() })?;
@@ -326,6 +342,16 @@ async fn connect_inner(cfg: &ClientConfig) -> Result<Connection, ConnectError> {
         resumed,
         ping_keepalive: cfg.ping_keepalive
             && resp.headers().get(HEADER_KEEPALIVE).is_some_and(|v| v.as_bytes() == KEEPALIVE_PING.as_bytes()),
+        // Only what was offered counts, whatever the server answers.
+        features: features::agree(
+            &resp
+                .headers()
+                .get(features::HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(features::parse)
+                .unwrap_or_default(),
+            &offered,
+        ),
     };
     Ok(spawn_ws(ws, info, cfg.conn.clone()))
 }

@@ -220,3 +220,27 @@ async fn a_silent_handshake_times_out() {
     tokio::time::timeout(Duration::from_secs(30), silent.closed()).await.expect("the silent connection is closed");
     eventually("the timeout counted", || srv.stats().handshake_timeouts.load(Ordering::Relaxed) == 1).await;
 }
+
+#[tokio::test]
+async fn features_are_agreed_in_the_header_frame() {
+    let pki = Pki::new();
+    let inv = edgehive_viaduct::features::INVENTORY;
+    for (offer, accept, agreed) in [(vec![inv, "later"], vec![inv], vec![inv]), (vec![inv], vec![], vec![])] {
+        let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+        cfg.features = accept.iter().map(|s| s.to_string()).collect();
+        let mut srv = Server::bind_quic(cfg).await.unwrap();
+        let mut ccfg = client_config(&pki, srv.local_addr(), "edge-q");
+        ccfg.features = offer.iter().map(|s| s.to_string()).collect();
+        let conn = QuicClient::new(ccfg, "127.0.0.1:0".parse().unwrap()).unwrap().connect().await.unwrap();
+        let accepted = srv.accept().await.unwrap();
+        assert_eq!(conn.peer().features, agreed, "client, offer {offer:?} accept {accept:?}");
+        assert_eq!(accepted.peer().features, agreed, "server, offer {offer:?} accept {accept:?}");
+    }
+    // A header frame with a features field of the wrong shape is refused with a reason.
+    let srv = quic_server(&pki, ConnConfig::default()).await;
+    let (_ep, conn) = raw_quic(&pki, srv.local_addr()).await;
+    let (mut send, _recv) = conn.open_bi().await.unwrap();
+    send.write_all(&header(serde_json::json!({"node_id": "raw", "features": "inventory"}))).await.unwrap();
+    let quinn::ConnectionError::ApplicationClosed(close) = conn.closed().await else { panic!() };
+    assert!(String::from_utf8_lossy(&close.reason).contains("handshake headers"), "{close:?}");
+}

@@ -182,3 +182,45 @@ async fn ping_keepalive_is_used_only_when_both_ends_agree() {
         assert!(srx.idle_for() < Duration::from_millis(400), "idle for {:?}", srx.idle_for());
     }
 }
+
+#[tokio::test]
+async fn features_are_those_both_ends_have() {
+    let pki = Pki::new();
+    let inv = edgehive_viaduct::features::INVENTORY;
+    for (offer, accept, agreed) in
+        [(vec![inv, "future-thing"], vec![inv], vec![inv]), (vec![inv], vec![], vec![]), (vec![], vec![inv], vec![])]
+    {
+        let mut cfg = edgehive_viaduct::ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+        cfg.features = accept.iter().map(|s| s.to_string()).collect();
+        let mut srv = edgehive_viaduct::Server::bind_ws(cfg).await.unwrap();
+        let mut client_cfg = client_config(&pki, srv.local_addr(), "edge-1");
+        client_cfg.features = offer.iter().map(|s| s.to_string()).collect();
+        let client = edgehive_viaduct::ws::connect(&client_cfg).await.unwrap();
+        let accepted = tokio::time::timeout(Duration::from_secs(10), srv.accept()).await.unwrap().unwrap();
+        assert_eq!(client.peer().features, agreed, "client, offer {offer:?} accept {accept:?}");
+        assert_eq!(accepted.peer().features, agreed, "server, offer {offer:?} accept {accept:?}");
+        assert_eq!(client.peer().agreed(inv), !agreed.is_empty());
+    }
+    // A KubeEdge edge offers nothing and is answered nothing; a garbled offer
+    // agrees on nothing and is not refused.
+    let mut cfg = edgehive_viaduct::ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    cfg.features = vec![inv.to_owned()];
+    let mut srv = edgehive_viaduct::Server::bind_ws(cfg).await.unwrap();
+    let resp = raw_upgrade(&pki, srv.local_addr(), "Node_id: edge-go\r\nConnectionuse: msg\r\n").await;
+    assert!(resp.starts_with("HTTP/1.1 101") && !resp.to_ascii_lowercase().contains("edgehive-features"), "{resp}");
+    assert!(srv.accept().await.unwrap().peer().features.is_empty());
+    let resp = raw_upgrade(
+        &pki,
+        srv.local_addr(),
+        "Node_id: edge-go\r\nConnectionuse: msg\r\nEdgehive-Features: INVENTORY,,x_y,inventory-but-longer-than-thirty-two\r\n",
+    )
+    .await;
+    assert!(resp.starts_with("HTTP/1.1 101") && !resp.to_ascii_lowercase().contains("edgehive-features"), "{resp}");
+    let resp = raw_upgrade(
+        &pki,
+        srv.local_addr(),
+        "Node_id: edge-go\r\nConnectionuse: msg\r\nEdgehive-Features: x, inventory\r\n",
+    )
+    .await;
+    assert!(resp.to_ascii_lowercase().contains("edgehive-features: inventory\r\n"), "{resp}");
+}

@@ -261,7 +261,8 @@ impl Module for NodeAgent {
                         let Some(m) = m else { return Ok(()) };
                         if m.route.operation == op::CONNECT {
                             connected = m.content.as_text().as_deref() == Some(well_known::CLOUD_CONNECTED);
-                            session_liveness = connected && m.header.message_type == well_known::SESSION_LIVENESS;
+                            session_liveness = connected
+                                && well_known::connection_has(&m.header.message_type, well_known::SESSION_LIVENESS);
                             if connected {
                                 // Report at once: the cloud may have marked the node NotReady.
                                 next_status = Instant::now();

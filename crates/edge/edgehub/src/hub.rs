@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use edgehive_beehive::{Module, ModuleContext, ModuleFuture};
-use edgehive_model::{Content, Message, group, op, source, well_known};
+use edgehive_model::{Content, Message, Text, group, op, source, well_known};
 use edgehive_viaduct::quic::QuicClient;
 use edgehive_viaduct::{ClientConfig, ConnConfig, ConnRx, ConnTx, ConnectError, Connection};
 use tokio::sync::watch;
@@ -79,6 +79,9 @@ pub struct EdgeHubConfig {
     /// Offer the cloud to keep alive with WebSocket pings instead of
     /// `keepalive` messages (only an edgehive cloud accepts).
     pub ping_keepalive: bool,
+    /// Features offered to the cloud (`edgehive_viaduct::features`); the
+    /// agreed ones are listed in the `cloud_connected` event's type.
+    pub features: Vec<String>,
 }
 
 impl EdgeHubConfig {
@@ -97,6 +100,7 @@ impl EdgeHubConfig {
             handshake_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(15),
             ping_keepalive: true,
+            features: vec![edgehive_viaduct::features::INVENTORY.to_owned()],
         }
     }
 
@@ -232,7 +236,7 @@ impl Link {
                     tracing::info!(node = %node, server = %endpoint.server, transport = ?endpoint.transport, "connected to the cloud");
                     let end = self.connected(conn).await;
                     self.metrics.connected.store(0, Relaxed);
-                    self.publish(well_known::CLOUD_DISCONNECTED, false).await;
+                    self.publish(well_known::CLOUD_DISCONNECTED, "").await;
                     match end {
                         End::Stop => return,
                         End::Renewed => {
@@ -314,13 +318,13 @@ impl Link {
         }
     }
 
-    async fn publish(&self, state: &str, session_liveness: bool) {
+    /// Tells the connection groups the link's state and, when connected,
+    /// what it agreed (comma-separated, in the message's type).
+    async fn publish(&self, state: &str, agreed: &str) {
         let mut m = Message::new()
             .with_route(source::EDGEHUB, group::META, well_known::NODE_CONNECTION, op::CONNECT)
             .with_content(Content::string(state));
-        if session_liveness {
-            m.header.message_type = well_known::SESSION_LIVENESS.into();
-        }
+        m.header.message_type = Text::copy_from(agreed);
         let stats = self.ctx.stats();
         for g in CONNECTION_GROUPS {
             // A group with no module is fine: that part is not running.
@@ -335,8 +339,15 @@ impl Link {
         // Pings (every heartbeat, sent by viaduct) keep the session alive
         // when the cloud agreed; otherwise `keepalive` messages do.
         let pings = rx.peer().ping_keepalive;
+        let mut agreed = Vec::new();
+        if pings {
+            agreed.push(well_known::SESSION_LIVENESS);
+        }
+        if rx.peer().agreed(edgehive_viaduct::features::INVENTORY) {
+            agreed.push(well_known::INVENTORY_AGREED);
+        }
         self.metrics.connected.store(1, Relaxed);
-        self.publish(well_known::CLOUD_CONNECTED, pings).await;
+        self.publish(well_known::CLOUD_CONNECTED, &agreed.join(",")).await;
         if !pings && let Err(e) = self.keepalive(&tx).await {
             return e;
         }
@@ -527,6 +538,7 @@ async fn dial(
     client.conn = cfg.conn();
     client.handshake_timeout = cfg.handshake_timeout;
     client.ping_keepalive = cfg.ping_keepalive;
+    client.features = cfg.features.clone();
     match endpoint.transport {
         Transport::WebSocket => edgehive_viaduct::ws::connect(&client).await,
         Transport::Quic => {

@@ -35,6 +35,10 @@ impl Cloud {
         };
         let mut cfg = ServerConfig::new(addr, tls);
         cfg.ping_keepalive = ping_keepalive;
+        // An edgehive cloud agrees to pings and to the inventory together.
+        if ping_keepalive {
+            cfg.features = vec![edgehive_viaduct::features::INVENTORY.to_owned()];
+        }
         Server::bind_ws(cfg).await.unwrap()
     }
 
@@ -216,7 +220,8 @@ async fn with_a_cloud_that_agrees_pings_are_the_keepalive() {
     assert!(rx.idle_for() < Duration::from_millis(700), "pings keep the link fresh: idle {:?}", rx.idle_for());
     assert!(tokio::time::timeout(Duration::from_millis(50), rx.recv()).await.is_err(), "no keepalive message");
     let connected = e.got.lock().unwrap().iter().find(|m| m.route.operation == op::CONNECT).cloned().unwrap();
-    assert_eq!(connected.header.message_type, well_known::SESSION_LIVENESS);
+    assert_eq!(connected.header.message_type, "session-liveness,inventory");
+    assert!(well_known::connection_has(&connected.header.message_type, well_known::INVENTORY_AGREED));
 }
 
 #[tokio::test]

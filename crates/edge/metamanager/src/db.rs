@@ -6,6 +6,14 @@
 //! `synchronous=FULL`: when [`MetaDb::apply`] returns, the batch survives a
 //! power cut. MetaManager sends an ACK only after that.
 //!
+//! At open the database is checked (`PRAGMA quick_check`). One that fails —
+//! a damaged page, a file that is not a database — is moved aside to
+//! `{path}.damaged-{unix seconds}` (with its `-wal` and `-shm`) and an empty
+//! store takes its place ([`MetaDb::open_or_rebuild`]); the cloud refills
+//! it from the inventory the edge sends (docs/protocol.md, "Inventory").
+//! Any other failure (permissions, a full disk) is an error: a store is
+//! never set aside for what is not damage.
+//!
 //! The database holds the node's Secrets: it is created 0600 (SQLite gives
 //! its `-wal` and `-shm` the same mode), and at open a database file others
 //! may read is tightened with a warning (see `edgehive_files::make_private_database`).
@@ -37,6 +45,14 @@ pub enum DbError {
         #[source]
         source: std::io::Error,
     },
+    /// The database failed its integrity check.
+    #[error("{path} failed its integrity check: {reason}")]
+    Damaged {
+        /// The database file.
+        path: PathBuf,
+        /// What the check found (its first findings).
+        reason: String,
+    },
     /// A row is damaged (its value is not JSON).
     #[error("row {key:?} is damaged: {reason}")]
     Corrupt {
@@ -45,6 +61,41 @@ pub enum DbError {
         /// What is wrong with it.
         reason: String,
     },
+}
+
+impl DbError {
+    /// Whether this says the database file itself is damaged (rather than
+    /// unreachable: permissions, a full disk, a lock).
+    pub fn is_damage(&self) -> bool {
+        match self {
+            DbError::Damaged { .. } => true,
+            DbError::Sqlite { source: rusqlite::Error::SqliteFailure(e, _), .. } => {
+                matches!(e.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A store that failed its check at open and was replaced by an empty one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rebuilt {
+    /// Where the damaged database now is.
+    pub moved_to: PathBuf,
+    /// What was wrong with it.
+    pub reason: String,
+}
+
+/// One stored object, as an inventory lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct InventoryItem {
+    /// The wire resource.
+    pub key: String,
+    /// `metadata.uid`; empty when the row has none or is damaged.
+    pub uid: String,
+    /// `metadata.resourceVersion`; empty when the row has none or is damaged.
+    #[serde(rename = "resourceVersion")]
+    pub resource_version: String,
 }
 
 /// One change of a batch.
@@ -150,6 +201,77 @@ impl MetaDb {
         )
         .map_err(err)?;
         Ok(MetaDb { path: path.to_owned(), conn: Mutex::new(conn) })
+    }
+
+    /// Opens the database at `path` and checks it; one that is damaged is
+    /// moved aside and replaced by an empty store, which the caller learns
+    /// from the [`Rebuilt`]. Anything but damage is an error.
+    pub fn open_or_rebuild(path: &Path) -> Result<(MetaDb, Option<Rebuilt>), DbError> {
+        let checked = MetaDb::open(path).and_then(|db| db.check().map(|()| db));
+        match checked {
+            Ok(db) => Ok((db, None)),
+            Err(e) if e.is_damage() => {
+                let reason = e.to_string();
+                let moved_to = set_aside(path).map_err(|source| DbError::Io { path: path.to_owned(), source })?;
+                tracing::error!(db = %path.display(), moved_to = %moved_to.display(), %reason,
+                    "the edge store is damaged: set aside, starting from an empty store that the cloud refills");
+                let db = MetaDb::open(path)?;
+                Ok((db, Some(Rebuilt { moved_to, reason })))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// SQLite's `quick_check`: the b-trees, records and indexes are sound.
+    pub fn check(&self) -> Result<(), DbError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("PRAGMA quick_check(5)").map_err(|e| self.err(e))?;
+        let findings: Vec<String> =
+            stmt.query_map([], |r| r.get::<_, String>(0)).and_then(Iterator::collect).map_err(|e| self.err(e))?;
+        if findings.len() == 1 && findings[0] == "ok" {
+            return Ok(());
+        }
+        Err(DbError::Damaged { path: self.path.clone(), reason: findings.join("; ") })
+    }
+
+    /// Key, uid and resourceVersion of every stored row of `types`, at most
+    /// `max` (`None` when there are more). A damaged row is listed with no
+    /// uid, so that the cloud sends it again.
+    pub fn inventory(&self, types: &[&str], max: usize) -> Result<Option<Vec<InventoryItem>>, DbError> {
+        #[derive(serde::Deserialize, Default)]
+        #[serde(default, rename_all = "camelCase")]
+        struct Meta {
+            uid: String,
+            resource_version: String,
+        }
+        #[derive(serde::Deserialize)]
+        struct Obj {
+            #[serde(default)]
+            metadata: Meta,
+        }
+        let conn = self.conn();
+        let placeholders = vec!["?"; types.len()].join(",");
+        let mut stmt = conn
+            .prepare(&format!("SELECT key, value FROM meta WHERE type IN ({placeholders}) ORDER BY key"))
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query(rusqlite::params_from_iter(types)).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            if out.len() == max {
+                return Ok(None);
+            }
+            let key = match row.get_ref(0).map_err(|e| self.err(e))? {
+                ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                _ => continue,
+            };
+            let meta = readable(row.get_ref(1).map_err(|e| self.err(e))?)
+                .ok()
+                .and_then(|v| serde_json::from_str::<Obj>(&v).ok())
+                .map(|o| o.metadata)
+                .unwrap_or_default();
+            out.push(InventoryItem { key, uid: meta.uid, resource_version: meta.resource_version });
+        }
+        Ok(Some(out))
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {
@@ -291,6 +413,35 @@ impl MetaDb {
     }
 }
 
+/// Moves a damaged database and its `-wal` and `-shm` to
+/// `{path}.damaged-{unix seconds}[-n]`; returns the new path.
+fn set_aside(path: &Path) -> std::io::Result<PathBuf> {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".damaged-{secs}"));
+    let mut target = PathBuf::from(&name);
+    let mut n = 1;
+    while target.exists() {
+        let mut next = name.clone();
+        next.push(format!("-{n}"));
+        target = PathBuf::from(next);
+        n += 1;
+    }
+    std::fs::rename(path, &target)?;
+    for suffix in ["-wal", "-shm"] {
+        let mut from = path.as_os_str().to_owned();
+        from.push(suffix);
+        let mut to = target.as_os_str().to_owned();
+        to.push(suffix);
+        match std::fs::rename(&from, &to) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(target)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -410,6 +561,112 @@ mod tests {
         assert_eq!(db.remove_orphan_status().unwrap(), 2);
         let keys: Vec<String> = db.list_all().unwrap().rows.into_iter().map(|(k, _)| k).collect();
         assert_eq!(keys, ["default/pod/a", "default/podpatch/a", "default/podstatus/a"]);
+    }
+
+    fn filled(path: &Path, n: usize) {
+        let db = MetaDb::open(path).unwrap();
+        let ops: Vec<Op> = (0..n)
+            .map(|i| {
+                let v = format!(
+                    r#"{{"metadata":{{"name":"p{i}","uid":"u{i}","resourceVersion":"{i}"}},"pad":"{}"}}"#,
+                    "x".repeat(200)
+                );
+                put(&format!("default/pod/p{i}"), "pod", &v)
+            })
+            .collect();
+        db.apply(&ops).unwrap();
+    }
+
+    fn overwrite(path: &Path, offset: u64, bytes: &[u8]) {
+        use std::io::{Seek as _, SeekFrom, Write as _};
+        let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        f.seek(SeekFrom::Start(offset)).unwrap();
+        f.write_all(bytes).unwrap();
+    }
+
+    fn damaged_copies(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".damaged-"))
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_damaged_page_sets_the_store_aside_and_starts_empty() {
+        let dir = edgehive_testkit::fixtures::TempDir::new("metadb-damaged");
+        let path = dir.path().join("edgecore.db");
+        filled(&path, 300);
+        assert!(MetaDb::open_or_rebuild(&path).unwrap().1.is_none(), "a sound store is kept");
+        // A page of the table's b-tree overwritten, as a failing disk does.
+        overwrite(&path, 3 * 4096, &[0xA5; 4096]);
+        let (db, rebuilt) = MetaDb::open_or_rebuild(&path).unwrap();
+        let rebuilt = rebuilt.expect("rebuilt");
+        assert!(rebuilt.reason.contains("integrity") || rebuilt.reason.contains("malformed"), "{}", rebuilt.reason);
+        assert_eq!(db.count().unwrap(), 0, "the new store is empty");
+        assert_eq!(damaged_copies(dir.path()), [rebuilt.moved_to.file_name().unwrap().to_string_lossy().into_owned()]);
+        assert_eq!(edgehive_testkit::umask::mode(&rebuilt.moved_to), "0600", "the copy holds secrets: still private");
+        db.apply(&[put("default/pod/a", "pod", "{}")]).unwrap();
+        drop(db);
+        assert!(MetaDb::open_or_rebuild(&path).unwrap().1.is_none(), "the new store is sound");
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_database_is_set_aside_and_an_empty_one_is_not() {
+        let dir = edgehive_testkit::fixtures::TempDir::new("metadb-notadb");
+        let path = dir.path().join("edgecore.db");
+        std::fs::write(&path, vec![0x42; 8192]).unwrap();
+        let (db, rebuilt) = MetaDb::open_or_rebuild(&path).unwrap();
+        let rebuilt = rebuilt.expect("rebuilt");
+        assert!(rebuilt.reason.contains("not a database"), "{}", rebuilt.reason);
+        assert_eq!(std::fs::read(&rebuilt.moved_to).unwrap(), vec![0x42; 8192], "the damaged file is kept as it was");
+        assert_eq!(db.count().unwrap(), 0);
+        // An emptied (zero-length) file is an empty store, not damage: the
+        // inventory tells the cloud.
+        let empty = dir.path().join("empty.db");
+        std::fs::write(&empty, b"").unwrap();
+        assert!(MetaDb::open_or_rebuild(&empty).unwrap().1.is_none());
+    }
+
+    #[test]
+    fn a_store_that_cannot_be_opened_is_an_error_and_is_never_set_aside() {
+        let dir = edgehive_testkit::fixtures::TempDir::new("metadb-unreachable");
+        // A directory where the file should be: unreachable, not damaged.
+        let path = dir.path().join("edgecore.db");
+        std::fs::create_dir(&path).unwrap();
+        let err = MetaDb::open_or_rebuild(&path).unwrap_err();
+        assert!(!err.is_damage(), "{err}");
+        assert!(path.is_dir() && damaged_copies(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn the_inventory_lists_keys_uids_and_versions_of_the_given_types() {
+        let dir = edgehive_testkit::fixtures::TempDir::new("metadb-inventory");
+        let path = dir.path().join("edge.db");
+        let db = MetaDb::open(&path).unwrap();
+        db.apply(&[
+            put("default/pod/a", "pod", r#"{"metadata":{"uid":"ua","resourceVersion":"4"}}"#),
+            put("default/podstatus/a", "podstatus", "{}"),
+            put("default/secret/s", "secret", r#"{"metadata":{"uid":"us"}}"#),
+        ])
+        .unwrap();
+        Connection::open(&path)
+            .unwrap()
+            .execute("INSERT INTO meta VALUES ('default/configmap/bad', 'configmap', '{not json')", [])
+            .unwrap();
+        let item =
+            |k: &str, u: &str, rv: &str| InventoryItem { key: k.into(), uid: u.into(), resource_version: rv.into() };
+        assert_eq!(
+            db.inventory(&["pod", "configmap", "secret"], 10).unwrap().unwrap(),
+            [
+                item("default/configmap/bad", "", ""),
+                item("default/pod/a", "ua", "4"),
+                item("default/secret/s", "us", "")
+            ]
+        );
+        assert_eq!(db.inventory(&["pod", "configmap", "secret"], 2).unwrap(), None, "more than the bound: none");
     }
 
     #[test]

@@ -17,6 +17,13 @@
 //!   or when the cloud does not answer, the store answers (edge autonomy).
 //!   Status reports are stored and passed to the cloud; other requests go
 //!   to the cloud as they are.
+//! - After each connection to a cloud that agreed the `inventory` feature:
+//!   the key, uid and resourceVersion of every stored pod, configmap and
+//!   secret go to the cloud (`inventory` of `null/inventory/{node}`), which
+//!   sends what the store lacks or holds older and deletes what the node
+//!   should not hold (docs/protocol.md, "Inventory"). A store rebuilt at
+//!   start because it was damaged is also reported as a Warning Event
+//!   (`EdgeStoreRebuilt`) about the Node, sent until the cloud records it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -27,7 +34,7 @@ use edgehive_model::{Content, Message, ResourcePath, Text, group, op, resource_t
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::db::{MetaDb, Op};
+use crate::db::{InventoryItem, MetaDb, Op, Rebuilt};
 
 /// MetaManager's module name.
 pub const MODULE: &str = source::METAMANAGER;
@@ -64,6 +71,13 @@ const REMOTE_TYPES: [&str; 8] = [
 /// How long a message may wait for room in another module's mailbox.
 const SEND_DEADLINE: Duration = Duration::from_secs(30);
 
+/// The types an inventory lists: what the cloud sends a node.
+const INVENTORY_TYPES: [&str; 3] = [rt::POD, rt::CONFIGMAP, rt::SECRET];
+/// Most rows an inventory lists (the cloud refuses more); a store holding
+/// more sends none, with a warning. 10,000 keys of the longest names fit
+/// in one 8 MiB frame.
+pub const MAX_INVENTORY: usize = 10_000;
+
 /// Settings of MetaManager.
 #[derive(Debug, Clone)]
 pub struct MetaConfig {
@@ -77,11 +91,14 @@ pub struct MetaConfig {
     /// a batch that holds a change from the cloud (received, not stored,
     /// not ACKed). The binary sets it from `EDGEHIVE_FAILPOINT=meta-before-commit`.
     pub crash_before_commit: bool,
+    /// This node's name (the inventory and Events name it).
+    pub node_name: String,
 }
 
 impl Default for MetaConfig {
     fn default() -> Self {
         MetaConfig {
+            node_name: String::new(),
             remote_query_timeout: Duration::from_secs(60),
             batch: 256,
             remote_queries: 64,
@@ -111,13 +128,18 @@ pub struct MetaMetrics {
     pub edged_missed: AtomicU64,
     /// Wake-ups sent to edged to re-read the store after missed changes.
     pub edged_resyncs: AtomicU64,
+    /// Inventories sent to the cloud.
+    pub inventories: AtomicU64,
+    /// 1 from a rebuild of the damaged store at start until the cloud
+    /// records its Event.
+    pub store_rebuilt: AtomicU64,
 }
 
 impl MetaMetrics {
     /// Prometheus text exposition.
     pub fn render(&self, out: &mut String) {
         use std::fmt::Write as _;
-        let counters: [(&str, &str, &AtomicU64); 9] = [
+        let counters: [(&str, &str, &AtomicU64); 10] = [
             ("edgehive_metamanager_committed_total", "Cloud changes committed and ACKed.", &self.committed),
             ("edgehive_metamanager_transactions_total", "Store transactions committed.", &self.transactions),
             ("edgehive_metamanager_commit_failures_total", "Cloud changes the store refused.", &self.commit_failures),
@@ -139,10 +161,17 @@ impl MetaMetrics {
                 "Wake-ups that made edged re-read the store after missed changes.",
                 &self.edged_resyncs,
             ),
+            ("edgehive_metamanager_inventories_total", "Store inventories sent to the cloud.", &self.inventories),
         ];
         for (name, help, v) in counters {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", v.load(Relaxed));
         }
+        let name = "edgehive_metamanager_store_rebuilt";
+        let _ = writeln!(
+            out,
+            "# HELP {name} 1 from a rebuild of the damaged store at start until the cloud records its Event.\n# TYPE {name} gauge\n{name} {}",
+            self.store_rebuilt.load(Relaxed)
+        );
     }
 }
 
@@ -152,12 +181,23 @@ pub struct MetaManager {
     cfg: MetaConfig,
     db: Arc<MetaDb>,
     metrics: Arc<MetaMetrics>,
+    /// The Event about a store rebuilt at start, until the cloud records it.
+    rebuilt: Arc<std::sync::Mutex<Option<Message>>>,
 }
 
 impl MetaManager {
     /// A manager over `db`.
     pub fn new(cfg: MetaConfig, db: Arc<MetaDb>) -> MetaManager {
-        MetaManager { cfg, db, metrics: Arc::default() }
+        MetaManager { cfg, db, metrics: Arc::default(), rebuilt: Arc::default() }
+    }
+
+    /// Reports that the store was damaged and rebuilt (see
+    /// [`MetaDb::open_or_rebuild`]): a Warning Event about the Node goes to
+    /// the cloud once connected.
+    pub fn report_rebuilt(self, rebuilt: &Rebuilt) -> MetaManager {
+        self.metrics.store_rebuilt.store(1, Relaxed);
+        *self.rebuilt.lock().unwrap_or_else(|p| p.into_inner()) = Some(rebuilt_event(&self.cfg.node_name, rebuilt));
+        self
     }
 
     /// Its counters.
@@ -202,6 +242,7 @@ impl Module for MetaManager {
                 connected: AtomicBool::new(false),
                 remote: Arc::new(Semaphore::new(self.cfg.remote_queries)),
                 edged_behind,
+                rebuilt: Arc::clone(&self.rebuilt),
             });
             let mut batch = Vec::with_capacity(self.cfg.batch);
             loop {
@@ -229,6 +270,39 @@ struct Shared {
     /// Notified when edged missed a change: [`wake_edged`] tells it to
     /// re-read the store.
     edged_behind: Arc<Notify>,
+    rebuilt: Arc<std::sync::Mutex<Option<Message>>>,
+}
+
+/// The Warning Event that says the store was rebuilt (Kubernetes' Event,
+/// about the Node, as a kubelet records node events).
+fn rebuilt_event(node: &str, rebuilt: &Rebuilt) -> Message {
+    let now = time::OffsetDateTime::now_utc();
+    let stamp = now
+        .replace_nanosecond(0)
+        .unwrap_or(now)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    let name = format!("{node}.{:x}", now.unix_timestamp_nanos());
+    let event = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": "default"},
+        "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node},
+        "reason": "EdgeStoreRebuilt",
+        "type": "Warning",
+        "message": format!(
+            "the edge store failed its integrity check ({}); it was moved to {} and rebuilt from the cloud",
+            rebuilt.reason,
+            rebuilt.moved_to.display()
+        ),
+        "source": {"component": "edgehive-edge", "host": node},
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    });
+    Message::new()
+        .with_route(MODULE, group::META, format!("default/{}/{name}", rt::EVENT), op::INSERT)
+        .with_content(Content::from_serialize(&event).unwrap_or_default())
 }
 
 /// The wake-up that makes edged re-read its pods from the store.
@@ -276,6 +350,18 @@ async fn wake_edged(ctx: Context, behind: Arc<Notify>, metrics: Arc<MetaMetrics>
     }
 }
 
+/// `inventory` of `null/inventory/{node}`: `{"items": [{key, uid, resourceVersion}]}`.
+fn inventory_message(node: &str, items: &[InventoryItem]) -> Message {
+    Message::new()
+        .with_route(
+            MODULE,
+            group::META,
+            format!("{}/{}/{node}", well_known::NULL_NAMESPACE, rt::INVENTORY),
+            op::INVENTORY,
+        )
+        .with_content(Content::from_serialize(&serde_json::json!({ "items": items })).unwrap_or_default())
+}
+
 fn from_cloud(m: &Message) -> bool {
     !EDGE_SOURCES.contains(&m.route.source.as_str())
 }
@@ -315,6 +401,13 @@ impl Shared {
             if m.route.source == source::EDGEHUB && operation == op::CONNECT {
                 let up = m.content.as_text().as_deref() == Some(well_known::CLOUD_CONNECTED);
                 self.connected.store(up, Relaxed);
+                if up && well_known::connection_has(&m.header.message_type, well_known::INVENTORY_AGREED) {
+                    // The inventory covers every change taken before it.
+                    if !writes.is_empty() {
+                        self.commit(std::mem::take(&mut writes)).await;
+                    }
+                    Arc::clone(&self).after_connect().await;
+                }
                 continue;
             }
             if from_cloud(&m) {
@@ -349,6 +442,55 @@ impl Shared {
         if !writes.is_empty() {
             self.commit(writes).await;
         }
+    }
+
+    /// Sends the store's inventory, and the rebuilt store's Event if the
+    /// cloud has not recorded it yet.
+    async fn after_connect(self: Arc<Self>) {
+        let pending = self.rebuilt.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(mut event) = pending {
+            // A new message each time; the Event's name stays, so the cloud
+            // records it once.
+            event.header.msg_id = edgehive_model::new_msg_id();
+            let me = Arc::clone(&self);
+            tokio::spawn(async move {
+                match me.ctx.send_sync(EDGEHUB, event, me.cfg.remote_query_timeout).await {
+                    Ok(r) if r.route.operation != op::ERROR => {
+                        *me.rebuilt.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                        me.metrics.store_rebuilt.store(0, Relaxed);
+                        tracing::info!(node = %me.cfg.node_name, "the cloud recorded that the edge store was rebuilt");
+                    }
+                    Ok(r) => {
+                        tracing::warn!(node = %me.cfg.node_name, reason = ?r.content.as_text(), "the cloud refused the store-rebuilt event")
+                    }
+                    Err(e) => {
+                        tracing::warn!(node = %me.cfg.node_name, error = %e, "store-rebuilt event not sent; sent again on the next connection")
+                    }
+                }
+            });
+        }
+        let db = Arc::clone(&self.db);
+        let listed = tokio::task::spawn_blocking(move || db.inventory(&INVENTORY_TYPES, MAX_INVENTORY)).await;
+        let items = match listed {
+            Ok(Ok(Some(items))) => items,
+            Ok(Ok(None)) => {
+                tracing::warn!(node = %self.cfg.node_name, max = MAX_INVENTORY,
+                    "the edge store holds more objects than an inventory lists; none sent");
+                return;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(node = %self.cfg.node_name, error = %e, "could not list the edge store; no inventory sent");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(node = %self.cfg.node_name, error = %e, "could not list the edge store; no inventory sent");
+                return;
+            }
+        };
+        let m = inventory_message(&self.cfg.node_name, &items);
+        tracing::info!(node = %self.cfg.node_name, objects = items.len(), "inventory of the edge store sent");
+        self.metrics.inventories.fetch_add(1, Relaxed);
+        self.send(EDGEHUB, m).await;
     }
 
     /// Commits a batch, then ACKs and passes on what came from the cloud and
@@ -552,7 +694,13 @@ fn cloud_ops(m: &Message) -> Option<Vec<Op>> {
     }
     // A delete names the object it removes (KubeEdge's deletes carry the
     // uid): a newer object stored under the same name stays.
-    let uid = m.content.to_value().pointer("/metadata/uid").and_then(|u| u.as_str()).map(str::to_owned);
+    let uid = m
+        .content
+        .to_value()
+        .pointer("/metadata/uid")
+        .and_then(|u| u.as_str())
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned);
     let mut ops = vec![Op::Delete { key: key.clone(), uid }];
     if ty == rt::POD
         && let Ok(ResourcePath { namespace: Some(ns), name: Some(name), .. }) =

@@ -50,7 +50,6 @@ fn edge_with(
     cfg: MetaConfig,
     extra: Option<Arc<dyn edgehive_beehive::Module>>,
 ) -> (Edge, Arc<MetaMetrics>) {
-    let seen: Seen = Arc::default();
     let mut b = Beehive::builder();
     let meta = Arc::new(MetaManager::new(cfg, Arc::new(MetaDb::open(db).unwrap())));
     let metrics = meta.metrics();
@@ -58,6 +57,12 @@ fn edge_with(
     if let Some(m) = extra {
         b.register(m).unwrap();
     }
+    (with_hub(b, db, cloud_answer), metrics)
+}
+
+/// Adds the stand-in EdgeHub to a hive holding MetaManager and runs it.
+fn with_hub(mut b: edgehive_beehive::BeehiveBuilder, db: &Path, cloud_answer: Option<Value>) -> Edge {
+    let seen: Seen = Arc::default();
     let (seen2, path) = (seen.clone(), db.to_owned());
     let hub = FnModule::new(source::WEBSOCKET, group::HUB, move |mut ctx: ModuleContext, cancel: CancellationToken| {
         let (seen, path, answer) = (seen2.clone(), path.clone(), cloud_answer.clone());
@@ -72,6 +77,10 @@ fn edge_with(
                     r.route.source = source::EDGECONTROLLER.into();
                     let _ = ctx.send_resp(r);
                 }
+                // Events are recorded when the stand-in cloud has an answer.
+                if m.route.operation == op::INSERT && m.route.resource.contains("/event/") && answer.is_some() {
+                    let _ = ctx.send_resp(m.response(m.content.clone()));
+                }
                 seen.lock().unwrap().push((m, stored));
             }
             Ok(())
@@ -82,7 +91,7 @@ fn edge_with(
     let ctx = hive.context();
     let stop = CancellationToken::new();
     tokio::spawn(hive.run(stop.clone()));
-    (Edge { ctx, seen, stop, db_path: db.to_owned() }, metrics)
+    Edge { ctx, seen, stop, db_path: db.to_owned() }
 }
 
 fn from_cloud(operation: &'static str, resource: &str, obj: Value) -> Message {
@@ -115,11 +124,27 @@ impl Edge {
     }
 
     async fn connect(&self, up: bool) {
+        self.connect_agreeing(up, "").await;
+    }
+
+    /// As EdgeHub says it: the agreed features in the message's type.
+    async fn connect_agreeing(&self, up: bool, agreed: &str) {
         let state = if up { well_known::CLOUD_CONNECTED } else { well_known::CLOUD_DISCONNECTED };
-        let m = Message::new()
+        let mut m = Message::new()
             .with_route(source::EDGEHUB, group::META, well_known::NODE_CONNECTION, op::CONNECT)
             .with_content(Content::string(state));
+        m.header.message_type = edgehive_model::Text::copy_from(agreed);
         self.ctx.send("metamanager", m).await.unwrap();
+    }
+
+    fn sent(&self, operation: &str) -> Vec<Message> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(m, _)| m.route.operation == operation)
+            .map(|(m, _)| m.clone())
+            .collect()
     }
 
     async fn query(&self, resource: &str) -> Message {
@@ -403,4 +428,93 @@ async fn a_deleted_pods_status_rows_go_with_it() {
     let db = MetaDb::open(&e.db_path).unwrap();
     let rows: Vec<String> = db.list_all().unwrap().rows.into_iter().map(|(k, _)| k).collect();
     assert_eq!(rows, Vec::<String>::new());
+}
+
+/// After connecting to a cloud that agreed the inventory, the store's pods,
+/// configmaps and secrets are listed to it (a damaged row without a uid, so
+/// that the cloud sends it again); a KubeEdge cloud gets no inventory.
+#[tokio::test]
+async fn the_inventory_goes_to_a_cloud_that_agreed_and_lists_what_the_store_holds() {
+    let dir = TempDir::new("mm-inventory");
+    let db = dir.path().join("edge.db");
+    let cfg = MetaConfig { node_name: "edge-1".into(), ..MetaConfig::default() };
+    let e = edge(&db, None, cfg);
+    e.ctx.send("metamanager", from_cloud(op::INSERT, "default/pod/a", pod("a", "4"))).await.unwrap();
+    let cm = json!({"metadata": {"name": "c", "uid": "uc", "resourceVersion": "9"}});
+    e.ctx.send("metamanager", from_cloud(op::INSERT, "default/configmap/c", cm)).await.unwrap();
+    eventually("stored", || e.acks().len() == 2).await;
+    rusqlite_insert_damaged(&db);
+    e.connect(true).await;
+    e.connect_agreeing(true, "session-liveness").await;
+    let q = e.query("default/pod/a").await;
+    assert!(!q.content.to_value().is_null());
+    assert!(e.sent(op::INVENTORY).is_empty(), "no inventory to a cloud that did not agree");
+    e.connect_agreeing(true, "session-liveness,inventory").await;
+    eventually("inventory", || e.sent(op::INVENTORY).len() == 1).await;
+    let inv = &e.sent(op::INVENTORY)[0];
+    assert_eq!(inv.route.resource, "null/inventory/edge-1");
+    assert_eq!(inv.route.source, "metamanager");
+    let items = inv.content.to_value()["items"].clone();
+    assert_eq!(
+        items,
+        json!([
+            {"key": "default/configmap/c", "uid": "uc", "resourceVersion": "9"},
+            {"key": "default/pod/a", "uid": "uid-a", "resourceVersion": "4"},
+            {"key": "default/pod/broken", "uid": "", "resourceVersion": ""},
+        ])
+    );
+}
+
+/// A store rebuilt at start is reported as a Warning Event about the Node
+/// on each connection until the cloud records it, then never again.
+#[tokio::test]
+async fn a_rebuilt_store_is_reported_until_the_cloud_records_it() {
+    use edgehive_metamanager::Rebuilt;
+    let dir = TempDir::new("mm-rebuilt");
+    let db = dir.path().join("edge.db");
+    let rebuilt = Rebuilt { moved_to: dir.path().join("edge.db.damaged-1"), reason: "page 3: btree damaged".into() };
+    let hive = |answer: Option<Value>| {
+        let cfg = MetaConfig {
+            node_name: "edge-1".into(),
+            remote_query_timeout: Duration::from_millis(200),
+            ..MetaConfig::default()
+        };
+        let mut b = Beehive::builder();
+        let meta = MetaManager::new(cfg, Arc::new(MetaDb::open(&db).unwrap())).report_rebuilt(&rebuilt);
+        let metrics = meta.metrics();
+        b.register(Arc::new(meta)).unwrap();
+        (b, metrics, answer)
+    };
+    // A stand-in cloud that does not answer: the Event is sent on each connection.
+    let (b, metrics, _) = hive(None);
+    let e = with_hub(b, &db, None);
+    e.connect_agreeing(true, "inventory").await;
+    eventually("event sent", || e.sent(op::INSERT).len() == 1).await;
+    let ev = e.sent(op::INSERT)[0].clone();
+    assert!(ev.route.resource.starts_with("default/event/edge-1."), "{}", ev.route.resource);
+    let v = ev.content.to_value();
+    assert_eq!((v["reason"].as_str(), v["type"].as_str()), (Some("EdgeStoreRebuilt"), Some("Warning")));
+    assert_eq!(v["involvedObject"]["kind"], "Node");
+    assert!(v["message"].as_str().unwrap().contains("page 3: btree damaged"), "{v}");
+    let mut text = String::new();
+    metrics.render(&mut text);
+    assert!(text.contains("edgehive_metamanager_store_rebuilt 1"), "{text}");
+    e.connect_agreeing(true, "inventory").await;
+    eventually("sent again", || e.sent(op::INSERT).len() == 2).await;
+    drop(e);
+    // One that records it: sent once, not again on the next connection.
+    let (b, metrics, answer) = hive(Some(json!({})));
+    let e = with_hub(b, &db, answer);
+    e.connect_agreeing(true, "inventory").await;
+    eventually("event sent", || e.sent(op::INSERT).len() == 1).await;
+    eventually("inventory", || e.sent(op::INVENTORY).len() == 1).await;
+    eventually("recorded", || {
+        let mut text = String::new();
+        metrics.render(&mut text);
+        text.contains("edgehive_metamanager_store_rebuilt 0")
+    })
+    .await;
+    e.connect_agreeing(true, "inventory").await;
+    eventually("second inventory", || e.sent(op::INVENTORY).len() == 2).await;
+    assert_eq!(e.sent(op::INSERT).len(), 1, "recorded: not sent again");
 }

@@ -20,6 +20,7 @@ pub struct Cloud {
     pub join: u16,
     pub log: PathBuf,
     pub home: PathBuf,
+    extra: Vec<String>,
 }
 
 impl Cloud {
@@ -27,10 +28,20 @@ impl Cloud {
         let data = dir.join("cloud");
         let (api, ws, join) = (free_port(), free_port(), free_port());
         let log = dir.join("cloud.log");
-        let out = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_edgehive"))
+        let home = dir.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let extra: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+        let child = Cloud::spawn(&data, [api, ws, join], &log, &extra);
+        let c = Cloud { child, data, api, ws, join, log, home, extra };
+        c.wait_listening();
+        c
+    }
+
+    fn spawn(data: &Path, [api, ws, join]: [u16; 3], log: &Path, extra: &[String]) -> Child {
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_edgehive"))
             .args(["cloud", "--data-dir"])
-            .arg(&data)
+            .arg(data)
             .args(["--bind", &format!("127.0.0.1:{api}"), "--websocket-bind", &format!("127.0.0.1:{ws}")])
             .args(["--no-quic", "--join-bind", &format!("127.0.0.1:{join}"), "--sync-interval", "1"])
             .args(extra)
@@ -38,15 +49,72 @@ impl Cloud {
             .stdout(Stdio::null())
             .stderr(Stdio::from(out))
             .spawn()
-            .unwrap();
-        let home = dir.join("home");
-        std::fs::create_dir_all(&home).unwrap();
-        let c = Cloud { child, data, api, ws, join, log, home };
+            .unwrap()
+    }
+
+    fn wait_listening(&self) {
         wait_until("the cloud listens", || {
-            c.data.join("kubeconfig.yaml").exists()
-                && [c.api, c.ws, c.join].iter().all(|p| std::net::TcpStream::connect(("127.0.0.1", *p)).is_ok())
+            self.data.join("kubeconfig.yaml").exists()
+                && [self.api, self.ws, self.join]
+                    .iter()
+                    .all(|p| std::net::TcpStream::connect(("127.0.0.1", *p)).is_ok())
         });
-        c
+    }
+
+    /// `kill -9`, then the same cloud again: same data, same ports.
+    pub fn kill_and_restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = Cloud::spawn(&self.data, [self.api, self.ws, self.join], &self.log, &self.extra);
+        self.wait_listening();
+    }
+
+    /// What the API says `node` should hold, as the edge's store keys it
+    /// (`default/{type}/{name}` → resourceVersion): the pods bound to it
+    /// and the configmaps and secrets they name (volumes, env, envFrom)
+    /// that exist.
+    pub fn node_view(&self, node: &str) -> BTreeMap<String, String> {
+        let rv = |o: &serde_json::Value| o["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_owned();
+        let index = |kind: &str| -> BTreeMap<String, String> {
+            self.json(&["get", kind, "-n", "default"])["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| (o["metadata"]["name"].as_str().unwrap().to_owned(), rv(o)))
+                .collect()
+        };
+        let (configmaps, secrets) = (index("configmaps"), index("secrets"));
+        let mut want = BTreeMap::new();
+        for pod in self.json(&["get", "pods", "-n", "default"])["items"].as_array().unwrap() {
+            if pod["spec"]["nodeName"] != node {
+                continue;
+            }
+            want.insert(format!("default/pod/{}", pod["metadata"]["name"].as_str().unwrap()), rv(pod));
+            let spec = &pod["spec"];
+            let mut refs: Vec<(&str, &serde_json::Value)> = Vec::new();
+            for v in spec["volumes"].as_array().into_iter().flatten() {
+                refs.push(("configmap", &v["configMap"]["name"]));
+                refs.push(("secret", &v["secret"]["secretName"]));
+            }
+            for c in spec["containers"].as_array().into_iter().flatten() {
+                for e in c["env"].as_array().into_iter().flatten() {
+                    refs.push(("configmap", &e["valueFrom"]["configMapKeyRef"]["name"]));
+                    refs.push(("secret", &e["valueFrom"]["secretKeyRef"]["name"]));
+                }
+                for e in c["envFrom"].as_array().into_iter().flatten() {
+                    refs.push(("configmap", &e["configMapRef"]["name"]));
+                    refs.push(("secret", &e["secretRef"]["name"]));
+                }
+            }
+            for (kind, name) in refs {
+                let Some(name) = name.as_str() else { continue };
+                let table = if kind == "configmap" { &configmaps } else { &secrets };
+                if let Some(rv) = table.get(name) {
+                    want.insert(format!("default/{kind}/{name}"), rv.clone());
+                }
+            }
+        }
+        want
     }
 
     pub fn token(&self) -> String {
@@ -214,6 +282,23 @@ impl Edge {
                 (k, (rv, v))
             })
             .collect()
+    }
+
+    /// The pods, configmaps and secrets of the edge's store: key →
+    /// resourceVersion (compare with [`Cloud::node_view`]).
+    pub fn object_view(&self) -> BTreeMap<String, String> {
+        self.rows()
+            .into_iter()
+            .filter(|(k, _)| ["/pod/", "/configmap/", "/secret/"].iter().any(|t| k.contains(t)))
+            .map(|(k, (rv, _))| (k, rv))
+            .collect()
+    }
+
+    /// Folds the store's write-ahead log into the database file, so that
+    /// the file alone holds the store (to copy or damage it).
+    pub fn checkpoint(&self) {
+        let conn = rusqlite::Connection::open(self.db()).unwrap();
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).unwrap();
     }
 
     /// The edge's log, without terminal colours.
