@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use edgehive_apiserver::{ApiServer, ApiServerConfig, MetricsSource};
+use edgehive_apiserver::{ApiServer, ApiServerConfig};
 use edgehive_beehive::Beehive;
 use edgehive_cloudhub::{CloudHub, CloudHubConfig, SuccessPoints};
 use edgehive_edgecontroller::{EdgeController, LifecycleConfig};
@@ -222,18 +222,14 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let mut config = ApiServerConfig::new(args.bind, args.data_dir.clone());
     config.sans = args.tls_sans;
     config.service_account_tokens = Some(sa_tokens);
-    config.extra_metrics = vec![MetricsSource(Arc::new({
-        let (hub, controller, sync) = (hub.clone(), controller.clone(), sync.clone());
-        move |out: &mut String| {
-            join_stats.render_metrics(out);
-            let transports: Vec<_> = transport_stats.iter().map(|(p, s)| (*p, s.as_ref())).collect();
-            edgehive_viaduct::ServerStats::render_metrics(&transports, out);
-            hub.metrics().render(out);
-            controller.metrics().render(out);
-            sync.metrics().render(out);
-            crate::process::render_bus(&bus, out);
-        }
-    }))];
+    // The process's one registry, served at the API's `/metrics`: every
+    // module's metrics, `edgehive_` first (the API server adds its own).
+    join_stats.register(&mut config.metrics);
+    edgehive_viaduct::ServerStats::register(&transport_stats, &mut config.metrics);
+    hub.metrics().register(&mut config.metrics);
+    controller.metrics().register(&mut config.metrics);
+    sync.metrics().register(&mut config.metrics);
+    crate::process::register_bus(bus, &mut config.metrics);
     let server = ApiServer::bind(config, store.clone()).await.context("start the API server")?;
     tracing::info!(
         addr = %server.local_addr(),

@@ -7,7 +7,7 @@
 //! under `dataDir/certs`; later starts use them and ignore the token. The
 //! certificate is renewed at 70–90 % of its lifetime.
 
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -221,19 +221,14 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     if let Some(addr) = cfg.metrics_address {
-        let render = move || {
-            let mut out = String::new();
-            hub.metrics().render(&mut out);
-            meta.metrics().render(&mut out);
-            crate::process::render_bus(&bus, &mut out);
-            out
-        };
-        let listener = std::net::TcpListener::bind(addr).with_context(|| format!("metrics address {addr}"))?;
+        // The process's one registry: every module's metrics, `edgehive_` first.
+        let mut registry = prometheus_client::registry::Registry::with_prefix("edgehive");
+        hub.metrics().register(&mut registry);
+        meta.metrics().register(&mut registry);
+        crate::process::register_bus(bus, &mut registry);
+        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("metrics address {addr}"))?;
         tracing::info!(%addr, "metrics at /metrics");
-        std::thread::Builder::new()
-            .name("metrics".into())
-            .spawn(move || serve_metrics(listener, render))
-            .context("start the metrics thread")?;
+        tokio::spawn(crate::process::serve_metrics(listener, Arc::new(registry), stop.clone()));
     }
     tracing::info!(node = %cfg.node_name, endpoints = ?cfg.endpoints.iter().map(|e| e.server.as_str()).collect::<Vec<_>>(), "edgehive edge is up");
     hive.run(stop.clone()).await;
@@ -242,29 +237,6 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
         let _ = r.await;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// A minimal `/metrics` endpoint on its own thread: one request per
-/// connection, two-second deadlines, nothing else served.
-fn serve_metrics(listener: std::net::TcpListener, render: impl Fn() -> String) {
-    for conn in listener.incoming() {
-        let Ok(mut conn) = conn else { continue };
-        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
-        let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
-        let mut buf = [0u8; 1024];
-        let n = conn.read(&mut buf).unwrap_or(0);
-        let head = String::from_utf8_lossy(&buf[..n]);
-        let (status, body) = if head.starts_with("GET /metrics ") {
-            ("200 OK", render())
-        } else {
-            ("404 Not Found", "only /metrics is served here\n".to_owned())
-        };
-        let _ = write!(
-            conn,
-            "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-    }
 }
 
 /// Connects to the CRI runtime, waiting for it while it starts (a runtime

@@ -1,6 +1,10 @@
-//! `edge.yaml`: KubeEdge's `edgecore.yaml` keys that edgehive uses, plus a
-//! few of its own. Every unknown key, wrong type or missing required value
-//! is reported with its path (`modules.edgeHub.websocket.server: ...`).
+//! `edge.yaml`: KubeEdge's `edgecore.yaml`, read with serde. A stock
+//! KubeEdge v1.15 file (`edgecore --defaultconfig`) reads as it is: keys of
+//! KubeEdge's schema that edgehive does not use are accepted and named in one
+//! warning; a key in neither schema is an error that suggests the closest
+//! known one (`heartbaet` under `modules.edgeHub`: did you mean
+//! `heartbeat`?). Every error names its path (`modules.edgeHub.heartbeat:
+//! invalid type: ...`).
 //!
 //! ```yaml
 //! apiVersion: edgecore.config.kubeedge.io/v1alpha2   # optional
@@ -26,21 +30,28 @@
 //!   metaManager: {remoteQueryTimeout: 60}
 //! ```
 //!
-//! KubeEdge v1.15's own spellings under `modules.edged` are read too, so a
-//! KubeEdge user's file carries over: `remoteRuntimeEndpoint` (later
-//! KubeEdge moved it to `tailoredKubeletConfig.containerRuntimeEndpoint`;
-//! either, or both if they agree), `remoteImageEndpoint` (edgehive pulls
-//! through the runtime's socket, so it must name that one),
-//! `podSandboxImage` (containerd's own setting decides; accepted) and
-//! `rootDirectory` (kubelet's directory for pods: edgehive keeps its pods
-//! under `dataDir`, so it stands for `dataDir` when that is not given).
+//! KubeEdge's own spellings of these settings are read too, so a KubeEdge
+//! user's file carries over: under `modules.edged`, `remoteRuntimeEndpoint`
+//! (v1.15; later KubeEdge moved it to
+//! `tailoredKubeletConfig.containerRuntimeEndpoint`), `remoteImageEndpoint`
+//! (edgehive pulls through the runtime's socket, so it must name that one),
+//! `rootDirectory` (kubelet's directory for pods: it stands for `dataDir`),
+//! and `tailoredKubeletConfig.nodeLeaseDurationSeconds` and
+//! `nodeStatusReportFrequency` (a Go duration there). A setting with two
+//! names may be given under either, or both if they agree. The KubeEdge
+//! modules edgehive does not run (`eventBus`, `deviceTwin`, ...) are
+//! ignored, enabled or not.
 
+use std::collections::BTreeMap;
+use std::fmt::Debug;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use edgehive_edgehub::{CloudEndpoint, Transport};
-use serde_json::{Map, Value};
+use serde::de::{Error as _, IgnoredAny, Unexpected};
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
 
 /// The edge's settings.
 #[derive(Debug, Clone)]
@@ -75,6 +86,9 @@ pub(crate) struct EdgeConfig {
     /// The CRI runtime's socket; `None`: the process runtime.
     pub(crate) container_runtime_endpoint: Option<String>,
     pub(crate) runtime_request_timeout: Duration,
+    /// The paths of the file's KubeEdge keys that edgehive does not use;
+    /// [`EdgeConfig::load`] names them in one warning.
+    pub(crate) ignored_keys: Vec<String>,
 }
 
 /// A reading error: the key's path and what is wrong.
@@ -89,370 +103,394 @@ fn err(path: &str, reason: impl Into<String>) -> ConfigError {
     ConfigError { path: path.to_owned(), reason: reason.into() }
 }
 
-/// A mapping being read: remembers its path and refuses keys it was not asked about.
-struct Obj<'a> {
-    path: String,
-    map: Option<&'a Map<String, Value>>,
-    known: &'static [&'static str],
-}
+/// A scalar read as text, trimmed: a number counts (`projectID: 123`, `90`
+/// seconds), blanks count as unset.
+#[derive(Default)]
+struct Text(Option<String>);
 
-impl<'a> Obj<'a> {
-    fn new(path: &str, v: Option<&'a Value>, known: &'static [&'static str]) -> Result<Obj<'a>, ConfigError> {
-        let map = match v {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(m)) => Some(m),
-            Some(other) => return Err(err(path, format!("expected a mapping, got {}", kind(other)))),
-        };
-        let obj = Obj { path: path.to_owned(), map, known };
-        if let Some(m) = obj.map {
-            for k in m.keys() {
-                if !known.contains(&k.as_str()) {
-                    return Err(err(&obj.child(k), format!("unknown key (known here: {})", known.join(", "))));
-                }
-            }
-        }
-        Ok(obj)
-    }
-
-    fn child(&self, key: &str) -> String {
-        if self.path.is_empty() { key.to_owned() } else { format!("{}.{key}", self.path) }
-    }
-
-    fn get(&self, key: &str) -> Option<&'a Value> {
-        debug_assert!(self.known.contains(&key), "{key} not declared");
-        self.map?.get(key).filter(|v| !v.is_null())
-    }
-
-    fn obj(&self, key: &str, known: &'static [&'static str]) -> Result<Obj<'a>, ConfigError> {
-        Obj::new(&self.child(key), self.get(key), known)
-    }
-
-    fn string(&self, key: &str) -> Result<Option<String>, ConfigError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
-            Some(Value::Number(n)) => Ok(Some(n.to_string())),
-            Some(other) => Err(err(&self.child(key), format!("expected a string, got {}", kind(other)))),
-        }
-    }
-
-    fn boolean(&self, key: &str, default: bool) -> Result<bool, ConfigError> {
-        match self.get(key) {
-            None => Ok(default),
-            Some(Value::Bool(b)) => Ok(*b),
-            Some(other) => Err(err(&self.child(key), format!("expected true or false, got {}", kind(other)))),
-        }
-    }
-
-    fn number(&self, key: &str, default: f64, min: f64, max: f64) -> Result<f64, ConfigError> {
-        let v = match self.get(key) {
-            None => return Ok(default),
-            Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
-            Some(other) => return Err(err(&self.child(key), format!("expected a number, got {}", kind(other)))),
-        };
-        if !(min..=max).contains(&v) {
-            return Err(err(&self.child(key), format!("{v} is out of range {min}..={max}")));
-        }
-        Ok(v)
-    }
-
-    fn seconds(&self, key: &str, default: u64, min: f64, max: f64) -> Result<Duration, ConfigError> {
-        Ok(Duration::from_secs_f64(self.number(key, default as f64, min, max)?))
-    }
-
-    /// A kubelet duration: a Go duration string (`2m`, `1m30s`, `500ms`)
-    /// or a number of seconds.
-    fn duration(&self, key: &str, default: Duration) -> Result<Duration, ConfigError> {
-        match self.get(key) {
-            None | Some(Value::Null) => Ok(default),
-            Some(Value::String(text)) => crate::duration::parse(text)
-                .filter(|d| !d.is_zero())
-                .ok_or_else(|| err(&self.child(key), format!("{text:?} is not a duration such as 2m or 90s"))),
-            Some(_) => self.seconds(key, default.as_secs(), 0.001, 86400.0),
-        }
-    }
-
-    /// Only `enable: false` (or nothing): a KubeEdge module edgehive does not run.
-    fn disabled_module(&self, key: &'static str) -> Result<(), ConfigError> {
-        let Some(v) = self.get(key) else { return Ok(()) };
-        let enabled = v.get("enable").and_then(Value::as_bool).unwrap_or(false);
-        if enabled {
-            return Err(err(
-                &format!("{}.enable", self.child(key)),
-                "this KubeEdge module is not part of edgehive; set it to false or remove it",
-            ));
-        }
-        Ok(())
+impl Text {
+    fn get(&self) -> Option<&str> {
+        self.0.as_deref()
     }
 }
 
-fn kind(v: &Value) -> &'static str {
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Text, D::Error> {
+        let unexpected = match Value::deserialize(d)? {
+            Value::String(s) => return Ok(Text(Some(s.trim().to_owned()).filter(|s| !s.is_empty()))),
+            Value::Number(n) => return Ok(Text(Some(n.to_string()))),
+            Value::Null => return Ok(Text(None)),
+            Value::Bool(b) => Unexpected::Bool(b),
+            Value::Array(_) => Unexpected::Seq,
+            Value::Object(_) => Unexpected::Map,
+        };
+        Err(D::Error::invalid_type(unexpected, &"a string"))
+    }
+}
+
+/// The keys a mapping's struct did not take; `File::unused_keys` checks them.
+type Rest = BTreeMap<String, Value>;
+
+/// The mappings edgehive reads, as structs: a field per key (camelCase),
+/// each optional, and `rest` for the keys the struct does not take.
+macro_rules! mappings {
+    ($($name:ident { $($(#[$attr:meta])* $field:ident: $type:ty),* $(,)? })*) => {$(
+        #[derive(Default, Deserialize)]
+        #[serde(default, rename_all = "camelCase", expecting = "a mapping")]
+        struct $name { $($(#[$attr])* $field: $type,)* #[serde(flatten)] rest: Rest }
+    )*};
+}
+
+mappings! {
+    File {
+        #[serde(rename = "apiVersion")] _api_version: Option<IgnoredAny>,
+        kind: Text, data_dir: Text, metrics_address: Text, database: Database, modules: Modules,
+    }
+    Database { data_source: Text }
+    Modules { edged: Edged, edge_hub: EdgeHub, meta_manager: MetaManager }
+    Edged {
+        enable: Option<bool>, hostname_override: Text, #[serde(rename = "nodeIP")] node_ip: Text,
+        node_lease_duration_seconds: Option<f64>, node_status_report_frequency: Text, restart_backoff: Backoff,
+        root_directory: Text, remote_runtime_endpoint: Text, remote_image_endpoint: Text,
+        tailored_kubelet_config: Kubelet,
+    }
+    Kubelet {
+        container_runtime_endpoint: Text, runtime_request_timeout: Text, cgroup_driver: Text,
+        node_lease_duration_seconds: Option<f64>, node_status_report_frequency: Text,
+    }
+    EdgeHub {
+        enable: Option<bool>, heartbeat: Option<f64>, #[serde(rename = "messageQPS")] message_qps: Option<f64>,
+        message_burst: Option<f64>, #[serde(rename = "projectID")] project_id: Text, http_server: Text, token: Text,
+        tls_ca_file: Text, tls_cert_file: Text, tls_private_key_file: Text, rotate_certificates: Option<bool>,
+        websocket: Link, quic: Link, reconnect: Backoff, offline_buffer_size: Option<f64>, ping_keepalive: Option<bool>,
+    }
+    Link { enable: Option<bool>, server: Text, handshake_timeout: Option<f64>, write_deadline: Option<f64> }
+    Backoff { base: Option<f64>, cap: Option<f64> }
+    MetaManager { remote_query_timeout: Option<f64>, meta_server: MetaServer }
+    MetaServer { enable: Option<bool> }
+}
+
+/// Every key an edge.yaml may hold, by path: KubeEdge v1.15's and edgehive's.
+const KEYS: &str = include_str!("edgecore_keys.txt");
+
+/// The keys [`KEYS`] lists under `parent` (`""`: the top level); none where
+/// the mapping is not checked.
+fn keys_under(parent: &str) -> impl Iterator<Item = &'static str> + '_ {
+    let lines = KEYS.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'));
+    lines.filter_map(move |line| {
+        let key = if parent.is_empty() { line } else { line.strip_prefix(parent)?.strip_prefix('.')? };
+        (!key.contains('.')).then_some(key)
+    })
+}
+
+/// Checks that `key` belongs under `parent`, and the keys under it where
+/// [`KEYS`] lists them; returns its path.
+fn check_key(parent: &str, key: &str, value: &Value) -> Result<String, ConfigError> {
+    let path = if parent.is_empty() { key.to_owned() } else { format!("{parent}.{key}") };
+    if !keys_under(parent).any(|k| k == key) {
+        let known: Vec<&str> = keys_under(parent).collect();
+        let closest = known.iter().map(|k| (edit_distance(key, k), *k)).min();
+        return Err(match closest {
+            Some((d, k)) if d <= key.len().max(3) / 3 => err(&path, format!("unknown key; did you mean `{k}`?")),
+            _ if known.len() <= 8 => err(&path, format!("unknown key (known here: {})", known.join(", "))),
+            _ => err(&path, "unknown key (neither KubeEdge v1.15's nor edgehive's)"),
+        });
+    }
+    if keys_under(&path).next().is_some() {
+        for (k, v) in value.as_object().into_iter().flatten() {
+            check_key(&path, k, v)?;
+        }
+    }
+    Ok(path)
+}
+
+/// Levenshtein distance, ignoring case.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().flat_map(char::to_lowercase).collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().flat_map(char::to_lowercase).enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != *cb)).min(row[j] + 1).min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+/// Drops the keys set to nothing (`edged:`): they read as absent.
+fn drop_nulls(value: &mut Value) {
+    if let Value::Object(map) = value {
+        map.retain(|_, v| !v.is_null());
+        map.values_mut().for_each(drop_nulls);
+    }
+}
+
+/// A number, if given: within `min..=max`.
+fn number(path: &str, v: Option<f64>, min: f64, max: f64) -> Result<Option<f64>, ConfigError> {
     match v {
-        Value::Null => "nothing",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
+        Some(v) if !(min..=max).contains(&v) => Err(err(path, format!("{v} is out of range {min}..={max}"))),
+        v => Ok(v),
     }
 }
 
-fn endpoints(obj: &Obj<'_>, transport: Transport) -> Result<Vec<CloudEndpoint>, ConfigError> {
-    let Some(list) = obj.string("server")? else {
-        return Err(err(&obj.child("server"), "required when enabled (host:port[,host:port...])"));
-    };
-    list.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|server| {
-            let ok = server.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
-            if ok {
-                Ok(CloudEndpoint { transport, server: server.to_owned() })
-            } else {
-                Err(err(&obj.child("server"), format!("{server:?} is not host:port")))
-            }
-        })
-        .collect()
+/// A number of seconds, if given: within `min..=max`.
+fn seconds(path: &str, v: Option<f64>, min: f64, max: f64) -> Result<Option<Duration>, ConfigError> {
+    Ok(number(path, v, min, max)?.map(Duration::from_secs_f64))
 }
 
-/// The CRI socket: `tailoredKubeletConfig.containerRuntimeEndpoint`, or
-/// KubeEdge v1.15's `remoteRuntimeEndpoint` (both only if they agree); and
-/// `remoteImageEndpoint`, which must name the same socket (images are
-/// pulled through the runtime's).
-fn runtime_endpoint(edged: &Obj<'_>, kubelet: &Obj<'_>) -> Result<Option<String>, ConfigError> {
+/// A kubelet duration: a Go duration (`2m`, `1m30s`, `500ms`) or a number
+/// of seconds, within `min..=max` seconds.
+fn duration(path: &str, text: &Text, min: f64, max: f64) -> Result<Option<Duration>, ConfigError> {
+    let Some(t) = text.get() else { return Ok(None) };
+    let secs = match t.parse::<f64>() {
+        Ok(secs) => secs,
+        Err(_) => crate::duration::parse(t)
+            .ok_or_else(|| err(path, format!("{t:?} is not a duration such as 2m or 90s")))?
+            .as_secs_f64(),
+    };
+    seconds(path, Some(secs), min, max)
+}
+
+/// One setting under two names: either, or both if they agree (by `same`).
+fn one_setting<T: Debug>(
+    (a_path, a): (&str, Option<T>),
+    (b_path, b): (&str, Option<T>),
+    same: impl Fn(&T, &T) -> bool,
+) -> Result<Option<T>, ConfigError> {
+    match (a, b) {
+        (Some(a), Some(b)) if !same(&a, &b) => {
+            Err(err(b_path, format!("{b:?} differs from {a_path} {a:?} (the same setting; set one)")))
+        }
+        (Some(v), _) | (None, Some(v)) => Ok(Some(v)),
+        (None, None) => Ok(None),
+    }
+}
+
+fn endpoints(path: &str, server: &Text, transport: Transport) -> Result<Vec<CloudEndpoint>, ConfigError> {
+    let Some(list) = server.get() else {
+        return Err(err(path, "required when enabled (host:port[,host:port...])"));
+    };
+    let endpoint = |server: &str| {
+        let ok = server.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+        let endpoint = CloudEndpoint { transport, server: server.to_owned() };
+        ok.then_some(endpoint).ok_or_else(|| err(path, format!("{server:?} is not host:port")))
+    };
+    list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(endpoint).collect()
+}
+
+/// The CRI socket: `tailoredKubeletConfig.containerRuntimeEndpoint` or
+/// KubeEdge v1.15's `remoteRuntimeEndpoint`; and `remoteImageEndpoint`,
+/// which must name the same socket (images are pulled through the runtime's).
+fn runtime_endpoint(edged: &Edged) -> Result<Option<String>, ConfigError> {
     const KUBELET_KEY: &str = "modules.edged.tailoredKubeletConfig.containerRuntimeEndpoint";
     const REMOTE_KEY: &str = "modules.edged.remoteRuntimeEndpoint";
     const IMAGE_KEY: &str = "modules.edged.remoteImageEndpoint";
     let socket = |e: &str| e.strip_prefix("unix://").unwrap_or(e).to_owned();
-    let check = |key: &str, e: String| {
-        if socket(&e).starts_with('/') {
-            Ok(e)
-        } else {
-            Err(err(key, format!("{e:?}: expected unix:///path/to/socket")))
-        }
+    let check = |key: &str, e: &Text| match e.get() {
+        Some(e) if !socket(e).starts_with('/') => Err(err(key, format!("{e:?}: expected unix:///path/to/socket"))),
+        e => Ok(e.map(str::to_owned)),
     };
-    let from_kubelet = kubelet.string("containerRuntimeEndpoint")?.map(|e| check(KUBELET_KEY, e)).transpose()?;
-    let from_flag = edged.string("remoteRuntimeEndpoint")?.map(|e| check(REMOTE_KEY, e)).transpose()?;
-    let endpoint = match (from_kubelet, from_flag) {
-        (Some(a), Some(b)) if socket(&a) != socket(&b) => {
-            return Err(err(REMOTE_KEY, format!("{b:?} differs from {KUBELET_KEY} {a:?} (the same setting; set one)")));
-        }
-        (Some(e), _) | (None, Some(e)) => Some(e),
-        (None, None) => None,
-    };
-    if let Some(image) = edged.string("remoteImageEndpoint")? {
-        let image = check(IMAGE_KEY, image)?;
-        match &endpoint {
-            Some(e) if socket(e) == socket(&image) => {}
-            Some(e) => {
-                return Err(err(
-                    IMAGE_KEY,
-                    format!(
-                        "{image:?}: edgehive pulls images through the runtime endpoint {e:?}; set it to that or remove it"
-                    ),
-                ));
-            }
-            None => return Err(err(IMAGE_KEY, "needs remoteRuntimeEndpoint (images are pulled through the runtime)")),
-        }
+    let endpoint = one_setting(
+        (KUBELET_KEY, check(KUBELET_KEY, &edged.tailored_kubelet_config.container_runtime_endpoint)?),
+        (REMOTE_KEY, check(REMOTE_KEY, &edged.remote_runtime_endpoint)?),
+        |a, b| socket(a) == socket(b),
+    )?;
+    match (check(IMAGE_KEY, &edged.remote_image_endpoint)?, &endpoint) {
+        (None, _) => Ok(endpoint),
+        (Some(image), Some(e)) if socket(e) == socket(&image) => Ok(endpoint),
+        (Some(image), Some(e)) => Err(err(
+            IMAGE_KEY,
+            format!("{image:?}: edgehive pulls images through the runtime endpoint {e:?}; set it to that or remove it"),
+        )),
+        (Some(_), None) => Err(err(IMAGE_KEY, "needs remoteRuntimeEndpoint (images are pulled through the runtime)")),
     }
-    Ok(endpoint)
 }
-
-const TOP: &[&str] = &["apiVersion", "kind", "dataDir", "database", "modules", "metricsAddress"];
-const MODULES: &[&str] =
-    &["edged", "edgeHub", "metaManager", "eventBus", "deviceTwin", "serviceBus", "edgeStream", "dbTest", "taskManager"];
-const EDGED: &[&str] = &[
-    "enable",
-    "hostnameOverride",
-    "nodeIP",
-    "registerNodeNamespace",
-    "nodeLeaseDurationSeconds",
-    "nodeStatusReportFrequency",
-    "restartBackoff",
-    "podSandboxImage",
-    "tailoredKubeletConfig",
-    // KubeEdge v1.15's `TailoredKubeletFlag` spellings.
-    "remoteRuntimeEndpoint",
-    "remoteImageEndpoint",
-    "rootDirectory",
-];
-/// Kubelet settings edged reads; the rest of a KubeEdge
-/// `tailoredKubeletConfig` is refused by name so that nobody believes it
-/// applies.
-const KUBELET: &[&str] = &["containerRuntimeEndpoint", "runtimeRequestTimeout", "cgroupDriver"];
-const EDGEHUB: &[&str] = &[
-    "enable",
-    "heartbeat",
-    "messageQPS",
-    "messageBurst",
-    "projectID",
-    "httpServer",
-    "token",
-    "tlsCaFile",
-    "tlsCertFile",
-    "tlsPrivateKeyFile",
-    "rotateCertificates",
-    "websocket",
-    "quic",
-    "reconnect",
-    "offlineBufferSize",
-    "pingKeepalive",
-];
-const LINK: &[&str] = &["enable", "server", "handshakeTimeout", "writeDeadline", "readDeadline"];
-const META: &[&str] = &["enable", "remoteQueryTimeout", "contextSendGroup", "contextSendModule", "metaServer"];
 
 impl EdgeConfig {
     pub(crate) fn load(path: &Path) -> anyhow::Result<EdgeConfig> {
         let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("read {}: {e}", path.display()))?;
-        EdgeConfig::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+        let config = EdgeConfig::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        if !config.ignored_keys.is_empty() {
+            let (count, keys) = (config.ignored_keys.len(), config.ignored_keys.join(" "));
+            tracing::warn!(file = %path.display(), count, %keys, "KubeEdge settings that edgehive does not use: ignored");
+        }
+        Ok(config)
     }
 
     pub(crate) fn parse(text: &str) -> anyhow::Result<EdgeConfig> {
-        let doc: Value = serde_saphyr::from_str(text).map_err(|e| anyhow::anyhow!("not YAML: {e}"))?;
-        Ok(EdgeConfig::from_value(&doc)?)
+        let mut doc: Value = serde_saphyr::from_str(text).map_err(|e| anyhow::anyhow!("not YAML: {e}"))?;
+        if doc.is_null() {
+            doc = Value::Object(serde_json::Map::new());
+        }
+        drop_nulls(&mut doc);
+        let file: File = serde_path_to_error::deserialize(doc).map_err(|e| {
+            let path = e.path().to_string();
+            err(if path == "." { "document" } else { &path }, e.inner().to_string())
+        })?;
+        Ok(file.into_config()?)
+    }
+}
+
+impl File {
+    /// The paths of the keys no struct took, each checked against [`KEYS`].
+    fn unused_keys(&self) -> Result<Vec<String>, ConfigError> {
+        let (edged, hub, meta) = (&self.modules.edged, &self.modules.edge_hub, &self.modules.meta_manager);
+        let rests = [
+            ("", &self.rest),
+            ("database", &self.database.rest),
+            ("modules", &self.modules.rest),
+            ("modules.edged", &edged.rest),
+            ("modules.edged.restartBackoff", &edged.restart_backoff.rest),
+            ("modules.edged.tailoredKubeletConfig", &edged.tailored_kubelet_config.rest),
+            ("modules.edgeHub", &hub.rest),
+            ("modules.edgeHub.websocket", &hub.websocket.rest),
+            ("modules.edgeHub.quic", &hub.quic.rest),
+            ("modules.edgeHub.reconnect", &hub.reconnect.rest),
+            ("modules.metaManager", &meta.rest),
+            ("modules.metaManager.metaServer", &meta.meta_server.rest),
+        ];
+        let unused =
+            rests.into_iter().flat_map(|(parent, rest)| rest.iter().map(move |(k, v)| check_key(parent, k, v)));
+        unused.collect()
     }
 
-    fn from_value(doc: &Value) -> Result<EdgeConfig, ConfigError> {
-        let top = Obj::new("", Some(doc), TOP)?;
-        if let Some(kind) = top.string("kind")?
+    fn into_config(self) -> Result<EdgeConfig, ConfigError> {
+        let ignored_keys = self.unused_keys()?;
+        if let Some(kind) = self.kind.get()
             && kind != "EdgeCore"
         {
             return Err(err("kind", format!("{kind:?}: expected EdgeCore")));
         }
-        let metrics_address = match top.string("metricsAddress")? {
+        let metrics_address = match self.metrics_address.get() {
             Some(a) => Some(a.parse().map_err(|e| err("metricsAddress", format!("{a:?}: {e}")))?),
             None => None,
         };
+        let Modules { edged, edge_hub: hub, meta_manager: meta, .. } = self.modules;
+        let kubelet = &edged.tailored_kubelet_config;
 
-        let modules = top.obj("modules", MODULES)?;
-        for m in ["eventBus", "deviceTwin", "serviceBus", "edgeStream", "dbTest", "taskManager"] {
-            modules.disabled_module(m)?;
-        }
-        let edged = modules.obj("edged", EDGED)?;
         // KubeEdge's `rootDirectory` is where kubelet keeps pods; edgehive
         // keeps them under `dataDir`.
-        let data_dir = match (top.string("dataDir")?, edged.string("rootDirectory")?) {
-            (Some(dir), Some(root)) if Path::new(&dir) != Path::new(&root) => {
-                return Err(err(
-                    "modules.edged.rootDirectory",
-                    format!("{root:?} differs from dataDir {dir:?}; edgehive keeps its pods under dataDir (set one)"),
-                ));
-            }
-            (Some(dir), _) | (None, Some(dir)) => PathBuf::from(dir),
-            (None, None) => PathBuf::from("/var/lib/edgehive"),
-        };
-        let database = top.obj("database", &["driverName", "aliasName", "dataSource"])?;
-        let database = database.string("dataSource")?.map_or_else(|| data_dir.join("edgecore.db"), PathBuf::from);
-        let node_name = edged
-            .string("hostnameOverride")?
-            .ok_or_else(|| err("modules.edged.hostnameOverride", "required: the node's name"))?;
+        let data_dir = one_setting(
+            ("dataDir", self.data_dir.get()),
+            ("modules.edged.rootDirectory", edged.root_directory.get()),
+            |a, b| Path::new(a) == Path::new(b),
+        )?
+        .map_or_else(|| PathBuf::from("/var/lib/edgehive"), PathBuf::from);
+        let database = self.database.data_source.get().map_or_else(|| data_dir.join("edgecore.db"), PathBuf::from);
+        const NAME: &str = "modules.edged.hostnameOverride";
+        let node_name = edged.hostname_override.get().ok_or_else(|| err(NAME, "required: the node's name"))?;
         if node_name.len() > 253
             || !node_name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
         {
-            return Err(err(
-                "modules.edged.hostnameOverride",
-                format!("{node_name:?} is not a valid node name (lowercase letters, digits, '-' and '.')"),
-            ));
+            let reason = format!("{node_name:?} is not a valid node name (lowercase letters, digits, '-' and '.')");
+            return Err(err(NAME, reason));
         }
-        let node_ip = match edged.string("nodeIP")? {
+        let node_ip = match edged.node_ip.get() {
             Some(ip) => Some(ip.parse().map_err(|e| err("modules.edged.nodeIP", format!("{ip:?}: {e}")))?),
             None => None,
         };
-
-        // `podSandboxImage` is the runtime's to use (containerd's
-        // `sandbox_image`); edged accepts the key and leaves it to it.
-        edged.string("podSandboxImage")?;
-        let kubelet = edged.obj("tailoredKubeletConfig", KUBELET)?;
-        let container_runtime_endpoint = runtime_endpoint(&edged, &kubelet)?;
-        if let Some(driver) = kubelet.string("cgroupDriver")?
+        let [lease, kubelet_lease] =
+            ["modules.edged.nodeLeaseDurationSeconds", "modules.edged.tailoredKubeletConfig.nodeLeaseDurationSeconds"];
+        let lease_duration = one_setting(
+            (lease, seconds(lease, edged.node_lease_duration_seconds, 1.0, 3600.0)?),
+            (kubelet_lease, seconds(kubelet_lease, kubelet.node_lease_duration_seconds, 1.0, 3600.0)?),
+            PartialEq::eq,
+        )?;
+        let [report, kubelet_report] = [
+            "modules.edged.nodeStatusReportFrequency",
+            "modules.edged.tailoredKubeletConfig.nodeStatusReportFrequency",
+        ];
+        let status_report = one_setting(
+            (report, duration(report, &edged.node_status_report_frequency, 1.0, 86400.0)?),
+            (kubelet_report, duration(kubelet_report, &kubelet.node_status_report_frequency, 1.0, 86400.0)?),
+            PartialEq::eq,
+        )?;
+        let container_runtime_endpoint = runtime_endpoint(&edged)?;
+        if let Some(driver) = kubelet.cgroup_driver.get()
             && driver != "cgroupfs"
             && driver != "systemd"
         {
-            return Err(err(
-                "modules.edged.tailoredKubeletConfig.cgroupDriver",
-                format!("{driver:?}: expected cgroupfs or systemd"),
-            ));
+            let reason = format!("{driver:?}: expected cgroupfs or systemd");
+            return Err(err("modules.edged.tailoredKubeletConfig.cgroupDriver", reason));
         }
-        let runtime_request_timeout = kubelet.duration("runtimeRequestTimeout", Duration::from_secs(120))?;
+        let timeout = "modules.edged.tailoredKubeletConfig.runtimeRequestTimeout";
+        let runtime_request_timeout = duration(timeout, &kubelet.runtime_request_timeout, 0.001, 86400.0)?;
 
-        let hub = modules.obj("edgeHub", EDGEHUB)?;
-        if !hub.boolean("enable", true)? {
+        if hub.enable == Some(false) {
             return Err(err("modules.edgeHub.enable", "edgehive's edge needs EdgeHub"));
         }
-        let ws = hub.obj("websocket", LINK)?;
-        let quic = hub.obj("quic", LINK)?;
-        let (ws_on, quic_on) = (ws.boolean("enable", true)?, quic.boolean("enable", false)?);
-        let link = match (ws_on, quic_on) {
-            (true, false) => &ws,
-            (false, true) => &quic,
-            _ => {
-                return Err(err("modules.edgeHub", "exactly one of websocket.enable and quic.enable must be true"));
-            }
+        let (link, at, transport) = match (hub.websocket.enable.unwrap_or(true), hub.quic.enable.unwrap_or(false)) {
+            (true, false) => (&hub.websocket, "modules.edgeHub.websocket", Transport::WebSocket),
+            (false, true) => (&hub.quic, "modules.edgeHub.quic", Transport::Quic),
+            _ => return Err(err("modules.edgeHub", "exactly one of websocket.enable and quic.enable must be true")),
         };
-        let transport = if ws_on { Transport::WebSocket } else { Transport::Quic };
-        let endpoints = endpoints(link, transport)?;
-        let reconnect = hub.obj("reconnect", &["base", "cap"])?;
-        let backoff_base = reconnect.seconds("base", 1, 0.01, 3600.0)?;
-        let backoff_cap = reconnect.seconds("cap", 30, 0.01, 3600.0)?;
+        let endpoints = endpoints(&format!("{at}.server"), &link.server, transport)?;
+        let backoff_base = seconds("modules.edgeHub.reconnect.base", hub.reconnect.base, 0.01, 3600.0)?;
+        let backoff_base = backoff_base.unwrap_or(Duration::from_secs(1));
+        let backoff_cap = seconds("modules.edgeHub.reconnect.cap", hub.reconnect.cap, 0.01, 3600.0)?;
+        let backoff_cap = backoff_cap.unwrap_or(Duration::from_secs(30));
         if backoff_cap < backoff_base {
             return Err(err("modules.edgeHub.reconnect.cap", "must not be below base"));
         }
         let certs = data_dir.join("certs");
-        let file = |key: &str, default: &str| -> Result<PathBuf, ConfigError> {
-            Ok(hub.string(key)?.map_or_else(|| certs.join(default), PathBuf::from))
-        };
-        let http_server = hub.string("httpServer")?;
+        let file = |t: &Text, default: &str| t.get().map_or_else(|| certs.join(default), PathBuf::from);
+        let http_server = hub.http_server.get().map(str::to_owned);
         if let Some(url) = &http_server
             && !url.starts_with("https://")
         {
             return Err(err("modules.edgeHub.httpServer", format!("{url:?}: must start with https://")));
         }
-        let meta = modules.obj("metaManager", META)?;
-        let meta_server =
-            meta.obj("metaServer", &["enable", "server", "tlsCaFile", "tlsCertFile", "tlsPrivateKeyFile"])?;
-        if meta_server.boolean("enable", false)? {
-            return Err(err(
-                "modules.metaManager.metaServer.enable",
-                "MetaServer is not part of edgehive yet; set it to false",
-            ));
+        if meta.meta_server.enable == Some(true) {
+            let reason = "MetaServer is not part of edgehive yet; set it to false";
+            return Err(err("modules.metaManager.metaServer.enable", reason));
         }
-        let message_burst = hub.number("messageBurst", 60.0, 1.0, 100_000.0)? as u32;
+        let hub_at = |key: &str| format!("modules.edgeHub.{key}");
+        let restart = &edged.restart_backoff;
+        let default = |secs, v: Option<Duration>| v.unwrap_or(Duration::from_secs(secs));
         Ok(EdgeConfig {
-            node_name,
+            node_name: node_name.to_owned(),
             node_ip,
             database,
-            heartbeat: hub.seconds("heartbeat", 15, 1.0, 3600.0)?,
-            message_qps: hub.number("messageQPS", 30.0, 0.1, 100_000.0)?,
-            message_burst,
-            project_id: hub
-                .string("projectID")?
-                .unwrap_or_else(|| edgehive_model::well_known::DEFAULT_PROJECT_ID.into()),
+            heartbeat: default(15, seconds(&hub_at("heartbeat"), hub.heartbeat, 1.0, 3600.0)?),
+            message_qps: number(&hub_at("messageQPS"), hub.message_qps, 0.1, 100_000.0)?.unwrap_or(30.0),
+            message_burst: number(&hub_at("messageBurst"), hub.message_burst, 1.0, 100_000.0)?.unwrap_or(60.0) as u32,
+            project_id: hub.project_id.get().unwrap_or(edgehive_model::well_known::DEFAULT_PROJECT_ID).to_owned(),
             http_server,
-            token: hub.string("token")?,
-            ca_file: file("tlsCaFile", "ca.crt")?,
-            cert_file: file("tlsCertFile", "edge.crt")?,
-            key_file: file("tlsPrivateKeyFile", "edge.key")?,
-            rotate_certificates: hub.boolean("rotateCertificates", true)?,
+            token: hub.token.get().map(str::to_owned),
+            ca_file: file(&hub.tls_ca_file, "ca.crt"),
+            cert_file: file(&hub.tls_cert_file, "edge.crt"),
+            key_file: file(&hub.tls_private_key_file, "edge.key"),
+            rotate_certificates: hub.rotate_certificates.unwrap_or(true),
             endpoints,
-            handshake_timeout: link.seconds("handshakeTimeout", 30, 1.0, 600.0)?,
-            write_timeout: link.seconds("writeDeadline", 15, 1.0, 600.0)?,
+            handshake_timeout: default(
+                30,
+                seconds(&format!("{at}.handshakeTimeout"), link.handshake_timeout, 1.0, 600.0)?,
+            ),
+            write_timeout: default(15, seconds(&format!("{at}.writeDeadline"), link.write_deadline, 1.0, 600.0)?),
             backoff_base,
             backoff_cap,
-            outbox_capacity: hub.number("offlineBufferSize", 1024.0, 1.0, 1_000_000.0)? as usize,
-            remote_query_timeout: meta.seconds("remoteQueryTimeout", 60, 1.0, 3600.0)?,
+            outbox_capacity: number(&hub_at("offlineBufferSize"), hub.offline_buffer_size, 1.0, 1e6)?.unwrap_or(1024.0)
+                as usize,
+            remote_query_timeout: default(
+                60,
+                seconds("modules.metaManager.remoteQueryTimeout", meta.remote_query_timeout, 1.0, 3600.0)?,
+            ),
             metrics_address,
-            lease_duration: edged.seconds("nodeLeaseDurationSeconds", 40, 1.0, 3600.0)?,
-            status_report: edged.seconds("nodeStatusReportFrequency", 300, 1.0, 86400.0)?,
-            ping_keepalive: hub.boolean("pingKeepalive", true)?,
-            edged: edged.boolean("enable", true)?,
-            restart_backoff: {
-                let b = edged.obj("restartBackoff", &["base", "cap"])?;
-                (b.seconds("base", 10, 0.01, 3600.0)?, b.seconds("cap", 300, 0.01, 86400.0)?)
-            },
+            lease_duration: default(40, lease_duration),
+            status_report: default(300, status_report),
+            ping_keepalive: hub.ping_keepalive.unwrap_or(true),
+            edged: edged.enable.unwrap_or(true),
+            restart_backoff: (
+                default(10, seconds("modules.edged.restartBackoff.base", restart.base, 0.01, 3600.0)?),
+                default(300, seconds("modules.edged.restartBackoff.cap", restart.cap, 0.01, 86400.0)?),
+            ),
             container_runtime_endpoint,
-            runtime_request_timeout,
+            runtime_request_timeout: default(120, runtime_request_timeout),
             data_dir,
+            ignored_keys,
         })
     }
 }
@@ -480,6 +518,8 @@ mod tests {
         assert!(c.rotate_certificates);
         assert_eq!(c.container_runtime_endpoint, None, "the process runtime by default");
         assert_eq!(c.runtime_request_timeout, Duration::from_secs(120));
+        assert_eq!((c.lease_duration, c.status_report), (Duration::from_secs(40), Duration::from_secs(300)));
+        assert!(c.ignored_keys.is_empty(), "{:?}", c.ignored_keys);
     }
 
     #[test]
@@ -570,14 +610,13 @@ mod tests {
         let cases = [
             ("modules:\n  edgeHub: {websocket: {server: a:1}}\n", "modules.edged.hostnameOverride: required"),
             (&MINIMAL.replace("edged: {", "edged: {bogus: 1, "), "modules.edged.bogus: unknown key"),
-            (&format!("{MINIMAL}    heartbeat: soon\n"), "modules.edgeHub.heartbeat: expected a number, got a string"),
+            (&format!("{MINIMAL}    heartbeat: soon\n"), "modules.edgeHub.heartbeat: invalid type: string \"soon\""),
             (&format!("{MINIMAL}    heartbeat: 0\n"), "modules.edgeHub.heartbeat: 0 is out of range"),
             (
                 &MINIMAL.replace("127.0.0.1:10000", "nohost"),
                 "modules.edgeHub.websocket.server: \"nohost\" is not host:port",
             ),
             (&format!("{MINIMAL}    quic: {{enable: true, server: a:1}}\n"), "modules.edgeHub: exactly one of"),
-            (&format!("{MINIMAL}  eventBus: {{enable: true}}\n"), "modules.eventBus.enable: this KubeEdge module"),
             (
                 &format!("{MINIMAL}    httpServer: http://x:1\n"),
                 "modules.edgeHub.httpServer: \"http://x:1\": must start with https://",
@@ -596,12 +635,28 @@ mod tests {
                 "modules.edged.tailoredKubeletConfig.runtimeRequestTimeout: \"soon\" is not a duration",
             ),
             (
-                &MINIMAL.replace("edged: {", "edged: {tailoredKubeletConfig: {maxPods: 110}, "),
-                "modules.edged.tailoredKubeletConfig.maxPods: unknown key",
+                &MINIMAL.replace("edged: {", "edged: {tailoredKubeletConfig: {maxPod: 110}, "),
+                "modules.edged.tailoredKubeletConfig.maxPod: unknown key; did you mean `maxPods`?",
             ),
             (&format!("kind: CloudCore\n{MINIMAL}"), "kind: \"CloudCore\": expected EdgeCore"),
             (&format!("{MINIMAL}bogus: 1\n"), "bogus: unknown key"),
-            ("modules: [1]\n", "modules: expected a mapping, got a list"),
+            ("modules: [1]\n", "modules: invalid type: sequence, expected a mapping"),
+            ("[1]\n", "document: invalid type: sequence, expected a mapping"),
+            (
+                &format!("{MINIMAL}    reconnect: {{base: 1, max: 2}}\n"),
+                "modules.edgeHub.reconnect.max: unknown key (known here: base, cap)",
+            ),
+            (
+                &MINIMAL.replace(
+                    "edged: {",
+                    "edged: {nodeLeaseDurationSeconds: 40, tailoredKubeletConfig: {nodeLeaseDurationSeconds: 60}, ",
+                ),
+                "modules.edged.tailoredKubeletConfig.nodeLeaseDurationSeconds: 60s differs from modules.edged.nodeLeaseDurationSeconds 40s",
+            ),
+            (
+                &MINIMAL.replace("edged: {", "edged: {tailoredKubeletConfig: {nodeStatusReportFrequency: 0s}, "),
+                "modules.edged.tailoredKubeletConfig.nodeStatusReportFrequency: 0 is out of range 1..=86400",
+            ),
             (
                 "modules:\n  edged: {hostnameOverride: e}\n  edgeHub: {websocket: {enable: true}}\n",
                 "modules.edgeHub.websocket.server: required",
@@ -611,5 +666,155 @@ mod tests {
             let got = parse_err(yaml);
             assert!(got.contains(want), "for\n{yaml}\nwant {want:?}\ngot  {got:?}");
         }
+    }
+
+    /// `edgecore --defaultconfig` of KubeEdge v1.15.0.
+    const KUBEEDGE_V1_15: &str = include_str!("../tests/fixtures/edgecore-v1.15-defaultconfig.yaml");
+
+    #[test]
+    fn the_kubeedge_v1_15_default_config_reads_with_its_unused_keys_named() {
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/edgecore-v1.15-defaultconfig.yaml");
+        let c = EdgeConfig::load(&file).unwrap();
+        assert_eq!(c.ignored_keys, EdgeConfig::parse(KUBEEDGE_V1_15).unwrap().ignored_keys);
+        assert_eq!(c.node_name, "edge-node-1");
+        assert_eq!(c.heartbeat, Duration::from_secs(15));
+        assert_eq!((c.message_qps, c.message_burst), (30.0, 60));
+        assert_eq!(
+            c.endpoints,
+            [CloudEndpoint { transport: Transport::WebSocket, server: "192.168.1.20:10000".into() }]
+        );
+        assert_eq!((c.handshake_timeout, c.write_timeout), (Duration::from_secs(30), Duration::from_secs(15)));
+        assert_eq!(c.http_server.as_deref(), Some("https://192.168.1.20:10002"));
+        assert_eq!(c.token, None, "token: \"\" is no token");
+        assert_eq!(c.container_runtime_endpoint.as_deref(), Some("unix:///run/containerd/containerd.sock"));
+        assert_eq!(c.runtime_request_timeout, Duration::from_secs(120));
+        assert_eq!((c.lease_duration, c.status_report), (Duration::from_secs(40), Duration::from_secs(300)));
+        assert_eq!(c.data_dir, PathBuf::from("/var/lib/edged"));
+        assert_eq!(c.database, PathBuf::from("/var/lib/kubeedge/edgecore.db"));
+        assert_eq!(c.ca_file, PathBuf::from("/etc/kubeedge/ca/rootCA.crt"));
+        assert_eq!(c.key_file, PathBuf::from("/etc/kubeedge/certs/server.key"));
+        assert!(c.rotate_certificates && c.edged);
+
+        let ignored: Vec<&str> = c.ignored_keys.iter().map(String::as_str).collect();
+        for key in [
+            "database.driverName",
+            "modules.eventBus",
+            "modules.deviceTwin",
+            "modules.edgeStream",
+            "modules.edged.podSandboxImage",
+            "modules.edged.registerNodeNamespace",
+            "modules.edged.tailoredKubeletConfig.maxPods",
+            "modules.edged.tailoredKubeletConfig.evictionHard",
+            "modules.edged.tailoredKubeletConfig.logging",
+            "modules.edgeHub.websocket.readDeadline",
+            "modules.metaManager.contextSendGroup",
+            "modules.metaManager.metaServer.server",
+        ] {
+            assert!(ignored.contains(&key), "{key} not in {ignored:?}");
+        }
+        for used in [
+            "apiVersion",
+            "kind",
+            "modules.edgeHub.heartbeat",
+            "modules.edgeHub.websocket.server",
+            "modules.edged.hostnameOverride",
+            "modules.edged.remoteRuntimeEndpoint",
+            "modules.edged.tailoredKubeletConfig.runtimeRequestTimeout",
+            "modules.edged.tailoredKubeletConfig.nodeLeaseDurationSeconds",
+        ] {
+            assert!(!ignored.iter().any(|k| k.starts_with(used)), "{used} is read, yet in {ignored:?}");
+        }
+        // Only whole keys, once each: nothing under a key already named.
+        assert!(!ignored.iter().any(|k| k.starts_with("modules.eventBus.")), "{ignored:?}");
+    }
+
+    #[test]
+    fn kubeedge_keys_edgehive_does_not_use_are_accepted_and_named() {
+        let yaml = format!(
+            "featureGates: {{a: true}}\n{}  eventBus: {{enable: true, mqttMode: 0, eventBusTLS: {{enable: false}}}}\n",
+            MINIMAL.replace(
+                "edged: {",
+                "edged: {registerNodeNamespace: default, tailoredKubeletConfig: {maxPods: 110, evictionHard: {x: 1}}, "
+            )
+        );
+        let c = EdgeConfig::parse(&yaml).unwrap();
+        assert_eq!(
+            c.ignored_keys,
+            [
+                "featureGates",
+                "modules.eventBus",
+                "modules.edged.registerNodeNamespace",
+                "modules.edged.tailoredKubeletConfig.evictionHard",
+                "modules.edged.tailoredKubeletConfig.maxPods",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_misspelt_key_is_refused_with_its_path_and_the_closest_key() {
+        let cases = [
+            (
+                format!("{MINIMAL}    heartbaet: 15\n"),
+                "modules.edgeHub.heartbaet: unknown key; did you mean `heartbeat`?",
+            ),
+            (
+                format!("{MINIMAL}    pingKeepAlive: true\n"),
+                "modules.edgeHub.pingKeepAlive: unknown key; did you mean `pingKeepalive`?",
+            ),
+            // Inside a KubeEdge module edgehive does not run, too.
+            (
+                format!("{MINIMAL}  eventBus: {{eventBusTLS: {{tlsMqttCaFile: x}}}}\n"),
+                "modules.eventBus.eventBusTLS.tlsMqttCaFile: unknown key; did you mean `tlsMqttCAFile`?",
+            ),
+            (format!("{MINIMAL}  metaManger: {{}}\n"), "modules.metaManger: unknown key; did you mean `metaManager`?"),
+        ];
+        for (yaml, want) in cases {
+            assert_eq!(parse_err(&yaml), want, "for\n{yaml}");
+        }
+    }
+
+    #[test]
+    fn a_wrong_type_is_refused_with_its_path() {
+        let cases = [
+            (
+                format!("{MINIMAL}    heartbeat: [15]\n"),
+                "modules.edgeHub.heartbeat: invalid type: sequence, expected f64",
+            ),
+            (
+                MINIMAL.replace("{server:", "{enable: 'true', server:"),
+                "modules.edgeHub.websocket.enable: invalid type: string \"true\", expected a boolean",
+            ),
+            (
+                MINIMAL.replace("edge-1", "[edge-1]"),
+                "modules.edged.hostnameOverride: invalid type: sequence, expected a string",
+            ),
+            (
+                format!("{MINIMAL}    reconnect: 5\n"),
+                "modules.edgeHub.reconnect: invalid type: integer `5`, expected a mapping",
+            ),
+        ];
+        for (yaml, want) in cases {
+            assert_eq!(parse_err(&yaml), want, "for\n{yaml}");
+        }
+    }
+
+    #[test]
+    fn kubeedge_kubelet_spellings_of_lease_and_status_report_apply() {
+        let yaml = MINIMAL.replace(
+            "edged: {",
+            "edged: {tailoredKubeletConfig: {nodeLeaseDurationSeconds: 60, nodeStatusReportFrequency: 1m30s}, ",
+        );
+        let c = EdgeConfig::parse(&yaml).unwrap();
+        assert_eq!((c.lease_duration, c.status_report), (Duration::from_secs(60), Duration::from_secs(90)));
+        let yaml = MINIMAL.replace("edged: {", "edged: {nodeLeaseDurationSeconds: 20, nodeStatusReportFrequency: 60, ");
+        let c = EdgeConfig::parse(&yaml).unwrap();
+        assert_eq!((c.lease_duration, c.status_report), (Duration::from_secs(20), Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn edit_distance_ignores_case() {
+        assert_eq!(edit_distance("heartbaet", "heartbeat"), 2);
+        assert_eq!(edit_distance("PingKeepAlive", "pingKeepalive"), 0);
+        assert_eq!(edit_distance("", "cap"), 3);
     }
 }

@@ -38,7 +38,7 @@ enum Command {
 
 pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Command::Revoke { data_dir, keep_node, name } = args.command;
-    if let Some(why) = edgehive_apiserver::validation::dns1123_subdomain(&name).first() {
+    if let Some(why) = edgehive_registry::validation::dns1123_subdomain(&name).first() {
         bail!("{name:?} is not a node name: {why}");
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("start the runtime")?;

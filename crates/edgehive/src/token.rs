@@ -94,7 +94,7 @@ async fn create(args: CreateArgs) -> anyhow::Result<()> {
         bail!("no CA under {}; start `edgehive cloud --data-dir {}` first", tls.display(), dir.display());
     }
     for node in &args.rejoin_nodes {
-        if let Some(why) = edgehive_apiserver::validation::dns1123_subdomain(node).first() {
+        if let Some(why) = edgehive_registry::validation::dns1123_subdomain(node).first() {
             bail!("--rejoin {node:?}: {why}");
         }
     }

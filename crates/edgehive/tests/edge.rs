@@ -54,6 +54,70 @@ fn an_edge_joins_gets_its_objects_and_restarts_without_the_token() {
     assert!(edge.log_text().matches("joined: certificate issued").count() == 1, "joined once");
 }
 
+/// The edge serves its metrics at `metricsAddress` (hyper's HTTP/1.1
+/// server), the cloud at the API's `/metrics`: each process one registry,
+/// every module's metrics in it.
+#[test]
+fn the_edge_and_the_cloud_serve_their_metrics() {
+    let dir = TempDir::new("edge-metrics");
+    let cloud = Cloud::start(dir.path(), &[]);
+    let mut edge = Edge::new(dir.path());
+    edge.configure("edge-m", &format!("127.0.0.1:{}", cloud.ws), cloud.join, Some(&cloud.token()));
+    let port = edgehive_testkit::fixtures::free_port();
+    let mut config = std::fs::read_to_string(edge.config()).unwrap();
+    config.push_str(&format!("metricsAddress: 127.0.0.1:{port}\n"));
+    std::fs::write(edge.config(), config).unwrap();
+    edge.start(&[]);
+    wait_until("the node is registered and Ready", || cloud.node_ready("edge-m").as_deref() == Some("True"));
+
+    let scrape = |path: &str| -> Option<String> {
+        use std::io::{Read as _, Write as _};
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+        conn.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        write!(conn, "GET {path} HTTP/1.1\r\nHost: edge\r\n\r\n").ok()?;
+        let mut answer = String::new();
+        conn.read_to_string(&mut answer).ok()?;
+        Some(answer)
+    };
+    let mut answer = String::new();
+    wait_until("the edge reports itself connected", || {
+        answer = scrape("/metrics").unwrap_or_default();
+        answer.contains("\nedgehive_edgehub_connected 1\n")
+    });
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("content-type: application/openmetrics-text"), "{answer}");
+    for sample in [
+        "\nedgehive_edgehub_connects_total ",
+        "\nedgehive_metamanager_store_rebuilt 0\n",
+        "\nedgehive_beehive_queue_depth{module=\"metamanager\"} ",
+    ] {
+        assert!(answer.contains(sample), "{sample} in\n{answer}");
+    }
+    assert!(answer.contains("\n# TYPE edgehive_metamanager_committed counter\n"), "{answer}");
+    assert!(answer.ends_with("\n# EOF\n"), "{answer}");
+    assert!(scrape("/").is_some_and(|a| a.starts_with("HTTP/1.1 404 ")), "only /metrics is served");
+
+    let text = cloud.kubectl(&["get", "--raw", "/metrics"], None);
+    for sample in [
+        "\nedgehive_cloudhub_connected_nodes 1\n",
+        "\nedgehive_join_certificates_issued_total 1\n",
+        "\nedgehive_viaduct_handshakes_total{transport=\"websocket\",result=\"accepted\"} ",
+        "\nedgehive_edgecontroller_upstream_total ",
+        "\nedgehive_synccontroller_ticks_total ",
+        "\nedgehive_beehive_queue_depth{module=\"cloudhub\"} ",
+        "\nedgehive_apiserver_request_total{verb=\"get\",resource=\"nodes\",code=\"200\"} ",
+        "\nedgehive_store_revision ",
+    ] {
+        assert!(text.contains(sample), "{sample} in\n{text}");
+    }
+    // One family per name: no metric is registered twice.
+    let mut families: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next()).collect();
+    let all = families.len();
+    families.sort_unstable();
+    families.dedup();
+    assert_eq!(families.len(), all, "{text}");
+}
+
 #[test]
 fn an_edge_killed_before_its_commit_gets_the_change_again_and_stores_it_once() {
     let dir = TempDir::new("edge-crash");

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use edgehive_testkit::fixtures::{EtcdServer, TempDir, free_port};
+use edgehive_testkit::fixtures::{EtcdServer, TempDir};
 use serde_json::Value;
 
 /// `edgehive cloud` as a child process.
@@ -23,13 +23,15 @@ struct Cloud {
 impl Cloud {
     fn start(store_args: &[&str]) -> Cloud {
         let dir = TempDir::new("kubectl-e2e");
-        let port = free_port();
         let log = std::fs::File::create(dir.path().join("cloud.log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_edgehive"))
             .args(["cloud", "--data-dir"])
             .arg(dir.path().join("data"))
             .args(["--websocket-bind", "127.0.0.1:0", "--no-quic", "--join-bind", "127.0.0.1:0"])
-            .args(["--bind", &format!("127.0.0.1:{port}"), "--no-fsync"])
+            // Port 0 everywhere: a port picked beforehand could be taken by
+            // this very process's other listeners; the kubeconfig names the
+            // one bound.
+            .args(["--bind", "127.0.0.1:0", "--no-fsync"])
             .args(store_args)
             .env("EDGEHIVE_LOG", "info")
             .stdout(Stdio::null())
@@ -41,13 +43,22 @@ impl Cloud {
         let cloud = Cloud { child, kubeconfig: dir.path().join("data/kubeconfig.yaml"), home, dir };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if cloud.kubeconfig.exists() && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            if let Some(addr) = cloud.server_address()
+                && std::net::TcpStream::connect(addr).is_ok()
+            {
                 break;
             }
             assert!(Instant::now() < deadline, "edgehive cloud did not start: {}", cloud.log());
             std::thread::sleep(Duration::from_millis(50));
         }
         cloud
+    }
+
+    /// The API server's address, from the kubeconfig once it is written.
+    fn server_address(&self) -> Option<String> {
+        let text = std::fs::read_to_string(&self.kubeconfig).ok()?;
+        let url = text.lines().find_map(|l| l.trim().strip_prefix("server: "))?;
+        Some(url.trim().trim_matches('"').trim_start_matches("https://").to_owned())
     }
 
     fn log(&self) -> String {

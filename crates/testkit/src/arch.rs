@@ -59,6 +59,11 @@ impl Layer {
     }
 }
 
+/// The API server's package.
+const API_SERVER: &str = "edgehive-apiserver";
+/// Kubernetes object semantics, below the API server and the controllers.
+const REGISTRY: &str = "edgehive-registry";
+
 /// Crates that speak to the network; beehive must reach none of them.
 /// (`mio` and `socket2` are left out: tokio's features are unified across the
 /// workspace, so they show up under tokio whatever beehive asks for; beehive's
@@ -209,6 +214,21 @@ impl Graph {
                     for dep in ours(Layer::Edge) {
                         v.insert(format!("{}: cloud crates never depend on edge crates, but reaches {dep}", pkg.name));
                     }
+                    // The controllers and services use Kubernetes object
+                    // semantics from the registry, never the API server.
+                    if pkg.name != API_SERVER && reach.iter().any(|p| p.name == API_SERVER) {
+                        v.insert(format!("{}: only the binary depends on {API_SERVER}; use {REGISTRY}", pkg.name));
+                    }
+                    if pkg.name == REGISTRY {
+                        for (name, _) in &pkg.declared {
+                            if NETWORK_CRATES.contains(&name.as_str()) || name == "tokio" {
+                                v.insert(format!(
+                                    "{}: the registry has no HTTP stack and no I/O, but depends on {name}",
+                                    pkg.name
+                                ));
+                            }
+                        }
+                    }
                 }
                 Layer::Edge => {
                     for dep in ours(Layer::Cloud) {
@@ -322,6 +342,36 @@ mod tests {
             [
                 "beehive: beehive knows no network, but enables tokio/net",
                 "beehive: beehive knows no network, but reaches hyper",
+            ]
+        );
+    }
+
+    #[test]
+    fn controllers_use_the_registry_not_the_api_server() {
+        let g = graph(
+            vec![
+                pkg("edgehive-edgecontroller", "/w/crates/cloud/edgecontroller/Cargo.toml", json!([])),
+                pkg("edgehive-apiserver", "/w/crates/cloud/apiserver/Cargo.toml", json!([])),
+                pkg(
+                    "edgehive-registry",
+                    "/w/crates/cloud/registry/Cargo.toml",
+                    json!([{"name": "hyper", "features": []}]),
+                ),
+                pkg("edgehive", "/w/crates/edgehive/Cargo.toml", json!([])),
+            ],
+            &["edgehive-edgecontroller", "edgehive-apiserver", "edgehive-registry", "edgehive"],
+            vec![
+                ("edgehive-edgecontroller", vec![dep("edgehive-apiserver")]),
+                ("edgehive-apiserver", vec![dep("edgehive-registry")]),
+                ("edgehive-registry", vec![]),
+                ("edgehive", vec![dep("edgehive-apiserver"), dep("edgehive-edgecontroller")]),
+            ],
+        );
+        assert_eq!(
+            g.violations(),
+            [
+                "edgehive-edgecontroller: only the binary depends on edgehive-apiserver; use edgehive-registry",
+                "edgehive-registry: the registry has no HTTP stack and no I/O, but depends on hyper",
             ]
         );
     }

@@ -1,5 +1,5 @@
-//! Request bodies (JSON or YAML) and response formats (JSON, or the
-//! `meta.k8s.io/v1` Table kubectl asks for).
+//! Request bodies (read up to the limit; JSON or YAML) and response formats
+//! (JSON, or the `meta.k8s.io/v1` Table kubectl asks for).
 //!
 //! Kubernetes decodes a built-in object into its Go type, which supplies a
 //! missing `kind` and `apiVersion` from the request's URL; a custom resource
@@ -10,7 +10,9 @@
 use bytes::Bytes;
 use edgehive_store::resources::ResourceDef;
 use edgehive_store::{EventType, Object, WatchEvent};
-use http::{HeaderMap, header};
+use http::{HeaderMap, Request, header};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use serde_json::{Value, json};
 
 use crate::route::Query;
@@ -323,6 +325,53 @@ impl TableRequest {
         line.push(b'\n');
         Ok(Bytes::from(line))
     }
+}
+
+/// Bytes of an oversize body read and thrown away before answering 413, so
+/// that a client still sending sees the answer rather than a reset stream.
+const DRAIN_LIMIT: usize = 16 << 20;
+
+/// Reads a request body up to `limit` bytes: over it is a 413.
+pub(crate) async fn read_body(req: Request<Incoming>, limit: usize) -> Result<(http::request::Parts, Bytes), ApiError> {
+    let (parts, mut body) = req.into_parts();
+    let declared =
+        parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    let mut buf = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    let too_large = |n: usize| {
+        ApiError::too_large(format!("the request body is {n} bytes or more, over the limit of {limit} bytes"))
+    };
+    if declared.is_some_and(|n| n > limit) {
+        drain(body, DRAIN_LIMIT).await;
+        return Err(too_large(declared.unwrap_or(limit + 1)));
+    }
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ApiError::bad_request(format!("read request body: {e}")))?;
+        let Ok(data) = frame.into_data() else { continue };
+        seen += data.len();
+        if seen > limit {
+            drain(body, DRAIN_LIMIT.saturating_sub(seen)).await;
+            return Err(too_large(seen));
+        }
+        buf.extend_from_slice(&data);
+    }
+    Ok((parts, buf.freeze()))
+}
+
+/// Reads and discards up to `max` more bytes of `body`, for at most 5 s.
+async fn drain(mut body: Incoming, max: usize) {
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        let mut n = 0usize;
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Ok(d) = frame.into_data() {
+                n += d.len();
+                if n > max {
+                    break;
+                }
+            }
+        }
+    })
+    .await;
 }
 
 #[cfg(test)]

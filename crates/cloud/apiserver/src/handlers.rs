@@ -14,11 +14,11 @@ use hyper::body::Incoming;
 use serde_json::{Value, json};
 
 use crate::body::{self, Format};
+use crate::context::ApiState;
 use crate::discovery;
+use crate::response::{Body, json_response, value_response};
 use crate::route::{Query, Route, Target};
-use crate::server::{Body, Shared, json_response, value_response};
 use crate::status::{ApiError, Cause};
-use crate::validation;
 
 /// Namespaces that always exist and may not be deleted.
 pub(crate) const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -42,7 +42,7 @@ fn store_err(res: &ResourceDef) -> impl Fn(StoreError) -> ApiError + '_ {
 }
 
 /// Discovery, OpenAPI and metrics.
-pub(crate) fn non_resource(shared: &Shared, route: &Route, headers: &HeaderMap) -> Result<Response<Body>, ApiError> {
+pub(crate) fn non_resource(shared: &ApiState, route: &Route, headers: &HeaderMap) -> Result<Response<Body>, ApiError> {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
     let ok = |v: Value| Ok(value_response(StatusCode::OK, &v));
     match route {
@@ -67,12 +67,8 @@ pub(crate) fn non_resource(shared: &Shared, route: &Route, headers: &HeaderMap) 
             discovery::openapi_group_version(group, version).map_or_else(|| Err(ApiError::no_route()), ok)
         }
         Route::Metrics => {
-            let mut text = shared.metrics.render(&shared.store.hub().stats());
-            for extra in &shared.config.extra_metrics {
-                (extra.0)(&mut text);
-            }
-            let mut r = json_response(StatusCode::OK, Bytes::from(text));
-            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
+            let mut r = json_response(StatusCode::OK, Bytes::from(shared.metrics.render()));
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(crate::metrics::CONTENT_TYPE));
             Ok(r)
         }
         Route::Health | Route::Resource(_) => Err(ApiError::no_route()),
@@ -81,7 +77,7 @@ pub(crate) fn non_resource(shared: &Shared, route: &Route, headers: &HeaderMap) 
 
 /// Every resource verb but watch.
 pub(crate) async fn resource(
-    shared: &Shared,
+    shared: &ApiState,
     verb: &str,
     target: &Target,
     query: &Query,
@@ -92,23 +88,23 @@ pub(crate) async fn resource(
         "get" => get(shared, target, query, &format).await,
         "list" => list(shared, target, query, &format).await,
         "create" => {
-            let (parts, bytes) = crate::server::read_body(req, shared.config.max_body_bytes).await?;
+            let (parts, bytes) = crate::body::read_body(req, shared.config.max_body_bytes).await?;
             create(shared, target, query, &parts.headers, &bytes).await
         }
         "update" => {
-            let (parts, bytes) = crate::server::read_body(req, shared.config.max_body_bytes).await?;
+            let (parts, bytes) = crate::body::read_body(req, shared.config.max_body_bytes).await?;
             update(shared, target, query, &parts.headers, &bytes).await
         }
         "patch" => {
-            let (parts, bytes) = crate::server::read_body(req, shared.config.max_body_bytes).await?;
+            let (parts, bytes) = crate::body::read_body(req, shared.config.max_body_bytes).await?;
             crate::patching::patch(shared, target, query, &parts.headers, &bytes).await
         }
         "delete" => {
-            let (parts, bytes) = crate::server::read_body(req, shared.config.max_body_bytes).await?;
+            let (parts, bytes) = crate::body::read_body(req, shared.config.max_body_bytes).await?;
             delete(shared, target, query, &parts.headers, &bytes).await
         }
         "deletecollection" => {
-            let (parts, bytes) = crate::server::read_body(req, shared.config.max_body_bytes).await?;
+            let (parts, bytes) = crate::body::read_body(req, shared.config.max_body_bytes).await?;
             delete_collection(shared, target, query, &parts.headers, &bytes).await
         }
         _ => Err(ApiError::method_not_allowed(format!("verb {verb} is not supported"))),
@@ -133,7 +129,7 @@ fn ns_of(target: &Target) -> &str {
     target.namespace.as_deref().unwrap_or_default()
 }
 
-async fn get(shared: &Shared, target: &Target, query: &Query, format: &Format) -> Result<Response<Body>, ApiError> {
+async fn get(shared: &ApiState, target: &Target, query: &Query, format: &Format) -> Result<Response<Body>, ApiError> {
     let res = target.resource;
     if let Some(rv) = query.resource_version()? {
         // At least as fresh as `rv`, as Kubernetes' watch cache serves it.
@@ -164,7 +160,7 @@ pub(crate) fn selectors(
     Ok((labels, fields))
 }
 
-async fn list(shared: &Shared, target: &Target, query: &Query, format: &Format) -> Result<Response<Body>, ApiError> {
+async fn list(shared: &ApiState, target: &Target, query: &Query, format: &Format) -> Result<Response<Body>, ApiError> {
     let res = target.resource;
     let (labels, fields) = selectors(res, query)?;
     let limit = query.uint("limit")?.unwrap_or(0);
@@ -277,34 +273,6 @@ pub(crate) fn check_identity(res: &ResourceDef, target: &Target, obj: &mut Value
     Ok(())
 }
 
-/// 422 (or 400 for wrong JSON types and KubeEdge webhook denials) from
-/// validation errors, worded as Kubernetes words them.
-pub(crate) fn invalid(res: &ResourceDef, obj: &Value, errors: Vec<validation::FieldError>) -> ApiError {
-    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-    if let Some(e) = errors.iter().find(|e| e.is_decode_error()) {
-        let version = res.api_version();
-        return ApiError::bad_request(format!(
-            "{} in version {version:?} cannot be handled as a {}: {}",
-            res.kind,
-            res.kind,
-            e.message()
-        ));
-    }
-    if let Some(e) = errors.iter().find(|e| matches!(e.origin, validation::Origin::Webhook(_))) {
-        let hook = match &e.origin {
-            validation::Origin::Webhook(h) => *h,
-            _ => "",
-        };
-        return ApiError::bad_request(format!("admission webhook {hook:?} denied the request: {}", e.body()));
-    }
-    let causes = errors
-        .iter()
-        .map(|e| Cause { reason: e.kind.reason().to_string(), message: e.body(), field: e.field.clone() })
-        .collect();
-    let summary: Vec<String> = errors.iter().map(validation::FieldError::message).collect();
-    ApiError::invalid_with_summary(res.kind, res.group, name, causes, &summary)
-}
-
 /// Fails unless namespace `ns` exists and is not terminating.
 pub(crate) async fn check_namespace(store: &Store, ns: &str) -> Result<(), ApiError> {
     let obj = store.get(&NAMESPACES, "", ns).await.map_err(store_err(&NAMESPACES))?;
@@ -318,7 +286,7 @@ pub(crate) async fn check_namespace(store: &Store, ns: &str) -> Result<(), ApiEr
 }
 
 async fn create(
-    shared: &Shared,
+    shared: &ApiState,
     target: &Target,
     query: &Query,
     headers: &HeaderMap,
@@ -337,11 +305,7 @@ async fn create(
     {
         o.remove("status");
     }
-    crate::defaults::apply_defaults(res.group, res.kind, &mut obj);
-    let errors = validation::validate_create(res.group, res.kind, &obj);
-    if !errors.is_empty() {
-        return Err(invalid(res, &obj, errors));
-    }
+    crate::admit::create(res, &mut obj)?;
     if res.namespaced {
         check_namespace(&shared.store, ns_of(target)).await?;
     }
@@ -394,7 +358,7 @@ pub(crate) fn merge_for_subresource(res: &ResourceDef, target: &Target, cur: &Va
 }
 
 async fn update(
-    shared: &Shared,
+    shared: &ApiState,
     target: &Target,
     query: &Query,
     headers: &HeaderMap,
@@ -438,46 +402,55 @@ pub(crate) fn modified(res: &ResourceDef, name: &str) -> ApiError {
     )
 }
 
+/// Why a read-modify-write ended: the store, or the request's own refusal.
+enum Refused {
+    Store(StoreError),
+    Api(ApiError),
+}
+
+impl From<StoreError> for Refused {
+    fn from(e: StoreError) -> Refused {
+        Refused::Store(e)
+    }
+}
+
+impl From<ApiError> for Refused {
+    fn from(e: ApiError) -> Refused {
+        Refused::Api(e)
+    }
+}
+
 /// What PUT and PATCH share: a read-modify-write of `target` in which
 /// `change(current, current value)` gives the object the request asks for;
 /// then the status subresource rule, defaults and validation, and dry-run.
 /// Conflicting writes are retried with a fresh read.
 pub(crate) async fn rewrite(
-    shared: &Shared,
+    shared: &ApiState,
     target: &Target,
     format: &Format,
     dry_run: bool,
     mut change: impl FnMut(&Object, &Value) -> Result<Value, ApiError>,
 ) -> Result<Response<Body>, ApiError> {
     let res = target.resource;
-    let failure = std::sync::Mutex::new(None::<ApiError>);
-    let fail = |e: ApiError| {
-        *failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
-        StoreError::BadRequest("refused".into())
-    };
     let mut preview = None;
-    let result = shared
+    let updated = shared
         .store
         .update_with(res, ns_of(target), name_of(target), |cur| {
             let old = cur.value()?;
-            let requested = change(cur, old).map_err(fail)?;
+            let requested = change(cur, old)?;
             let mut new = merge_for_subresource(res, target, old, requested);
-            crate::defaults::apply_defaults(res.group, res.kind, &mut new);
-            let errors = validation::validate_update(res.group, res.kind, &new, old);
-            if !errors.is_empty() {
-                return Err(fail(invalid(res, &new, errors)));
-            }
+            crate::admit::update(res, &mut new, old)?;
             if dry_run {
                 preview = Some(new);
                 return Ok(None);
             }
             Ok(Some(new))
         })
-        .await;
-    if let Some(e) = failure.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) {
-        return Err(e);
-    }
-    let updated = result.map_err(store_err(res))?;
+        .await
+        .map_err(|e| match e {
+            Refused::Store(e) => store_err(res)(e),
+            Refused::Api(e) => e,
+        })?;
     if let Some(p) = preview {
         return Ok(value_response(StatusCode::OK, &p));
     }
@@ -541,7 +514,7 @@ fn success_status(obj: &Object) -> Value {
 }
 
 async fn delete(
-    shared: &Shared,
+    shared: &ApiState,
     target: &Target,
     query: &Query,
     headers: &HeaderMap,
@@ -564,7 +537,7 @@ async fn delete(
 }
 
 async fn delete_collection(
-    shared: &Shared,
+    shared: &ApiState,
     target: &Target,
     query: &Query,
     headers: &HeaderMap,
@@ -602,7 +575,7 @@ async fn delete_collection(
 
 /// A watch, streamed as JSON lines (or Table events) until its timeout.
 pub(crate) async fn watch(
-    shared: &Arc<Shared>,
+    shared: &Arc<ApiState>,
     target: &Target,
     query: &Query,
     headers: &HeaderMap,

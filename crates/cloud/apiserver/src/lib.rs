@@ -13,19 +13,29 @@
 //! with Table output for kubectl. Errors are Kubernetes `Status` objects.
 
 mod body;
-pub mod defaults;
+mod context;
 mod discovery;
 mod handlers;
 mod metrics;
 mod namespaces;
-pub mod patch;
 mod patching;
 mod protobuf;
+mod response;
 mod route;
 mod server;
 mod serviceaccounts;
-pub mod status;
 pub mod table;
-pub mod validation;
 
-pub use server::{ApiServer, ApiServerConfig, MetricsSource, ServeError, User, default_sans};
+// Kubernetes object semantics (defaults, validation, patches, Status
+// errors) live in edgehive-registry, shared with the controllers.
+pub(crate) use edgehive_registry::{admit, defaults, patch, status, validation};
+
+pub use context::User;
+pub use server::{ApiServer, ApiServerConfig, ServeError, default_sans};
+
+/// Runs the Kubernetes protobuf decoder on `bytes` and drops the result: the entry of the
+/// `protobuf_decode` fuzz target in `fuzz/`. Not part of the API.
+#[doc(hidden)]
+pub fn decode_protobuf_for_fuzzing(bytes: &[u8]) {
+    let _ = protobuf::decode(bytes);
+}

@@ -1,101 +1,110 @@
-//! Prometheus metrics of the API server and its store, in the text
-//! exposition format at `/metrics`: requests by verb, resource and code,
-//! request latency, open watches, store revision and watch-hub counters.
+//! The metrics `/metrics` serves: the process's registry (handed in with
+//! [`crate::ApiServerConfig::metrics`]), to which the server adds its own —
+//! requests by verb, resource and code, request latency by verb — and the
+//! store's figures (open watches, revision, watch history), read at each
+//! scrape. Encoded as OpenMetrics text.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::Mutex;
 use std::time::Duration;
 
-use edgehive_store::HubStats;
+use edgehive_store::Store;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
 
-/// Latency buckets (seconds), as Kubernetes' apiserver uses (a subset).
-const BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+/// The content type of the exposition.
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-#[derive(Debug, Default)]
-struct Histogram {
-    counts: [u64; BUCKETS.len()],
-    count: u64,
-    sum: f64,
+/// Request latency buckets (seconds): Kubernetes' apiserver's, 5 ms to the
+/// 60 s request deadline (a subset).
+const LATENCY_BUCKETS: [f64; 13] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+
+/// The labels of a request count.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    verb: &'static str,
+    resource: &'static str,
+    code: u16,
 }
 
-/// The API server's counters.
-#[derive(Debug, Default)]
+/// A label set with the verb alone.
+type VerbLabel = [(&'static str, &'static str); 1];
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
+}
+
+/// The API server's metrics and the registry it serves.
+#[derive(Debug)]
 pub(crate) struct Metrics {
-    inner: Mutex<Inner>,
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    requests: BTreeMap<(&'static str, &'static str, u16), u64>,
-    latency: BTreeMap<&'static str, Histogram>,
+    requests: Family<RequestLabels, Counter>,
+    latency: Family<VerbLabel, Histogram, fn() -> Histogram>,
+    registry: Registry,
 }
 
 impl Metrics {
+    /// Adds the server's metrics (prefix `apiserver`) and the store's
+    /// (prefix `store`) to `registry`, which is then what `/metrics` serves.
+    pub(crate) fn new(mut registry: Registry, store: &Store) -> Metrics {
+        let requests = Family::<RequestLabels, Counter>::default();
+        let latency = Family::<VerbLabel, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
+        let r = registry.sub_registry_with_prefix("apiserver");
+        r.register("request", "Requests served, by verb, resource and HTTP code", requests.clone());
+        r.register_with_unit(
+            "request_duration",
+            "Request latency, by verb (watches excluded)",
+            Unit::Seconds,
+            latency.clone(),
+        );
+        registry.sub_registry_with_prefix("store").register_collector(Box::new(StoreMetrics(store.clone())));
+        Metrics { requests, latency, registry }
+    }
+
     /// Records one finished request.
     pub(crate) fn observe(&self, verb: &'static str, resource: &'static str, code: u16, took: Duration) {
-        let mut m = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        *m.requests.entry((verb, resource, code)).or_default() += 1;
+        self.requests.get_or_create(&RequestLabels { verb, resource, code }).inc();
         if verb == "watch" {
             return;
         }
-        let secs = took.as_secs_f64();
-        let h = m.latency.entry(verb).or_default();
-        h.count += 1;
-        h.sum += secs;
-        for (i, b) in BUCKETS.iter().enumerate() {
-            if secs <= *b {
-                h.counts[i] += 1;
-            }
-        }
+        self.latency.get_or_create(&[("verb", verb)]).observe(took.as_secs_f64());
     }
 
-    /// The exposition text, with the store's figures.
-    pub(crate) fn render(&self, hub: &HubStats) -> String {
-        let m = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    /// The exposition text of the whole registry.
+    pub(crate) fn render(&self) -> String {
         let mut out = String::new();
-        out.push_str("# HELP apiserver_request_total Requests served, by verb, resource and HTTP code.\n");
-        out.push_str("# TYPE apiserver_request_total counter\n");
-        for ((verb, resource, code), n) in &m.requests {
-            let _ =
-                writeln!(out, "apiserver_request_total{{verb=\"{verb}\",resource=\"{resource}\",code=\"{code}\"}} {n}");
-        }
-        out.push_str("# HELP apiserver_request_duration_seconds Request latency (watches excluded).\n");
-        out.push_str("# TYPE apiserver_request_duration_seconds histogram\n");
-        for (verb, h) in &m.latency {
-            for (i, b) in BUCKETS.iter().enumerate() {
-                let _ = writeln!(
-                    out,
-                    "apiserver_request_duration_seconds_bucket{{verb=\"{verb}\",le=\"{b}\"}} {}",
-                    h.counts[i]
-                );
-            }
-            let _ =
-                writeln!(out, "apiserver_request_duration_seconds_bucket{{verb=\"{verb}\",le=\"+Inf\"}} {}", h.count);
-            let _ = writeln!(out, "apiserver_request_duration_seconds_sum{{verb=\"{verb}\"}} {}", h.sum);
-            let _ = writeln!(out, "apiserver_request_duration_seconds_count{{verb=\"{verb}\"}} {}", h.count);
-        }
-        let gauges = [
-            ("edgehive_store_watchers", "Watches open on the store.", hub.watchers as u64),
-            ("edgehive_store_revision", "The store's current revision.", hub.rev),
-            (
-                "edgehive_store_watch_history_events",
-                "Events kept for watches starting in the past.",
-                hub.ring_len as u64,
-            ),
-            ("edgehive_store_watch_history_oldest_revision", "Oldest revision a watch may start from.", hub.base),
-        ];
-        for (name, help, v) in gauges {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
-        }
-        let counters = [
-            ("edgehive_store_events_total", "Changes published to watches.", hub.published),
-            ("edgehive_store_watch_lagged_total", "Watches ended because they fell behind.", hub.lagged),
-        ];
-        for (name, help, v) in counters {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
-        }
+        // Writing to a String fails only if an encoder does, and none of
+        // ours does.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+/// The store's watch cache figures, read at each scrape.
+#[derive(Debug)]
+struct StoreMetrics(Store);
+
+impl Collector for StoreMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
+        let cache = self.0.watch_cache().stats();
+        for (name, help, v) in [
+            ("watchers", "Watches open on the store.", cache.watchers as u64),
+            ("revision", "The store's current revision.", cache.rev),
+            ("watch_history_events", "Events kept for watches starting in the past.", cache.ring_len as u64),
+            ("watch_history_oldest_revision", "Oldest revision a watch may start from.", cache.base),
+        ] {
+            ConstGauge::new(v).encode(encoder.encode_descriptor(name, help, None, MetricType::Gauge)?)?;
+        }
+        for (name, help, v) in [
+            ("events", "Changes published to watches.", cache.published),
+            ("watch_lagged", "Watches ended because they fell behind.", cache.lagged),
+        ] {
+            ConstCounter::new(v).encode(encoder.encode_descriptor(name, help, None, MetricType::Counter)?)?;
+        }
+        Ok(())
     }
 }
 
@@ -103,17 +112,29 @@ impl Metrics {
 mod tests {
     use super::*;
 
-    #[test]
-    fn renders_counts_and_buckets() {
-        let m = Metrics::default();
+    #[tokio::test]
+    async fn renders_counts_buckets_and_the_store() {
+        let dir = edgehive_testkit::fixtures::TempDir::new("apiserver-metrics");
+        let backend = edgehive_store::BackendConfig::Sqlite { path: dir.path().join("state.db"), fsync: false };
+        let store = Store::open(edgehive_store::StoreConfig::new(backend)).await.expect("open the store");
+        let m = Metrics::new(Registry::with_prefix("edgehive"), &store);
         m.observe("create", "pods", 201, Duration::from_millis(3));
         m.observe("create", "pods", 201, Duration::from_millis(30));
         m.observe("watch", "pods", 200, Duration::from_secs(100));
-        let text = m.render(&HubStats { watchers: 2, ..HubStats::default() });
-        assert!(text.contains("apiserver_request_total{verb=\"create\",resource=\"pods\",code=\"201\"} 2"));
-        assert!(text.contains("apiserver_request_duration_seconds_bucket{verb=\"create\",le=\"0.005\"} 1"));
-        assert!(text.contains("apiserver_request_duration_seconds_bucket{verb=\"create\",le=\"0.05\"} 2"));
+        let text = m.render();
+        for line in [
+            "edgehive_apiserver_request_total{verb=\"create\",resource=\"pods\",code=\"201\"} 2",
+            "edgehive_apiserver_request_total{verb=\"watch\",resource=\"pods\",code=\"200\"} 1",
+            "edgehive_apiserver_request_duration_seconds_bucket{le=\"0.005\",verb=\"create\"} 1",
+            "edgehive_apiserver_request_duration_seconds_bucket{le=\"0.05\",verb=\"create\"} 2",
+            "edgehive_apiserver_request_duration_seconds_count{verb=\"create\"} 2",
+            "edgehive_store_watchers 0",
+            "edgehive_store_events_total 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
         assert!(!text.contains("duration_seconds_count{verb=\"watch\"}"));
-        assert!(text.contains("edgehive_store_watchers 2"));
+        assert!(text.ends_with("# EOF\n"));
+        store.close().await;
     }
 }

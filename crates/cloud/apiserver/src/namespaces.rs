@@ -13,9 +13,10 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::body::Format;
+use crate::context::ApiState;
 use crate::handlers::object_response;
+use crate::response::{Body, value_response};
 use crate::route::Target;
-use crate::server::{Body, Shared, value_response};
 use crate::status::ApiError;
 
 const PROTECTED: &[&str] = &["default", "kube-system", "kube-public"];
@@ -25,7 +26,7 @@ fn err(e: StoreError) -> ApiError {
 }
 
 /// DELETE of a namespace.
-pub(crate) async fn delete(shared: &Shared, name: &str, dry_run: bool) -> Result<Response<Body>, ApiError> {
+pub(crate) async fn delete(shared: &ApiState, name: &str, dry_run: bool) -> Result<Response<Body>, ApiError> {
     if PROTECTED.contains(&name) {
         return Err(ApiError::forbidden(format!(
             "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
@@ -44,7 +45,7 @@ pub(crate) async fn delete(shared: &Shared, name: &str, dry_run: bool) -> Result
 }
 
 /// PUT `/api/v1/namespaces/{name}/finalize`: replaces `spec.finalizers`.
-pub(crate) async fn finalize(shared: &Shared, target: &Target, obj: Value) -> Result<Response<Body>, ApiError> {
+pub(crate) async fn finalize(shared: &ApiState, target: &Target, obj: Value) -> Result<Response<Body>, ApiError> {
     let name = target.name.as_deref().unwrap_or_default();
     let finalizers = obj.pointer("/spec/finalizers").cloned().unwrap_or_else(|| json!([]));
     if !finalizers.is_array() {

@@ -8,10 +8,11 @@ use http::{HeaderMap, Response, StatusCode, header};
 use serde_json::Value;
 
 use crate::body;
+use crate::context::ApiState;
 use crate::handlers::{modified, rewrite};
 use crate::patch::{self, PatchError};
+use crate::response::Body;
 use crate::route::{Query, Target};
-use crate::server::{Body, Shared};
 use crate::status::{ApiError, Cause};
 use crate::validation::go_quote;
 
@@ -66,7 +67,7 @@ fn kind_missing(patched: &Value) -> ApiError {
 
 /// Handles a PATCH of `target`.
 pub(crate) async fn patch(
-    shared: &Shared,
+    shared: &ApiState,
     target: &Target,
     query: &Query,
     headers: &HeaderMap,

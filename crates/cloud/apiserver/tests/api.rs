@@ -112,6 +112,7 @@ async fn credentials_are_required_and_checked() {
     let a = raw(&anon, "GET", "/api/v1/pods", "", "").await;
     assert_eq!((a.code, a.body["reason"].as_str()), (401, Some("Unauthorized")));
     assert_eq!(raw(&anon, "GET", "/healthz", "", "").await.code, 200);
+    assert_eq!(raw(&anon, "GET", "/metrics", "", "").await.code, 401, "metrics need credentials");
     let alice = c.as_user("alice", &["developers"]).await;
     let a = raw(&alice, "GET", "/api/v1/namespaces/default/secrets", "", "").await;
     assert_eq!(a.code, 403);
@@ -160,6 +161,56 @@ async fn service_account_tokens_authenticate_and_forged_ones_do_not() {
     let (forged, _) = edgehive_pki::ServiceAccountTokens::generate().unwrap().issue(&for_default, now).unwrap();
     let a = raw(&c.with_bearer(&forged).await, "GET", "/api/v1/namespaces/default/secrets", "", "").await;
     assert_eq!(a.code, 401);
+    c.stop().await;
+}
+
+/// The status of a request made with `token` as `Authorization: Bearer`:
+/// 403 when the token authenticates (a service account may not read
+/// secrets), 401 when it does not.
+async fn bearer_status(c: &Cluster, token: &str) -> u16 {
+    let a = raw(&c.with_bearer(token).await, "GET", "/api/v1/namespaces/default/secrets", "", "").await;
+    if a.code == 401 {
+        assert_eq!(a.body["reason"], "Unauthorized", "{}", a.body);
+    }
+    a.code
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_bound_to_a_deleted_or_replaced_pod_or_for_another_audience_is_refused() {
+    use edgehive_store::resources::PODS;
+    let c = Cluster::start().await;
+    let now = time::OffsetDateTime::now_utc();
+    let ours = edgehive_pki::ServiceAccountTokens::load_or_create(&c.dir.path().join("tls")).unwrap();
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let token = |uid: &str, audiences: &[String]| {
+        let for_pod = edgehive_pki::TokenFor {
+            namespace: "default",
+            name: "default",
+            uid: "u",
+            pod: Some(("web", uid)),
+            audiences,
+            validity: std::time::Duration::from_secs(3600),
+            ..Default::default()
+        };
+        ours.issue(&for_pod, now).unwrap().0
+    };
+    let first = c.store.create(&PODS, pod.clone()).await.unwrap().uid().unwrap().to_owned();
+    let bound = token(&first, &[]);
+    assert_eq!(bearer_status(&c, &bound).await, 403, "bound to the pod as it is: authenticated");
+    assert_eq!(bearer_status(&c, &token("another-uid", &[])).await, 401, "bound to another pod of that name");
+    assert_eq!(bearer_status(&c, &token(&first, &["vault".to_string()])).await, 401, "meant for another service");
+
+    let opts = edgehive_store::DeleteOptions { grace_period_seconds: Some(0), ..Default::default() };
+    let outcome = c.store.delete(&PODS, "default", "web", &opts).await.unwrap();
+    assert!(matches!(outcome, edgehive_store::DeleteOutcome::Deleted(_)), "{outcome:?}");
+    assert_eq!(bearer_status(&c, &bound).await, 401, "its pod was deleted");
+
+    // The same name again is another pod: the old token stays refused.
+    let second = c.store.create(&PODS, pod).await.unwrap().uid().unwrap().to_owned();
+    assert_ne!(second, first);
+    assert_eq!(bearer_status(&c, &bound).await, 401, "its pod was replaced");
+    assert_eq!(bearer_status(&c, &token(&second, &[])).await, 403, "a token for the new pod");
     c.stop().await;
 }
 
@@ -435,7 +486,12 @@ async fn tables_graceful_delete_and_namespaces() {
     }
     let m = raw(&client, "GET", "/metrics", "", "").await;
     let text = m.body.as_str().unwrap_or_default().to_string();
-    assert!(text.contains("apiserver_request_total{verb=\"create\",resource=\"pods\",code=\"201\"} 1"), "{text}");
+    assert!(m.content_type.starts_with("application/openmetrics-text"), "{}", m.content_type);
+    assert!(
+        text.contains("\nedgehive_apiserver_request_total{verb=\"create\",resource=\"pods\",code=\"201\"} 1\n"),
+        "{text}"
+    );
+    assert!(text.contains("\n# TYPE edgehive_store_revision gauge\n"), "{text}");
     c.stop().await;
 }
 
@@ -748,7 +804,7 @@ async fn a_read_waiting_for_a_revision_is_answered_when_a_write_reaches_it() {
         async move { raw(&client, "GET", &path, "", "").await }
     });
     // Both are waiting for the revision; the write that makes it ends the wait.
-    edgehive_testkit::eventually("both reads wait", WAIT, || c.store.hub().revision_waiters() == 2).await;
+    edgehive_testkit::eventually("both reads wait", WAIT, || c.store.watch_cache().revision_waiters() == 2).await;
     let made = raw(&client, "POST", cms, "application/json", r#"{"metadata":{"name":"late"}}"#).await;
     assert_eq!(made.code, 201);
     let list = list.await.unwrap();

@@ -66,7 +66,7 @@ struct SessionHandle {
 const CERTIFICATE_CHECK_DEADLINE: Duration = Duration::from_secs(5);
 
 /// State shared by the module, the accept loops and the sessions.
-pub(crate) struct Shared {
+pub(crate) struct HubState {
     pub(crate) cfg: CloudHubConfig,
     /// Which node certificates are still accepted (`None`: any the CA signed).
     credentials: Option<Arc<edgehive_credentials::Credentials>>,
@@ -80,7 +80,7 @@ pub(crate) struct Shared {
     last_meta: Mutex<Option<(edgehive_model::Content, rules::ObjectMeta)>>,
 }
 
-impl Shared {
+impl HubState {
     fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<Text, SessionHandle>> {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -102,7 +102,7 @@ impl Shared {
 
 /// The CloudHub beehive module (name `cloudhub`).
 pub struct CloudHub {
-    shared: Arc<Shared>,
+    shared: Arc<HubState>,
     servers: Vec<Arc<tokio::sync::Mutex<Server>>>,
 }
 
@@ -120,7 +120,7 @@ impl CloudHub {
     /// and/or QUIC), with success points loaded from the store.
     pub fn new(cfg: CloudHubConfig, points: Arc<SuccessPoints>, servers: Vec<Server>) -> CloudHub {
         CloudHub {
-            shared: Arc::new(Shared {
+            shared: Arc::new(HubState {
                 cfg,
                 points,
                 metrics: HubMetrics::default(),
@@ -143,7 +143,8 @@ impl CloudHub {
         self
     }
 
-    /// Counters for Prometheus.
+    /// Its metrics, to register in the process's registry
+    /// ([`HubMetrics::register`]).
     pub fn metrics(&self) -> &HubMetrics {
         &self.shared.metrics
     }
@@ -212,9 +213,9 @@ impl Module for CloudHub {
 }
 
 /// Hands a downstream message to its node's session; never waits.
-fn dispatch(shared: &Shared, m: Message) {
+fn dispatch(shared: &HubState, m: Message) {
     let Ok(res) = ResourcePath::parse_cloud(&m.route.resource) else {
-        shared.metrics.malformed.fetch_add(1, Relaxed);
+        shared.metrics.malformed.inc();
         tracing::warn!(resource = %m.route.resource, source = %m.route.source, "downstream message without node/{{node}}/ resource; dropped");
         return;
     };
@@ -229,17 +230,17 @@ fn dispatch(shared: &Shared, m: Message) {
     }
     let sessions = shared.sessions();
     let Some(s) = sessions.get(&node) else {
-        shared.metrics.dropped_offline.fetch_add(1, Relaxed);
+        shared.metrics.dropped_offline.inc();
         return;
     };
     if s.inbox.try_send(m).is_err() {
-        shared.metrics.dropped_full.fetch_add(1, Relaxed);
+        shared.metrics.dropped_full.inc();
     }
 }
 
 async fn accept_loop(
     server: Arc<tokio::sync::Mutex<Server>>,
-    shared: Arc<Shared>,
+    shared: Arc<HubState>,
     ctx: Context,
     stop: CancellationToken,
     tasks: TaskTracker,
@@ -264,12 +265,12 @@ fn refusal(node: &str, reason: &str) -> Message {
 }
 
 /// Checks a new connection and starts its session.
-async fn admit(conn: Connection, shared: &Arc<Shared>, ctx: &Context, stop: &CancellationToken, tasks: &TaskTracker) {
+async fn admit(conn: Connection, shared: &Arc<HubState>, ctx: &Context, stop: &CancellationToken, tasks: &TaskTracker) {
     let peer = conn.peer().clone();
     let node = peer.node_id.clone();
     let cert_node = peer.cert.as_ref().and_then(|c| c.node_name()).map(str::to_owned);
     if shared.cfg.require_node_certificate && cert_node.as_deref() != Some(node.as_str()) {
-        shared.metrics.refused_identity.fetch_add(1, Relaxed);
+        shared.metrics.refused_identity.inc();
         let cn = peer.cert.as_ref().and_then(|c| c.common_name.clone()).unwrap_or_default();
         tracing::warn!(node = %node, remote = %peer.remote_addr, certificate_cn = %cn, "refused: the certificate does not name this node");
         let reason = format!(
@@ -288,7 +289,7 @@ async fn admit(conn: Connection, shared: &Arc<Shared>, ctx: &Context, stop: &Can
             Err(_) => Some(format!("the certificate could not be checked within {CERTIFICATE_CHECK_DEADLINE:?}")),
         };
         if let Some(why) = refused {
-            shared.metrics.refused_revoked.fetch_add(1, Relaxed);
+            shared.metrics.refused_revoked.inc();
             tracing::warn!(node = %node, remote = %peer.remote_addr, serial, reason = %why, "refused: certificate not accepted");
             close_refused(conn, refusal(&node, &format!("refused: {why}")), tasks);
             return;
@@ -298,7 +299,7 @@ async fn admit(conn: Connection, shared: &Arc<Shared>, ctx: &Context, stop: &Can
         let mut sessions = shared.sessions();
         if !sessions.contains_key(&node) && sessions.len() >= shared.cfg.node_limit {
             drop(sessions);
-            shared.metrics.refused_limit.fetch_add(1, Relaxed);
+            shared.metrics.refused_limit.inc();
             tracing::warn!(node = %node, remote = %peer.remote_addr, limit = shared.cfg.node_limit, "refused: node limit reached");
             let reason = format!("refused: the cloud serves at most {} nodes", shared.cfg.node_limit);
             close_refused(conn, refusal(&node, &reason), tasks);
@@ -309,14 +310,14 @@ async fn admit(conn: Connection, shared: &Arc<Shared>, ctx: &Context, stop: &Can
         let cancel = stop.child_token();
         if let Some(old) = sessions.insert(node.clone(), SessionHandle { id, inbox, cancel: cancel.clone() }) {
             old.cancel.cancel();
-            shared.metrics.replaced.fetch_add(1, Relaxed);
+            shared.metrics.replaced.inc();
             tracing::info!(node = %node, remote = %peer.remote_addr, "a newer connection replaces the session");
         } else {
-            shared.metrics.connected.fetch_add(1, Relaxed);
+            shared.metrics.connected.inc();
         }
         (id, inbox_rx, cancel)
     };
-    shared.metrics.sessions.fetch_add(1, Relaxed);
+    shared.metrics.sessions.inc();
     tracing::info!(node = %node, remote = %peer.remote_addr, protocol = ?peer.protocol, "edge connected");
     publish(ctx, &node, op::CONNECTED);
     let (tx, rx) = conn.split();
@@ -334,7 +335,7 @@ async fn admit(conn: Connection, shared: &Arc<Shared>, ctx: &Context, stop: &Can
     tasks.spawn(async move {
         let end = session.run().await;
         if end == End::KeepaliveExpired {
-            shared.metrics.keepalive_expired.fetch_add(1, Relaxed);
+            shared.metrics.keepalive_expired.inc();
         }
         let current = {
             let mut sessions = shared.sessions();
@@ -345,7 +346,7 @@ async fn admit(conn: Connection, shared: &Arc<Shared>, ctx: &Context, stop: &Can
         };
         // A replaced session's end is not a disconnection of the node.
         if current {
-            shared.metrics.connected.fetch_sub(1, Relaxed);
+            shared.metrics.connected.dec();
             tracing::info!(node = %node, ?end, "edge disconnected");
             publish(&ctx, &node, op::DISCONNECTED);
         }

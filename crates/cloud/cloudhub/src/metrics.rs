@@ -1,112 +1,134 @@
-//! CloudHub's counters, exported as Prometheus text.
+//! CloudHub's metrics: what an operator watches of the edges' sessions and
+//! of reliable delivery. Every counter and gauge is one atomic
+//! (prometheus-client's); [`HubMetrics::register`] exports them.
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
-/// ACK latency buckets, seconds.
-const BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0, 30.0];
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
 
-/// Counters an operator watches.
-#[derive(Debug, Default)]
+/// ACK latency buckets, seconds: from a LAN round trip with a commit on an
+/// SSD (0.5 ms) to an edge that answers only after the resend timer fired
+/// (30 s).
+const ACK_LATENCY_BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0, 30.0];
+
+/// A label set with one `reason`.
+type Reason = [(&'static str, &'static str); 1];
+
+/// CloudHub's metrics. The hub updates them; read them by registering them
+/// ([`HubMetrics::register`]) and encoding the registry.
+#[derive(Debug)]
 pub struct HubMetrics {
     /// Nodes with a live session.
-    pub connected: AtomicI64,
-    /// Sessions started.
-    pub sessions: AtomicU64,
-    /// Connections refused: the certificate names another node.
-    pub refused_identity: AtomicU64,
-    /// Connections refused: node limit reached.
-    pub refused_limit: AtomicU64,
-    /// Connections refused: the certificate was revoked or replaced (or
-    /// could not be checked).
-    pub refused_revoked: AtomicU64,
-    /// Sessions ended for want of a keepalive.
-    pub keepalive_expired: AtomicU64,
-    /// Sessions replaced by a newer connection of the same node.
-    pub replaced: AtomicU64,
-    /// ACK-mode messages sent the first time.
-    pub sent: AtomicU64,
-    /// ACK-mode messages sent again.
-    pub resent: AtomicU64,
-    /// ACKs received.
-    pub acked: AtomicU64,
-    /// NO-ACK messages written.
-    pub sent_no_ack: AtomicU64,
-    /// Not sent: the edge already has this version or a newer one is queued.
-    pub skipped_stale: AtomicU64,
-    /// Dropped: node offline (recovered from the store on reconnect).
-    pub dropped_offline: AtomicU64,
-    /// Dropped: the node's queue is full (recovered by the next resync).
-    pub dropped_full: AtomicU64,
-    /// Downstream messages refused as malformed.
-    pub malformed: AtomicU64,
-    /// Upstream messages passed to the controllers.
-    pub upstream: AtomicU64,
+    pub(crate) connected: Gauge,
     /// Messages waiting or in flight, all nodes.
-    pub queued: AtomicI64,
-    ack_latency: [AtomicU64; BUCKETS.len() + 1],
-    ack_latency_sum_us: AtomicU64,
+    pub(crate) queued: Gauge,
+    /// Sessions started.
+    pub(crate) sessions: Counter,
+    /// Sessions ended for want of a keepalive.
+    pub(crate) keepalive_expired: Counter,
+    /// Sessions replaced by a newer connection of the same node.
+    pub(crate) replaced: Counter,
+    /// ACK-mode messages sent the first time.
+    pub(crate) sent: Counter,
+    /// ACK-mode messages sent again.
+    pub(crate) resent: Counter,
+    /// ACKs received.
+    pub(crate) acked: Counter,
+    /// NO-ACK messages written.
+    pub(crate) sent_no_ack: Counter,
+    /// Not sent: the edge already has this version or a newer one is queued.
+    pub(crate) skipped_stale: Counter,
+    /// Upstream messages passed to the controllers.
+    pub(crate) upstream: Counter,
+    /// Messages refused as malformed.
+    pub(crate) malformed: Counter,
+    /// Connections refused, by reason.
+    refused: Family<Reason, Counter>,
+    /// ... the certificate names another node.
+    pub(crate) refused_identity: Counter,
+    /// ... node limit reached.
+    pub(crate) refused_limit: Counter,
+    /// ... the certificate was revoked or replaced (or could not be checked).
+    pub(crate) refused_revoked: Counter,
+    /// Messages dropped, by reason.
+    dropped: Family<Reason, Counter>,
+    /// ... node offline (recovered from the store on reconnect).
+    pub(crate) dropped_offline: Counter,
+    /// ... the node's queue is full (recovered by the next resync).
+    pub(crate) dropped_full: Counter,
+    /// First send to ACK.
+    ack_latency: Histogram,
+}
+
+impl Default for HubMetrics {
+    fn default() -> Self {
+        let (refused, dropped) = (Family::<Reason, Counter>::default(), Family::<Reason, Counter>::default());
+        let reason = |family: &Family<Reason, Counter>, reason| family.get_or_create_owned(&[("reason", reason)]);
+        HubMetrics {
+            connected: Gauge::default(),
+            queued: Gauge::default(),
+            sessions: Counter::default(),
+            keepalive_expired: Counter::default(),
+            replaced: Counter::default(),
+            sent: Counter::default(),
+            resent: Counter::default(),
+            acked: Counter::default(),
+            sent_no_ack: Counter::default(),
+            skipped_stale: Counter::default(),
+            upstream: Counter::default(),
+            malformed: Counter::default(),
+            refused_identity: reason(&refused, "identity"),
+            refused_limit: reason(&refused, "node_limit"),
+            refused_revoked: reason(&refused, "revoked"),
+            refused,
+            dropped_offline: reason(&dropped, "offline"),
+            dropped_full: reason(&dropped, "full"),
+            dropped,
+            ack_latency: Histogram::new(ACK_LATENCY_BUCKETS),
+        }
+    }
 }
 
 impl HubMetrics {
-    /// Records one ACK's latency.
-    pub fn observe_ack(&self, latency: Duration) {
-        let s = latency.as_secs_f64();
-        let i = BUCKETS.iter().position(|b| s <= *b).unwrap_or(BUCKETS.len());
-        self.ack_latency[i].fetch_add(1, Ordering::Relaxed);
-        self.ack_latency_sum_us.fetch_add(latency.as_micros() as u64, Ordering::Relaxed);
+    /// Records one ACK's latency. (prometheus-client's histogram takes a
+    /// short lock per observation; the counters beside it are atomics.)
+    pub(crate) fn observe_ack(&self, latency: Duration) {
+        self.ack_latency.observe(latency.as_secs_f64());
     }
 
-    /// Prometheus text exposition.
-    pub fn render(&self, out: &mut String) {
-        let g = |a: &AtomicI64| a.load(Ordering::Relaxed);
-        let c = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let mut line = |name: &str, kind: &str, help: &str, value: String| {
-            let _ = writeln!(out, "# HELP edgehive_cloudhub_{name} {help}\n# TYPE edgehive_cloudhub_{name} {kind}");
-            let _ = writeln!(out, "edgehive_cloudhub_{name} {value}");
-        };
-        line("connected_nodes", "gauge", "Nodes with a live session.", g(&self.connected).to_string());
-        line("queued_messages", "gauge", "ACK-mode messages waiting or in flight.", g(&self.queued).to_string());
-        line("sessions_total", "counter", "Sessions started.", c(&self.sessions).to_string());
-        line(
-            "keepalive_expired_total",
-            "counter",
-            "Sessions ended without keepalive.",
-            c(&self.keepalive_expired).to_string(),
-        );
-        line("replaced_total", "counter", "Sessions replaced by a newer connection.", c(&self.replaced).to_string());
-        line("sent_total", "counter", "ACK-mode messages sent.", c(&self.sent).to_string());
-        line("retries_total", "counter", "ACK-mode messages resent.", c(&self.resent).to_string());
-        line("acks_total", "counter", "ACKs received.", c(&self.acked).to_string());
-        line("sent_noack_total", "counter", "NO-ACK messages written.", c(&self.sent_no_ack).to_string());
-        line(
-            "skipped_stale_total",
-            "counter",
-            "Messages not sent: the edge has them.",
-            c(&self.skipped_stale).to_string(),
-        );
-        line("upstream_total", "counter", "Upstream messages passed on.", c(&self.upstream).to_string());
-        line("malformed_total", "counter", "Messages refused as malformed.", c(&self.malformed).to_string());
-        let _ = writeln!(out, "# HELP edgehive_cloudhub_refused_total Connections refused.");
-        let _ = writeln!(out, "# TYPE edgehive_cloudhub_refused_total counter");
-        let _ = writeln!(out, "edgehive_cloudhub_refused_total{{reason=\"identity\"}} {}", c(&self.refused_identity));
-        let _ = writeln!(out, "edgehive_cloudhub_refused_total{{reason=\"node_limit\"}} {}", c(&self.refused_limit));
-        let _ = writeln!(out, "edgehive_cloudhub_refused_total{{reason=\"revoked\"}} {}", c(&self.refused_revoked));
-        let _ = writeln!(out, "# HELP edgehive_cloudhub_dropped_total Messages dropped (recovered from the store).");
-        let _ = writeln!(out, "# TYPE edgehive_cloudhub_dropped_total counter");
-        let _ = writeln!(out, "edgehive_cloudhub_dropped_total{{reason=\"offline\"}} {}", c(&self.dropped_offline));
-        let _ = writeln!(out, "edgehive_cloudhub_dropped_total{{reason=\"full\"}} {}", c(&self.dropped_full));
-        let _ = writeln!(out, "# HELP edgehive_cloudhub_ack_latency_seconds First send to ACK.");
-        let _ = writeln!(out, "# TYPE edgehive_cloudhub_ack_latency_seconds histogram");
-        let mut cum = 0;
-        for (i, b) in BUCKETS.iter().enumerate() {
-            cum += c(&self.ack_latency[i]);
-            let _ = writeln!(out, "edgehive_cloudhub_ack_latency_seconds_bucket{{le=\"{b}\"}} {cum}");
-        }
-        cum += c(&self.ack_latency[BUCKETS.len()]);
-        let _ = writeln!(out, "edgehive_cloudhub_ack_latency_seconds_bucket{{le=\"+Inf\"}} {cum}");
-        let _ = writeln!(out, "edgehive_cloudhub_ack_latency_seconds_sum {}", c(&self.ack_latency_sum_us) as f64 / 1e6);
-        let _ = writeln!(out, "edgehive_cloudhub_ack_latency_seconds_count {cum}");
+    /// Registers the metrics in `registry` under the prefix `cloudhub`
+    /// (`edgehive_cloudhub_` in a process's registry).
+    ///
+    /// ```
+    /// use prometheus_client::{encoding::text::encode, registry::Registry};
+    /// let metrics = edgehive_cloudhub::HubMetrics::default();
+    /// let mut registry = Registry::with_prefix("edgehive");
+    /// metrics.register(&mut registry);
+    /// let mut text = String::new();
+    /// encode(&mut text, &registry).unwrap();
+    /// assert!(text.contains("\nedgehive_cloudhub_connected_nodes 0\n"));
+    /// assert!(text.contains("\nedgehive_cloudhub_refused_total{reason=\"node_limit\"} 0\n"));
+    /// ```
+    pub fn register(&self, registry: &mut Registry) {
+        let r = registry.sub_registry_with_prefix("cloudhub");
+        r.register("connected_nodes", "Nodes with a live session", self.connected.clone());
+        r.register("queued_messages", "ACK-mode messages waiting or in flight", self.queued.clone());
+        r.register("sessions", "Sessions started", self.sessions.clone());
+        r.register("keepalive_expired", "Sessions ended without keepalive", self.keepalive_expired.clone());
+        r.register("replaced", "Sessions replaced by a newer connection", self.replaced.clone());
+        r.register("sent", "ACK-mode messages sent", self.sent.clone());
+        r.register("retries", "ACK-mode messages resent", self.resent.clone());
+        r.register("acks", "ACKs received", self.acked.clone());
+        r.register("sent_noack", "NO-ACK messages written", self.sent_no_ack.clone());
+        r.register("skipped_stale", "Messages not sent: the edge has them", self.skipped_stale.clone());
+        r.register("upstream", "Upstream messages passed on", self.upstream.clone());
+        r.register("malformed", "Messages refused as malformed", self.malformed.clone());
+        r.register("refused", "Connections refused, by reason", self.refused.clone());
+        r.register("dropped", "Messages dropped (recovered from the store), by reason", self.dropped.clone());
+        r.register_with_unit("ack_latency", "First send to ACK", Unit::Seconds, self.ack_latency.clone());
     }
 }

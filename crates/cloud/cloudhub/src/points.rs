@@ -158,6 +158,22 @@ impl SuccessPoints {
         }
     }
 
+    /// What the node's store holds says its points are wrong: forgets, in
+    /// memory, every point of `node` whose object `held` does not list at
+    /// that version or newer (a store restored, emptied or rebuilt; a point
+    /// whose removal a crash kept from the store). Those objects are then
+    /// sent again when the node needs them. Returns how many went. The
+    /// stored copies stay until the node acknowledges or deletes those
+    /// objects again; every new session starts with an inventory, so they
+    /// are corrected again after a restart.
+    pub fn retain_held(&self, node: &str, held: &HashMap<UidKey, u64>) -> usize {
+        let n = self.node(node);
+        let mut n = lock(&n);
+        let before = n.len();
+        n.retain(|uid, rv| held.get(uid).is_some_and(|have| have >= rv));
+        before - n.len()
+    }
+
     /// Forgets every point of a deleted node, and its unwritten changes.
     /// The stored ones are SyncController's to remove: it keeps the full
     /// records, and removes the points of every node that no longer exists.

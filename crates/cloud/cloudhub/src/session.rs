@@ -16,7 +16,8 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 
-use crate::hub::Shared;
+use crate::hub::HubState;
+use crate::points::UidKey;
 use crate::pool::{AckPool, Delivery, Key, Offer, PointRef};
 use crate::rules::{self, Mode};
 
@@ -43,7 +44,7 @@ pub(crate) struct Session {
     pub(crate) rx: ConnRx,
     pub(crate) inbox: mpsc::Receiver<Message>,
     pub(crate) cancel: CancellationToken,
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<HubState>,
     pub(crate) ctx: Context,
 }
 
@@ -82,7 +83,7 @@ impl Session {
                     }
                     pool.due(now, &mut resend);
                     for m in resend.drain(..) {
-                        self.shared.metrics.resent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        self.shared.metrics.resent.inc();
                         if let Err(e) = self.tx.try_write(m) {
                             pool.retry_soon(&e.into_message().header.msg_id, now + TRANSPORT_RETRY);
                         }
@@ -92,7 +93,7 @@ impl Session {
             self.pump(&mut pool);
         };
         let left = (pool.waiting() + pool.in_flight()) as i64;
-        self.shared.metrics.queued.fetch_sub(left, std::sync::atomic::Ordering::Relaxed);
+        self.shared.metrics.queued.dec_by(left);
         if end == End::KeepaliveExpired {
             tracing::warn!(node = %self.node, interval = ?cfg.keepalive_interval, "no keepalive; ending the session");
             let _ = self.tx.close_with(keepalive_error(&self.node, cfg.keepalive_interval)).await;
@@ -105,7 +106,7 @@ impl Session {
     fn pump(&self, pool: &mut AckPool) {
         let now = Instant::now();
         while let Some(m) = pool.next(now) {
-            self.shared.metrics.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.shared.metrics.sent.inc();
             match self.tx.try_write(m) {
                 Ok(()) => {}
                 Err(WriteError::Full { message, .. }) => {
@@ -118,10 +119,9 @@ impl Session {
     }
 
     fn downstream(&self, mut m: Message, pool: &mut AckPool) {
-        use std::sync::atomic::Ordering::Relaxed;
         let metrics = &self.shared.metrics;
         let Ok(res) = ResourcePath::parse_cloud(&m.route.resource) else {
-            metrics.malformed.fetch_add(1, Relaxed);
+            metrics.malformed.inc();
             tracing::warn!(node = %self.node, resource = %m.route.resource, "downstream message with a malformed resource; dropped");
             return;
         };
@@ -136,8 +136,8 @@ impl Session {
         }
         if mode == Mode::NoAck {
             match self.tx.try_write(m) {
-                Ok(()) => metrics.sent_no_ack.fetch_add(1, Relaxed),
-                Err(_) => metrics.dropped_full.fetch_add(1, Relaxed),
+                Ok(()) => metrics.sent_no_ack.inc(),
+                Err(_) => metrics.dropped_full.inc(),
             };
             return;
         }
@@ -146,7 +146,7 @@ impl Session {
             Ok(rv) => rv,
             Err(_) if delete || m.route.operation == op::RESPONSE => 0,
             Err(_) => {
-                metrics.malformed.fetch_add(1, Relaxed);
+                metrics.malformed.inc();
                 tracing::warn!(node = %self.node, resource = %m.route.resource, rv = %m.header.resource_version,
                     "ACK-mode message without a numeric resourceversion; dropped");
                 return;
@@ -196,19 +196,36 @@ impl Session {
         }
         match pool.offer(Delivery { key, rv, delete, msg: m, point }, acked) {
             Offer::Queued => {
-                metrics.queued.fetch_add(1, Relaxed);
+                metrics.queued.inc();
             }
             Offer::Replaced | Offer::Stale => {
-                metrics.skipped_stale.fetch_add(1, Relaxed);
+                metrics.skipped_stale.inc();
             }
             Offer::Full => {
-                metrics.dropped_full.fetch_add(1, Relaxed);
+                metrics.dropped_full.inc();
             }
         }
     }
 
+    /// An inventory (docs/protocol.md §8) says what the node's store holds:
+    /// success points of objects it does not hold, or holds older, are
+    /// wrong and forgotten, so those objects are sent when needed. A bad
+    /// inventory changes nothing here (EdgeController refuses it).
+    fn correct_points(&self, m: &Message) {
+        let Ok(items) = edgehive_model::inventory::parse(&m.content) else { return };
+        let held: std::collections::HashMap<UidKey, u64> = items
+            .iter()
+            .filter(|i| !i.uid.is_empty())
+            .map(|i| (UidKey::of(&i.uid), i.resource_version.parse().unwrap_or(0)))
+            .collect();
+        let forgotten = self.shared.points.retain_held(&self.node, &held);
+        if forgotten > 0 {
+            tracing::warn!(node = %self.node, forgotten, held = held.len(),
+                "success points of objects the edge's store does not hold forgotten");
+        }
+    }
+
     async fn upstream(&self, m: Message, pool: &mut AckPool) {
-        use std::sync::atomic::Ordering::Relaxed;
         let metrics = &self.shared.metrics;
         match m.route.operation.as_str() {
             op::RESPONSE => {
@@ -216,8 +233,8 @@ impl Session {
                     tracing::debug!(node = %self.node, parent = %m.header.parent_msg_id, "response to nothing in flight");
                     return;
                 };
-                metrics.acked.fetch_add(1, Relaxed);
-                metrics.queued.fetch_sub(1, Relaxed);
+                metrics.acked.inc();
+                metrics.queued.dec();
                 metrics.observe_ack(acked.latency);
                 if let Some(p) = &acked.delivery.point {
                     if acked.delivery.delete {
@@ -235,10 +252,13 @@ impl Session {
             _ => {}
         }
         if ResourcePath::parse_wire(&m.route.resource).is_err() {
-            metrics.malformed.fetch_add(1, Relaxed);
+            metrics.malformed.inc();
             tracing::warn!(node = %self.node, resource = %m.route.resource, "upstream message with a malformed resource");
             let _ = self.tx.try_write(m.error_response(&format!("malformed resource {:?}", m.route.resource)));
             return;
+        }
+        if m.route.operation == op::INVENTORY {
+            self.correct_points(&m);
         }
         let target = match m.route.source.as_str() {
             source::TWIN => source::DEVICECONTROLLER,
@@ -251,7 +271,7 @@ impl Session {
         fwd.route.resource = Text::from(edgehive_model::resource::add_node_prefix(&self.node, &fwd.route.resource));
         match timeout(UPSTREAM_DEADLINE, self.ctx.send(target, fwd)).await {
             Ok(Ok(())) => {
-                metrics.upstream.fetch_add(1, Relaxed);
+                metrics.upstream.inc();
             }
             Ok(Err(e)) => {
                 tracing::warn!(node = %self.node, target, error = %e, "upstream message not delivered");

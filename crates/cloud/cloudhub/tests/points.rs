@@ -58,3 +58,28 @@ async fn writes_are_paced_then_flushed_and_survive_a_restart() {
     assert_eq!(again.get("edge-1", "uid-3"), Some(7));
     store.close().await;
 }
+
+/// An edge's inventory is the truth about its store: points of objects it
+/// does not hold, or holds older, are forgotten (a point whose removal a
+/// crash kept from the store would otherwise keep the object from ever
+/// being sent again); points of what it holds stay, and other nodes' too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inventory_forgets_the_points_of_what_the_edge_does_not_hold() {
+    use edgehive_cloudhub::points::UidKey;
+    let dir = TempDir::new("cloudhub-points-inventory");
+    let store = open(&dir).await;
+    let points = SuccessPoints::load(store.clone()).await.unwrap();
+    let (a, b) = (Text::from("edge-a"), Text::from("edge-b"));
+    for i in 0..4 {
+        points.record(&a, &point(i), 10);
+    }
+    points.record(&b, &point(0), 10);
+    let held: std::collections::HashMap<UidKey, u64> =
+        [(UidKey::of("uid-0"), 10), (UidKey::of("uid-1"), 12), (UidKey::of("uid-2"), 9)].into();
+    assert_eq!(points.retain_held("edge-a", &held), 2, "uid-2 is older there, uid-3 is not there");
+    assert_eq!(points.get("edge-a", "uid-0"), Some(10));
+    assert_eq!(points.get("edge-a", "uid-1"), Some(10));
+    assert_eq!((points.get("edge-a", "uid-2"), points.get("edge-a", "uid-3")), (None, None));
+    assert_eq!(points.get("edge-b", "uid-0"), Some(10), "another node's points stay");
+    store.close().await;
+}

@@ -102,11 +102,16 @@ async fn a_token_without_an_id_or_record_or_past_its_record_is_refused() {
     // A damaged record is logged and refuses, never accepts.
     let (token, record) = f.creds.create_token(&spec(Duration::from_secs(3600), &[]), now()).await.unwrap();
     f.store
-        .update_with(&SECRETS, TOKEN_NAMESPACE, &format!("bootstrap-token-{}", record.id), |cur| {
-            let mut v = cur.to_value()?;
-            v["data"]["expiration"] = json!("!!!");
-            Ok(Some(v))
-        })
+        .update_with::<_, edgehive_store::StoreError>(
+            &SECRETS,
+            TOKEN_NAMESPACE,
+            &format!("bootstrap-token-{}", record.id),
+            |cur| {
+                let mut v = cur.to_value()?;
+                v["data"]["expiration"] = json!("!!!");
+                Ok(Some(v))
+            },
+        )
         .await
         .unwrap();
     let e = f.creds.authorize_join(&claims(&f, &token), "edge-1", now()).await.unwrap_err();
@@ -179,7 +184,7 @@ async fn only_the_recorded_certificates_of_a_node_are_accepted() {
     f.creds.check_certificate("edge-2", "e5").await.unwrap();
     // A damaged record locks the node out rather than letting anything in.
     f.store
-        .update_with(&SECRETS, NODE_NAMESPACE, "edge-2", |cur| {
+        .update_with::<_, edgehive_store::StoreError>(&SECRETS, NODE_NAMESPACE, "edge-2", |cur| {
             let mut v = cur.to_value()?;
             v["type"] = json!("Opaque");
             Ok(Some(v))

@@ -1,7 +1,6 @@
 //! The controller task: store changes in, downstream messages out.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use edgehive_beehive::{Context, ModuleContext};
@@ -154,7 +153,7 @@ impl Controller {
     async fn send(&self, msg: Message) {
         match tokio::time::timeout(SEND_DEADLINE, self.ctx.send(source::CLOUDHUB, msg)).await {
             Ok(Ok(())) => {
-                self.metrics.downstream.fetch_add(1, Relaxed);
+                self.metrics.downstream.inc();
             }
             Ok(Err(e)) => tracing::warn!(error = %e, "downstream message not taken by cloudhub"),
             Err(_) => tracing::warn!("cloudhub did not take a downstream message in time"),
@@ -510,7 +509,7 @@ impl Controller {
             .await;
         match result {
             Ok(_) if marked => {
-                self.metrics.not_ready.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.metrics.not_ready.inc();
                 Ok(true)
             }
             Ok(_) | Err(StoreError::NotFound { .. }) => Ok(false),

@@ -19,60 +19,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use edgehive_model::{Content, ResourcePath, resource_type as rt, well_known};
-use serde::Deserialize;
+use edgehive_model::{ResourcePath, resource_type as rt, well_known};
 
-/// Most items an inventory may list: an edgehive edge sends at most this
-/// many (10,000 keys of the longest names fit one 8 MiB frame).
-pub const MAX_ITEMS: usize = 10_000;
-
-/// One stored object, as the edge lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Item {
-    /// The wire resource, `{namespace}/{type}/{name}`.
-    pub key: String,
-    /// `metadata.uid` (empty when the row has none).
-    #[serde(default)]
-    pub uid: String,
-    /// `metadata.resourceVersion` (empty when the row has none).
-    #[serde(default, rename = "resourceVersion")]
-    pub resource_version: String,
-}
-
-#[derive(Debug, Deserialize)]
-struct Inventory {
-    #[serde(deserialize_with = "bounded")]
-    items: Vec<Item>,
-}
-
-/// The items, refused as soon as there are more than [`MAX_ITEMS`] (a
-/// hostile list of tiny items never grows past the bound in memory).
-fn bounded<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Item>, D::Error> {
-    struct Items;
-    impl<'de> serde::de::Visitor<'de> for Items {
-        type Value = Vec<Item>;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "a list of at most {MAX_ITEMS} items")
-        }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Item>, A::Error> {
-            let mut out = Vec::new();
-            while let Some(item) = seq.next_element::<Item>()? {
-                if out.len() == MAX_ITEMS {
-                    return Err(serde::de::Error::custom(format!("more than {MAX_ITEMS} items")));
-                }
-                out.push(item);
-            }
-            Ok(out)
-        }
-    }
-    d.deserialize_seq(Items)
-}
-
-/// Reads an inventory message's content; the reason when it is not one.
-pub fn parse(content: &Content) -> Result<Vec<Item>, String> {
-    let inv: Inventory = content.decode().map_err(|e| format!("an inventory is {{\"items\": [...]}}: {e}"))?;
-    Ok(inv.items)
-}
+pub use edgehive_model::inventory::{Item, MAX_ITEMS, parse};
 
 /// An object the node should hold: its key, and the uid and version the
 /// cloud has now.
@@ -179,19 +128,5 @@ mod tests {
     fn a_store_ahead_of_its_points_needs_nothing() {
         let p = plan(&[item("default/pod/a", "u1", "9")], &[wanted("default/pod/a", "u1", 5)]);
         assert_eq!(p, Plan::default());
-    }
-
-    #[test]
-    fn inventories_parse_and_are_bounded() {
-        let c =
-            Content::from_json(r#"{"items":[{"key":"default/pod/a","uid":"u","resourceVersion":"1"},{"key":"x"}]}"#)
-                .unwrap();
-        let items = parse(&c).unwrap();
-        assert_eq!(items[1], item("x", "", ""));
-        assert!(parse(&Content::string("nope")).is_err());
-        assert!(parse(&Content::from_json(r#"{"items":{}}"#).unwrap()).is_err());
-        let many = format!(r#"{{"items":[{}]}}"#, vec![r#"{"key":"k"}"#; MAX_ITEMS + 1].join(","));
-        let err = parse(&Content::from_json(&many).unwrap()).unwrap_err();
-        assert!(err.contains("more than 10000 items"), "{err}");
     }
 }

@@ -71,7 +71,8 @@ impl EdgeController {
         self
     }
 
-    /// Counters for Prometheus.
+    /// Its counters, to register in the process's registry
+    /// ([`Metrics::register`]).
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }

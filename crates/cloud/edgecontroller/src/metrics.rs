@@ -1,36 +1,45 @@
-//! EdgeController's counters, exported as Prometheus text.
+//! EdgeController's metrics: what crosses between the store and the edges,
+//! and what is refused. Each counter is one atomic (prometheus-client's);
+//! [`Metrics::register`] exports them.
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
 
-/// Counters an operator watches.
+/// EdgeController's counters. The controller updates them; read them by
+/// registering them ([`Metrics::register`]) and encoding the registry.
 #[derive(Debug, Default)]
 pub struct Metrics {
     /// Messages handed to CloudHub.
-    pub downstream: AtomicU64,
+    pub(crate) downstream: Counter,
     /// Upstream messages handled.
-    pub upstream: AtomicU64,
+    pub(crate) upstream: Counter,
     /// Upstream requests refused by the NodeRestriction rule.
-    pub forbidden: AtomicU64,
+    pub(crate) forbidden: Counter,
     /// Upstream requests refused as malformed or unsupported.
-    pub invalid: AtomicU64,
+    pub(crate) invalid: Counter,
     /// Nodes marked NotReady for want of heartbeats.
-    pub not_ready: AtomicU64,
+    pub(crate) not_ready: Counter,
 }
 
 impl Metrics {
-    /// Prometheus text exposition.
-    pub fn render(&self, out: &mut String) {
-        for (name, help, v) in [
-            ("downstream_total", "Messages handed to CloudHub.", &self.downstream),
-            ("upstream_total", "Upstream messages handled.", &self.upstream),
-            ("forbidden_total", "Upstream requests refused: not the node's object.", &self.forbidden),
-            ("invalid_total", "Upstream requests refused as malformed or unsupported.", &self.invalid),
-            ("node_not_ready_total", "Nodes marked NotReady for want of heartbeats.", &self.not_ready),
-        ] {
-            let _ = writeln!(out, "# HELP edgehive_edgecontroller_{name} {help}");
-            let _ = writeln!(out, "# TYPE edgehive_edgecontroller_{name} counter");
-            let _ = writeln!(out, "edgehive_edgecontroller_{name} {}", v.load(Ordering::Relaxed));
-        }
+    /// Registers the counters in `registry` under the prefix
+    /// `edgecontroller` (`edgehive_edgecontroller_` in a process's registry).
+    ///
+    /// ```
+    /// use prometheus_client::{encoding::text::encode, registry::Registry};
+    /// let metrics = edgehive_edgecontroller::Metrics::default();
+    /// let mut registry = Registry::with_prefix("edgehive");
+    /// metrics.register(&mut registry);
+    /// let mut text = String::new();
+    /// encode(&mut text, &registry).unwrap();
+    /// assert!(text.contains("\nedgehive_edgecontroller_forbidden_total 0\n"));
+    /// ```
+    pub fn register(&self, registry: &mut Registry) {
+        let r = registry.sub_registry_with_prefix("edgecontroller");
+        r.register("downstream", "Messages handed to CloudHub", self.downstream.clone());
+        r.register("upstream", "Upstream messages handled", self.upstream.clone());
+        r.register("forbidden", "Upstream requests refused: not the node's object", self.forbidden.clone());
+        r.register("invalid", "Upstream requests refused as malformed or unsupported", self.invalid.clone());
+        r.register("node_not_ready", "Nodes marked NotReady for want of heartbeats", self.not_ready.clone());
     }
 }

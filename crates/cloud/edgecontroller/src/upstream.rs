@@ -7,11 +7,8 @@
 //! (403, 400, 422, or the store's) in that shape, so that EdgeCore reads it
 //! as a failure (docs/protocol.md §6).
 
-use std::sync::atomic::Ordering::Relaxed;
-
-use edgehive_apiserver::status::{ApiError, Cause};
-use edgehive_apiserver::validation::{self, FieldError};
 use edgehive_model::{Content, Message, ResourcePath, Text, op, resource_type as rt, source};
+use edgehive_registry::status::ApiError;
 use edgehive_store::resources::{CONFIGMAPS, EVENTS, LEASES, NODES, PODS, ResourceDef, SECRETS, SERVICE_ACCOUNTS};
 use edgehive_store::{DeleteOptions, Object, StoreError};
 use serde::Serialize;
@@ -258,28 +255,15 @@ impl Controller {
         name: &str,
         mut change: impl FnMut(&Object, &Value) -> Result<Option<Value>, Refusal>,
     ) -> Result<Object, Refusal> {
-        let mut refusal = None;
-        let result = self
-            .store
+        self.store
             .update_with(res, ns, name, |cur| {
                 let old = cur.value()?;
-                let outcome = change(cur, old).and_then(|new| match new {
+                match change(cur, old)? {
                     Some(mut new) => admit_update(res, old, &mut new).map(|()| Some(new)),
                     None => Ok(None),
-                });
-                match outcome {
-                    Ok(new) => Ok(new),
-                    Err(r) => {
-                        refusal = Some(r);
-                        Ok(None)
-                    }
                 }
             })
-            .await;
-        match refusal {
-            Some(r) => Err(r),
-            None => Ok(result?),
-        }
+            .await
     }
 
     /// A strategic merge patch (kubelet's node and pod status patches),
@@ -307,7 +291,7 @@ impl Controller {
                 }));
             }
             let mut new = old.clone();
-            edgehive_apiserver::patch::strategic_merge_patch(&mut new, patch, res.group, res.kind)
+            edgehive_registry::patch::strategic_merge_patch(&mut new, patch, res.group, res.kind)
                 .map_err(|e| Refusal::BadRequest(format!("patch does not apply: {e}")))?;
             allowed(old, &new).map_err(Refusal::Forbidden)?;
             Ok(Some(new))
@@ -334,7 +318,7 @@ impl Controller {
             tracing::warn!(resource = %m.route.resource, "upstream message without node/{{node}}/ resource; ignored");
             return;
         };
-        self.metrics.upstream.fetch_add(1, Relaxed);
+        self.metrics.upstream.inc();
         let node = res.node.clone();
         let result = self.handle(&node, &res.path, &m).await;
         let ty = res.path.resource_type.as_str();
@@ -359,15 +343,15 @@ impl Controller {
         };
         match &refusal {
             Refusal::Forbidden(why) => {
-                self.metrics.forbidden.fetch_add(1, Relaxed);
+                self.metrics.forbidden.inc();
                 tracing::warn!(node = %node, operation = %m.route.operation, resource = %res.path, %why, "refused: not this node's");
             }
             Refusal::BadRequest(why) => {
-                self.metrics.invalid.fetch_add(1, Relaxed);
+                self.metrics.invalid.inc();
                 tracing::warn!(node = %node, operation = %m.route.operation, resource = %res.path, %why, "refused: invalid request");
             }
             Refusal::Invalid(e) => {
-                self.metrics.invalid.fetch_add(1, Relaxed);
+                self.metrics.invalid.inc();
                 tracing::warn!(node = %node, operation = %m.route.operation, resource = %res.path, why = %e.message, "refused: invalid request");
             }
             Refusal::Store(e) => {
@@ -765,41 +749,12 @@ fn patch_of(m: &Message) -> Result<Value, Refusal> {
 
 /// Defaults and create validation, as the API server applies them.
 fn admit_create(res: &ResourceDef, v: &mut Value) -> Result<(), Refusal> {
-    edgehive_apiserver::defaults::apply_defaults(res.group, res.kind, v);
-    refuse_invalid(res, v, validation::validate_create(res.group, res.kind, v))
+    edgehive_registry::admit::create(res, v).map_err(Refusal::Invalid)
 }
 
-/// Defaults and update validation, as the API server applies them. The
-/// stored object is compared with its defaults filled in too: one written
-/// by a controller without them must not look changed by the edge.
+/// Defaults and update validation, as the API server applies them.
 fn admit_update(res: &ResourceDef, old: &Value, new: &mut Value) -> Result<(), Refusal> {
-    edgehive_apiserver::defaults::apply_defaults(res.group, res.kind, new);
-    let mut old = old.clone();
-    edgehive_apiserver::defaults::apply_defaults(res.group, res.kind, &mut old);
-    refuse_invalid(res, new, validation::validate_update(res.group, res.kind, new, &old))
-}
-
-/// Kubernetes' message for a refused write: `Pod "x" is invalid: ...`, or
-/// the decoder's for a wrong JSON type.
-fn refuse_invalid(res: &ResourceDef, v: &Value, errors: Vec<FieldError>) -> Result<(), Refusal> {
-    if errors.is_empty() {
-        return Ok(());
-    }
-    if let Some(e) = errors.iter().find(|e| e.is_decode_error()) {
-        let kind = res.kind;
-        return Err(Refusal::Invalid(ApiError::bad_request(format!(
-            "{kind} in version {:?} cannot be handled as a {kind}: {}",
-            res.api_version(),
-            e.message()
-        ))));
-    }
-    let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-    let list: Vec<String> = errors.iter().map(FieldError::message).collect();
-    let causes = errors
-        .iter()
-        .map(|e| Cause { reason: e.kind.reason().to_owned(), message: e.body(), field: e.field.clone() })
-        .collect();
-    Err(Refusal::Invalid(ApiError::invalid_with_summary(res.kind, res.group, name, causes, &list)))
+    edgehive_registry::admit::update(res, new, old).map_err(Refusal::Invalid)
 }
 
 fn own(node: &str, name: &str, what: &str) -> Result<(), Refusal> {

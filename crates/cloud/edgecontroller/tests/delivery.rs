@@ -106,7 +106,7 @@ async fn lost_acks_cause_resends_and_the_object_is_applied_once() {
     assert_eq!(sends.len(), 3, "no send after the ACK");
     assert!(sends.iter().all(|m| m.header.msg_id == sends[0].header.msg_id), "resends carry the same msg_id");
     assert_eq!(edge.db.lock().unwrap().len(), 1, "stored once");
-    assert!(cloud.hub.metrics().resent.load(Ordering::Relaxed) >= 2);
+    assert!(cloud.metric("edgehive_cloudhub_retries_total") >= 2);
     cloud.stop().await;
 }
 
@@ -160,7 +160,7 @@ async fn an_offline_node_gets_only_what_changed_after_reconnecting() {
     cloud.touch_pod("p7", "x").await;
     cloud.pod("p20", "edge-1", None).await;
     eventually("nothing queued for an offline node", WAIT, || {
-        cloud.hub.metrics().dropped_offline.load(Ordering::Relaxed) >= 3
+        cloud.metric("edgehive_cloudhub_dropped_total{reason=\"offline\"}") >= 3
     })
     .await;
 
@@ -420,11 +420,11 @@ async fn a_secret_no_pod_of_a_node_uses_is_not_sent_there_again() {
     })
     .await;
     // Rotations: none reaches the node, through several sync ticks.
-    let ticks = cloud.sync.metrics().ticks.load(Ordering::Relaxed);
+    let ticks = cloud.metric("edgehive_synccontroller_ticks_total");
     for v in ["djI=", "djM=", "djQ="] {
         cloud
             .store
-            .update_with(&SECRETS, "default", "creds", |cur| {
+            .update_with::<_, edgehive_store::StoreError>(&SECRETS, "default", "creds", |cur| {
                 let mut s = cur.to_value()?;
                 s["data"]["p"] = json!(v);
                 Ok(Some(s))
@@ -432,7 +432,7 @@ async fn a_secret_no_pod_of_a_node_uses_is_not_sent_there_again() {
             .await
             .unwrap();
     }
-    eventually("three sync ticks", WAIT, || cloud.sync.metrics().ticks.load(Ordering::Relaxed) >= ticks + 3).await;
+    eventually("three sync ticks", WAIT, || cloud.metric("edgehive_synccontroller_ticks_total") >= ticks + 3).await;
     let sent: Vec<String> = edge
         .receipts("default/secret/creds")
         .iter()
@@ -515,7 +515,7 @@ async fn an_edge_store_emptied_or_restored_is_made_whole_from_its_inventory() {
 async fn update_cfg_and_wait(cloud: &Cloud, edge: &Edge) {
     cloud
         .store
-        .update_with(&CONFIGMAPS, "default", "cfg", |cur| {
+        .update_with::<_, edgehive_store::StoreError>(&CONFIGMAPS, "default", "cfg", |cur| {
             let mut v = cur.to_value()?;
             v["data"]["a"] = json!("2");
             Ok(Some(v))

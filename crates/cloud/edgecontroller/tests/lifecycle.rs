@@ -126,7 +126,7 @@ async fn unbound_pods_go_to_the_least_loaded_matching_ready_edge_node() {
     // A node that starts to match takes it.
     cloud
         .store
-        .update_with(&NODES, "", "a", |cur| {
+        .update_with::<_, edgehive_store::StoreError>(&NODES, "", "a", |cur| {
             let mut v = cur.to_value()?;
             v["metadata"]["labels"]["zone"] = json!("z");
             Ok(Some(v))

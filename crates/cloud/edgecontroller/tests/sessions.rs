@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::*;
@@ -26,7 +25,7 @@ async fn a_certificate_for_another_node_is_refused_with_a_reason() {
     let why = refusal.content.as_text().unwrap().into_owned();
     assert!(why.contains("does not match the client certificate") && why.contains("system:node:edge-1"), "{why}");
     assert!(tokio::time::timeout(WAIT, rx.recv()).await.unwrap().is_none(), "then the connection closes");
-    assert_eq!(cloud.hub.metrics().refused_identity.load(Ordering::Relaxed), 1);
+    assert_eq!(cloud.metric("edgehive_cloudhub_refused_total{reason=\"identity\"}"), 1);
     assert!(cloud.hub.connected_nodes().is_empty());
     // The right certificate still works.
     let _ok = Edge::connect(&cloud, "edge-1").await;
@@ -56,10 +55,10 @@ async fn the_node_limit_refuses_with_a_reason_and_spares_known_nodes() {
     let refusal = tokio::time::timeout(WAIT, rx.recv()).await.unwrap().unwrap();
     assert!(refusal.content.as_text().unwrap().contains("at most 1 nodes"));
     assert!(tokio::time::timeout(WAIT, rx.recv()).await.unwrap().is_none());
-    assert_eq!(cloud.hub.metrics().refused_limit.load(Ordering::Relaxed), 1);
+    assert_eq!(cloud.metric("edgehive_cloudhub_refused_total{reason=\"node_limit\"}"), 1);
     // A node already connected may reconnect at the limit (it replaces itself).
     let again = Edge::connect(&cloud, "edge-1").await;
-    eventually("replaced", WAIT, || cloud.hub.metrics().replaced.load(Ordering::Relaxed) == 1).await;
+    eventually("replaced", WAIT, || cloud.metric("edgehive_cloudhub_replaced_total") == 1).await;
     assert_eq!(cloud.hub.connected_nodes(), ["edge-1"]);
     drop(again);
     cloud.stop().await;
@@ -72,12 +71,12 @@ async fn a_newer_connection_replaces_the_old_and_gets_the_deliveries() {
     let old = Edge::connect(&cloud, "edge-1").await;
     eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
     let new = Edge::connect(&cloud, "edge-1").await;
-    eventually("replaced", WAIT, || cloud.hub.metrics().replaced.load(Ordering::Relaxed) == 1).await;
+    eventually("replaced", WAIT, || cloud.metric("edgehive_cloudhub_replaced_total") == 1).await;
     eventually("old connection closed", WAIT, || old.tx.is_closed()).await;
     cloud.pod("web", "edge-1", None).await;
     eventually("pod on the new connection", WAIT, || new.has("default/pod/web").is_some()).await;
     assert_eq!(cloud.hub.connected_nodes(), ["edge-1"], "still one session, not a disconnect");
-    assert_eq!(cloud.hub.metrics().connected.load(Ordering::Relaxed), 1);
+    assert_eq!(cloud.metric("edgehive_cloudhub_connected_nodes"), 1);
     cloud.stop().await;
 }
 
@@ -106,7 +105,7 @@ async fn a_session_without_keepalive_expires() {
     .await;
     assert!(end.is_ok(), "the session ends");
     eventually("disconnected", WAIT, || cloud.hub.connected_nodes().is_empty()).await;
-    assert_eq!(cloud.hub.metrics().keepalive_expired.load(Ordering::Relaxed), 1);
+    assert_eq!(cloud.metric("edgehive_cloudhub_keepalive_expired_total"), 1);
     cloud.stop().await;
 }
 
@@ -127,7 +126,7 @@ async fn an_edge_that_agreed_on_ping_keepalive_stays_with_pings_alone() {
     let ended = tokio::time::timeout(Duration::from_millis(1500), rx.recv()).await;
     assert!(ended.is_err(), "the session stays: {ended:?}");
     assert_eq!(cloud.hub.connected_nodes().len(), 1);
-    assert_eq!(cloud.hub.metrics().keepalive_expired.load(Ordering::Relaxed), 0);
+    assert_eq!(cloud.metric("edgehive_cloudhub_keepalive_expired_total"), 0);
     cloud.stop().await;
 }
 
@@ -171,7 +170,7 @@ async fn a_node_may_touch_only_what_is_its_own() {
     }
     let a = Edge::connect(&cloud, "a").await;
     eventually("a has its pod", WAIT, || a.has("default/pod/a-pod").is_some()).await;
-    let forbidden_before = cloud.controller.metrics().forbidden.load(Ordering::Relaxed);
+    let forbidden_before = cloud.metric("edgehive_edgecontroller_forbidden_total");
 
     // Its own secret: answered with the object.
     let own = ask(&a, req("query", "default/secret/a-data", json!(null))).await;
@@ -196,7 +195,7 @@ async fn a_node_may_touch_only_what_is_its_own() {
     assert_eq!(no.route.operation, "error");
     assert_eq!(cloud.store.get(&NODES, "", "b").await.unwrap().rev(), b_node.rev());
     assert_eq!(cloud.store.get(&PODS, "default", "b-pod").await.unwrap().rev(), b_pod.rev());
-    assert_eq!(cloud.controller.metrics().forbidden.load(Ordering::Relaxed) - forbidden_before, 4);
+    assert_eq!(cloud.metric("edgehive_edgecontroller_forbidden_total") - forbidden_before, 4);
 
     // The session goes on: its own pod status is applied.
     let a_pod = cloud.store.get(&PODS, "default", "a-pod").await.unwrap();
@@ -298,13 +297,13 @@ async fn a_node_gets_service_account_tokens_for_its_own_pods_only() {
     let tr = answer.content.to_value();
     assert_eq!(tr["kind"], "TokenRequest");
     let token = tr["status"]["token"].as_str().unwrap();
-    let id = cloud.tokens.verify(token, time::OffsetDateTime::now_utc()).unwrap();
+    let id = cloud.tokens.verify(token, &["api"], time::OffsetDateTime::now_utc()).unwrap();
     assert_eq!(id.user(), "system:serviceaccount:default:default");
     assert!(tr["status"]["expirationTimestamp"].is_string());
     // The namespace's `default` account exists now.
     cloud.store.get(&SERVICE_ACCOUNTS, "default", "default").await.unwrap();
 
-    let forbidden_before = cloud.controller.metrics().forbidden.load(Ordering::Relaxed);
+    let forbidden_before = cloud.metric("edgehive_edgecontroller_forbidden_total");
     let refused = [
         // B's pod.
         ("default/serviceaccounttoken/default", token_request("b-pod", &uids["b"])),
@@ -320,7 +319,7 @@ async fn a_node_gets_service_account_tokens_for_its_own_pods_only() {
         assert_eq!(no.route.operation, "error", "{res} {body}");
         assert!(no.content.as_text().unwrap().contains("forbidden"), "{:?}", no.content.as_text());
     }
-    assert_eq!(cloud.controller.metrics().forbidden.load(Ordering::Relaxed) - forbidden_before, 4);
+    assert_eq!(cloud.metric("edgehive_edgecontroller_forbidden_total") - forbidden_before, 4);
     // An account that does not exist: NotFound, as Kubernetes answers.
     let missing =
         ask(&a, req("query", "default/serviceaccounttoken/builder", token_request("a2-pod", &uids["a2"]))).await;
@@ -391,7 +390,7 @@ async fn the_podpatch_attack_fails_at_each_step() {
         a.has("default/pod/a-pod").is_some() && b.has("default/pod/b-pod").is_some()
     })
     .await;
-    let forbidden_before = cloud.controller.metrics().forbidden.load(Ordering::Relaxed);
+    let forbidden_before = cloud.metric("edgehive_edgecontroller_forbidden_total");
 
     // 1. Mount the secret into its own pod.
     let mount = json!({"spec": {"volumes": [{"name": "steal", "secret": {"secretName": "db-password"}}],
@@ -439,7 +438,7 @@ async fn the_podpatch_attack_fails_at_each_step() {
         .await,
     );
     assert!(why.contains("\"Spec\""), "{why}");
-    assert_eq!(cloud.controller.metrics().forbidden.load(Ordering::Relaxed) - forbidden_before, 12);
+    assert_eq!(cloud.metric("edgehive_edgecontroller_forbidden_total") - forbidden_before, 12);
 
     // Nothing changed: the pod is as the API made it, b got nothing of a's.
     let now = cloud.store.get(&PODS, "default", "a-pod").await.unwrap();
@@ -448,10 +447,10 @@ async fn the_podpatch_attack_fails_at_each_step() {
     assert!(a.has("default/secret/db-password").is_none());
 
     // A status that does not validate is refused as the API refuses it.
-    let invalid_before = cloud.controller.metrics().invalid.load(Ordering::Relaxed);
+    let invalid_before = cloud.metric("edgehive_edgecontroller_invalid_total");
     let why = refused(&ask(&a, podpatch("a-pod", json!({"status": {"podIP": 5}}))).await);
     assert!(why.contains("cannot be handled as a Pod"), "{why}");
-    assert_eq!(cloud.controller.metrics().invalid.load(Ordering::Relaxed) - invalid_before, 1);
+    assert_eq!(cloud.metric("edgehive_edgecontroller_invalid_total") - invalid_before, 1);
     // A uid precondition for a pod since replaced: a conflict.
     let why = refused(
         &ask(&a, podpatch("a-pod", json!({"metadata": {"uid": "another"}, "status": {"phase": "Running"}}))).await,
@@ -476,7 +475,7 @@ async fn a_node_sets_only_kubelet_labels_and_keeps_its_lease_in_kube_node_lease(
     cloud.ready_edge_node("a", json!({})).await;
     cloud
         .store
-        .update_with(&NODES, "", "a", |cur| {
+        .update_with::<_, edgehive_store::StoreError>(&NODES, "", "a", |cur| {
             let mut v = cur.to_value()?;
             v["spec"] = json!({"unschedulable": false, "taints": [{"key": "dedicated", "value": "ops", "effect": "NoSchedule"}]});
             Ok(Some(v))
@@ -601,7 +600,7 @@ async fn revoked_and_replaced_certificates_are_refused_at_connect() {
     cloud.credentials.revoke_node("edge-1", now).await.unwrap();
     let why = refusal_of(new).await;
     assert!(why.contains("revoked"), "{why}");
-    assert_eq!(cloud.hub.metrics().refused_revoked.load(Ordering::Relaxed), 2);
+    assert_eq!(cloud.metric("edgehive_cloudhub_refused_total{reason=\"revoked\"}"), 2);
     assert!(cloud.hub.connected_nodes().contains(&"edge-2".to_owned()));
     drop(ok);
     cloud.stop().await;
@@ -718,7 +717,7 @@ async fn pod_deletion_is_answered_ok_also_once_the_pod_is_gone() {
     assert!(cloud.store.get(&PODS, "default", "web").await.is_err());
 
     // Another node's pod: Forbidden, and it stays.
-    let forbidden_before = cloud.controller.metrics().forbidden.load(Ordering::Relaxed);
+    let forbidden_before = cloud.metric("edgehive_edgecontroller_forbidden_total");
     let no = ask(&a, confirm("other", other.uid().unwrap())).await;
     assert_eq!(
         no.content.as_json(),
@@ -728,7 +727,7 @@ async fn pod_deletion_is_answered_ok_also_once_the_pod_is_gone() {
     assert_eq!(refusal_status(&no)["code"], 403);
     assert!(refused(&no).contains("bound to another node"));
     assert_eq!(cloud.store.get(&PODS, "default", "other").await.unwrap().uid(), other.uid());
-    assert_eq!(cloud.controller.metrics().forbidden.load(Ordering::Relaxed) - forbidden_before, 1);
+    assert_eq!(cloud.metric("edgehive_edgecontroller_forbidden_total") - forbidden_before, 1);
     cloud.stop().await;
 }
 

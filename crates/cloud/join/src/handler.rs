@@ -31,7 +31,7 @@ const DRAIN_TIME: Duration = Duration::from_secs(5);
 
 /// State every request reads.
 #[derive(Debug)]
-pub(crate) struct Shared {
+pub(crate) struct JoinState {
     /// The CA, the token records and the node certificate records.
     pub(crate) credentials: Arc<Credentials>,
     /// The CA certificate, DER, ready to send.
@@ -121,7 +121,7 @@ fn der_response(der: Bytes) -> Response<Full<Bytes>> {
 /// Answers one request. Every refusal is logged here, with the node, the
 /// remote address and the reason, and counted.
 pub(crate) async fn handle(
-    shared: &Shared,
+    shared: &JoinState,
     client: &ClientIdentity,
     remote: SocketAddr,
     req: Request<Incoming>,
@@ -169,7 +169,7 @@ pub(crate) async fn handle(
 }
 
 /// `GET /ca.crt`: the CA certificate, DER, to anyone.
-fn ca_cert(shared: &Shared, method: &Method) -> Result<Response<Full<Bytes>>, Refusal> {
+fn ca_cert(shared: &JoinState, method: &Method) -> Result<Response<Full<Bytes>>, Refusal> {
     if method != Method::GET && method != Method::HEAD {
         return Err(Refusal::method_not_allowed(method, "GET, HEAD"));
     }
@@ -179,7 +179,7 @@ fn ca_cert(shared: &Shared, method: &Method) -> Result<Response<Full<Bytes>>, Re
 
 /// `GET` or `POST /edge.crt`: a node certificate for the CSR in the body.
 async fn edge_cert(
-    shared: &Shared,
+    shared: &JoinState,
     client: &ClientIdentity,
     remote: SocketAddr,
     req: Request<Incoming>,

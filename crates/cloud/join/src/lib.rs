@@ -20,7 +20,7 @@
 //!
 //! Every refusal has a one-line plain-text body a person can act on, is
 //! logged with the node, the remote address and the reason, and is counted
-//! ([`JoinStats`], exported with [`JoinStats::render_metrics`]).
+//! ([`JoinStats`], exported with [`JoinStats::register`]).
 //!
 //! Before a request says who is asking, connections are bounded: TLS and
 //! the first request's head must arrive within

@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument as _;
 
-use crate::handler::{ClientIdentity, Shared, client_identity, handle};
+use crate::handler::{ClientIdentity, JoinState, client_identity, handle};
 use crate::{JoinConfig, JoinError, JoinStats};
 
 /// Most headers in one request.
@@ -70,7 +70,7 @@ const WARN_EVERY: Duration = Duration::from_secs(10);
 pub struct JoinServer {
     listener: TcpListener,
     acceptor: TlsAcceptor,
-    shared: Arc<Shared>,
+    shared: Arc<JoinState>,
 }
 
 impl std::fmt::Debug for JoinServer {
@@ -114,7 +114,7 @@ impl JoinServer {
         let listener =
             TcpListener::bind(config.bind).await.map_err(|source| JoinError::Bind { addr: config.bind, source })?;
         let ca_der = Bytes::copy_from_slice(ca.cert_der());
-        let shared = Arc::new(Shared { credentials, ca_der, config, stats: Arc::new(JoinStats::default()) });
+        let shared = Arc::new(JoinState { credentials, ca_der, config, stats: Arc::new(JoinStats::default()) });
         Ok(JoinServer { listener, acceptor: TlsAcceptor::from(Arc::new(tls)), shared })
     }
 
@@ -182,7 +182,7 @@ async fn serve_connection(
     tcp: TcpStream,
     remote: SocketAddr,
     acceptor: TlsAcceptor,
-    shared: Arc<Shared>,
+    shared: Arc<JoinState>,
     cancel: CancellationToken,
     ticket: Arc<Ticket>,
 ) {
@@ -307,7 +307,7 @@ fn lock(state: &Mutex<IntakeState>) -> MutexGuard<'_, IntakeState> {
 }
 
 impl Intake {
-    fn new(shared: &Shared) -> Intake {
+    fn new(shared: &JoinState) -> Intake {
         let config = &shared.config;
         let state = IntakeState {
             table: ConnectionTable::new(config.max_connections, config.max_pending_handshakes_per_source),

@@ -1,10 +1,11 @@
-//! Counters of what the join server did and refused, and their Prometheus
-//! text.
-
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+//! Counters of what the join server did and refused, and their
+//! registration in a process's metrics registry.
 
 use edgehive_viaduct::admission::Limit;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 
 /// Why a request was refused. Each has its own counter
 /// ([`JoinStats::refused`]) and label value in the metrics.
@@ -76,73 +77,103 @@ impl RefusalReason {
     }
 }
 
-/// What the join server has done since it started. Shared with the server
-/// ([`crate::JoinServer::stats`]); every method reads the current value.
-#[derive(Debug, Default)]
+/// A label set with one label.
+type Label = [(&'static str, &'static str); 1];
+
+/// What the join server has done since it started. JoinState with the server
+/// ([`crate::JoinServer::stats`]); every method reads the current value, and
+/// [`JoinStats::register`] exports them. Each count is one atomic
+/// (prometheus-client's [`Counter`] and [`Gauge`]).
+#[derive(Debug)]
 pub struct JoinStats {
-    issued: AtomicU64,
-    ca_served: AtomicU64,
-    refused: [AtomicU64; RefusalReason::ALL.len()],
-    connections_refused: AtomicU64,
-    handshakes_failed: AtomicU64,
-    handshakes_timed_out: AtomicU64,
-    evicted_at_source_limit: AtomicU64,
-    evicted_at_connection_limit: AtomicU64,
-    connections_open: AtomicU64,
-    pending_handshakes: AtomicU64,
+    issued: Counter,
+    ca_served: Counter,
+    /// Requests refused, by reason (the family of `refused`).
+    refused_by_reason: Family<Label, Counter>,
+    refused: [Counter; RefusalReason::ALL.len()],
+    connections_refused: Counter,
+    handshakes_failed: Counter,
+    handshakes_timed_out: Counter,
+    /// Pending connections evicted, by limit (the family of the two below).
+    evicted_by_limit: Family<Label, Counter>,
+    evicted_at_source_limit: Counter,
+    evicted_at_connection_limit: Counter,
+    connections_open: Gauge,
+    pending_handshakes: Gauge,
+}
+
+impl Default for JoinStats {
+    fn default() -> Self {
+        let refused_by_reason = Family::<Label, Counter>::default();
+        let evicted_by_limit = Family::<Label, Counter>::default();
+        JoinStats {
+            issued: Counter::default(),
+            ca_served: Counter::default(),
+            refused: RefusalReason::ALL.map(|r| refused_by_reason.get_or_create_owned(&[("reason", r.as_str())])),
+            refused_by_reason,
+            connections_refused: Counter::default(),
+            handshakes_failed: Counter::default(),
+            handshakes_timed_out: Counter::default(),
+            evicted_at_source_limit: evicted_by_limit.get_or_create_owned(&[("limit", "source")]),
+            evicted_at_connection_limit: evicted_by_limit.get_or_create_owned(&[("limit", "connections")]),
+            evicted_by_limit,
+            connections_open: Gauge::default(),
+            pending_handshakes: Gauge::default(),
+        }
+    }
 }
 
 impl JoinStats {
     /// Node certificates signed and sent.
     pub fn certificates_issued(&self) -> u64 {
-        self.issued.load(Ordering::Relaxed)
+        self.issued.get()
     }
 
     /// Times the CA certificate was served.
     pub fn ca_served(&self) -> u64 {
-        self.ca_served.load(Ordering::Relaxed)
+        self.ca_served.get()
     }
 
     /// Requests refused for `reason`.
     pub fn refused(&self, reason: RefusalReason) -> u64 {
-        self.refused[reason.index()].load(Ordering::Relaxed)
+        self.refused[reason.index()].get()
     }
 
     /// Requests refused for any reason.
     pub fn refused_total(&self) -> u64 {
-        self.refused.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+        self.refused.iter().map(Counter::get).sum()
     }
 
     /// Connections closed unserved because the connection limit was reached
     /// with every open connection serving a request (none pending to evict).
     pub fn connections_refused(&self) -> u64 {
-        self.connections_refused.load(Ordering::Relaxed)
+        self.connections_refused.get()
     }
 
     /// TLS handshakes that failed (including client certificates that do
     /// not verify against the CA). Timeouts are
     /// [`JoinStats::handshakes_timed_out`].
     pub fn handshakes_failed(&self) -> u64 {
-        self.handshakes_failed.load(Ordering::Relaxed)
+        self.handshakes_failed.get()
     }
 
     /// Connections closed because their TLS handshake and first request's
     /// head did not arrive within the handshake timeout.
     pub fn handshakes_timed_out(&self) -> u64 {
-        self.handshakes_timed_out.load(Ordering::Relaxed)
+        self.handshakes_timed_out.get()
     }
 
     /// Pending connections (still in their handshake) closed to make room
     /// for a new one, because its source had the most pending connections
     /// allowed ([`crate::JoinConfig::max_pending_handshakes_per_source`]).
     pub fn handshakes_evicted_at_source_limit(&self) -> u64 {
-        self.evicted_at_source_limit.load(Ordering::Relaxed)
+        self.evicted_at_source_limit.get()
     }
 
     /// Pending connections closed to make room for a new one, because
     /// [`crate::JoinConfig::max_connections`] were open.
     pub fn handshakes_evicted_at_connection_limit(&self) -> u64 {
-        self.evicted_at_connection_limit.load(Ordering::Relaxed)
+        self.evicted_at_connection_limit.get()
     }
 
     /// Pending connections closed to make room, for either limit.
@@ -152,111 +183,91 @@ impl JoinStats {
 
     /// Connections open now (a gauge).
     pub fn connections_open(&self) -> u64 {
-        self.connections_open.load(Ordering::Relaxed)
+        self.connections_open.get().max(0) as u64
     }
 
     /// Connections open now that are still in their handshake (a gauge).
     pub fn pending_handshakes(&self) -> u64 {
-        self.pending_handshakes.load(Ordering::Relaxed)
+        self.pending_handshakes.get().max(0) as u64
     }
 
     pub(crate) fn count_issued(&self) {
-        self.issued.fetch_add(1, Ordering::Relaxed);
+        self.issued.inc();
     }
 
     pub(crate) fn count_ca_served(&self) {
-        self.ca_served.fetch_add(1, Ordering::Relaxed);
+        self.ca_served.inc();
     }
 
     pub(crate) fn count_refused(&self, reason: RefusalReason) {
-        self.refused[reason.index()].fetch_add(1, Ordering::Relaxed);
+        self.refused[reason.index()].inc();
     }
 
     pub(crate) fn count_connection_refused(&self) {
-        self.connections_refused.fetch_add(1, Ordering::Relaxed);
+        self.connections_refused.inc();
     }
 
     pub(crate) fn count_handshake_failed(&self) {
-        self.handshakes_failed.fetch_add(1, Ordering::Relaxed);
+        self.handshakes_failed.inc();
     }
 
     pub(crate) fn count_handshake_timed_out(&self) {
-        self.handshakes_timed_out.fetch_add(1, Ordering::Relaxed);
+        self.handshakes_timed_out.inc();
     }
 
     pub(crate) fn count_handshake_evicted(&self, limit: Limit) {
-        let counter = match limit {
-            Limit::Source => &self.evicted_at_source_limit,
-            Limit::Total => &self.evicted_at_connection_limit,
+        match limit {
+            Limit::Source => self.evicted_at_source_limit.inc(),
+            Limit::Total => self.evicted_at_connection_limit.inc(),
         };
-        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn set_connections(&self, open: usize, pending: usize) {
-        self.connections_open.store(open as u64, Ordering::Relaxed);
-        self.pending_handshakes.store(pending as u64, Ordering::Relaxed);
+        self.connections_open.set(open as i64);
+        self.pending_handshakes.set(pending as i64);
     }
 
-    /// Appends the counters to `out` in the Prometheus text format, names
-    /// prefixed `edgehive_join_`.
+    /// Registers the counters in `registry` under the prefix `join`
+    /// (`edgehive_join_` in a process's registry).
     ///
     /// ```
+    /// use prometheus_client::{encoding::text::encode, registry::Registry};
     /// let stats = edgehive_join::JoinStats::default();
+    /// let mut registry = Registry::with_prefix("edgehive");
+    /// stats.register(&mut registry);
     /// let mut out = String::new();
-    /// stats.render_metrics(&mut out);
+    /// encode(&mut out, &registry).unwrap();
     /// assert!(out.contains("edgehive_join_certificates_issued_total 0\n"));
     /// assert!(out.contains("edgehive_join_requests_refused_total{reason=\"bad_token\"} 0\n"));
     /// assert!(out.contains("edgehive_join_handshakes_evicted_total{limit=\"source\"} 0\n"));
     /// ```
-    pub fn render_metrics(&self, out: &mut String) {
-        let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
-            let _ = write!(
-                out,
-                "# HELP edgehive_join_{name} {help}\n# TYPE edgehive_join_{name} {kind}\nedgehive_join_{name} {value}\n"
-            );
-        };
-        metric("certificates_issued_total", "counter", "Node certificates signed.", self.certificates_issued());
-        metric("ca_served_total", "counter", "Times the CA certificate was downloaded.", self.ca_served());
-        metric(
-            "connections_refused_total",
-            "counter",
-            "Connections closed because the connection limit was reached with none pending to evict.",
-            self.connections_refused(),
+    pub fn register(&self, registry: &mut Registry) {
+        let r = registry.sub_registry_with_prefix("join");
+        r.register("certificates_issued", "Node certificates signed", self.issued.clone());
+        r.register("ca_served", "Times the CA certificate was downloaded", self.ca_served.clone());
+        r.register(
+            "connections_refused",
+            "Connections closed because the connection limit was reached with none pending to evict",
+            self.connections_refused.clone(),
         );
-        metric("tls_handshakes_failed_total", "counter", "TLS handshakes that failed.", self.handshakes_failed());
-        metric(
-            "handshakes_timed_out_total",
-            "counter",
-            "Connections closed because TLS and the first request did not arrive within the handshake timeout.",
-            self.handshakes_timed_out(),
+        r.register("tls_handshakes_failed", "TLS handshakes that failed", self.handshakes_failed.clone());
+        r.register(
+            "handshakes_timed_out",
+            "Connections closed because TLS and the first request did not arrive within the handshake timeout",
+            self.handshakes_timed_out.clone(),
         );
-        metric("connections_open", "gauge", "Connections open.", self.connections_open());
-        metric(
+        r.register("connections_open", "Connections open", self.connections_open.clone());
+        r.register(
             "pending_handshakes",
-            "gauge",
-            "Connections open that are still in their handshake.",
-            self.pending_handshakes(),
+            "Connections open that are still in their handshake",
+            self.pending_handshakes.clone(),
         );
-        out.push_str(
-            "# HELP edgehive_join_handshakes_evicted_total Pending connections closed to make room, by the limit reached.\n",
+        r.register(
+            "handshakes_evicted",
+            "Pending connections closed to make room, by the limit reached",
+            self.evicted_by_limit.clone(),
         );
-        out.push_str("# TYPE edgehive_join_handshakes_evicted_total counter\n");
-        for (limit, value) in [
-            ("source", self.handshakes_evicted_at_source_limit()),
-            ("connections", self.handshakes_evicted_at_connection_limit()),
-        ] {
-            let _ = writeln!(out, "edgehive_join_handshakes_evicted_total{{limit=\"{limit}\"}} {value}");
-        }
-        out.push_str("# HELP edgehive_join_requests_refused_total Requests refused, by reason.\n");
-        out.push_str("# TYPE edgehive_join_requests_refused_total counter\n");
-        for reason in RefusalReason::ALL {
-            let _ = writeln!(
-                out,
-                "edgehive_join_requests_refused_total{{reason=\"{}\"}} {}",
-                reason.as_str(),
-                self.refused(reason)
-            );
-        }
+        r.register("requests_refused", "Requests refused, by reason", self.refused_by_reason.clone());
     }
 }
 
@@ -280,7 +291,7 @@ mod tests {
     }
 
     #[test]
-    fn metrics_are_prometheus_text() {
+    fn metrics_are_openmetrics_text() {
         let stats = JoinStats::default();
         stats.count_issued();
         stats.count_issued();
@@ -291,8 +302,10 @@ mod tests {
         stats.count_handshake_evicted(Limit::Total);
         stats.count_handshake_timed_out();
         stats.set_connections(7, 3);
+        let mut registry = Registry::with_prefix("edgehive");
+        stats.register(&mut registry);
         let mut out = String::new();
-        stats.render_metrics(&mut out);
+        prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode");
         assert!(out.contains("\nedgehive_join_certificates_issued_total 2\n"));
         assert!(out.contains("\nedgehive_join_connections_refused_total 1\n"));
         assert!(out.contains("\nedgehive_join_handshakes_evicted_total{limit=\"source\"} 2\n"));
@@ -305,7 +318,7 @@ mod tests {
         assert!(out.contains("\nedgehive_join_requests_refused_total{reason=\"not_found\"} 0\n"));
         let samples: Vec<&str> = out.lines().filter(|l| !l.starts_with('#')).collect();
         assert_eq!(samples.len(), 7 + 2 + RefusalReason::ALL.len());
-        for line in out.lines() {
+        for line in out.lines().filter(|l| *l != "# EOF") {
             assert!(
                 line.starts_with("# HELP edgehive_join_")
                     || line.starts_with("# TYPE edgehive_join_")

@@ -56,6 +56,7 @@ mod der;
 mod error;
 mod files;
 mod inspect;
+mod jwt;
 mod kubeconfig;
 mod reuse;
 mod satoken;
@@ -71,7 +72,8 @@ pub use inspect::{Identity, identity_of};
 pub use kubeconfig::kubeconfig;
 pub use reuse::{load_or_issue_client, load_or_issue_server};
 pub use satoken::{
-    SA_ISSUER, SA_KEY_FILE, SA_MAX_VALIDITY, SA_MIN_VALIDITY, ServiceAccountIdentity, ServiceAccountTokens, TokenFor,
+    BoundPod, SA_API_AUDIENCES, SA_ISSUER, SA_KEY_FILE, SA_MAX_VALIDITY, SA_MIN_VALIDITY, SA_NOT_BEFORE_LEEWAY,
+    ServiceAccountIdentity, ServiceAccountTokens, TokenFor,
 };
 pub use token::{
     TOKEN_ID_LEN, TOKEN_REFRESH, TOKEN_VALIDITY, TokenClaims, TokenError, expiry, is_token_id, issue_token,

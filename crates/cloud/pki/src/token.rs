@@ -7,7 +7,9 @@
 //! `{"alg":"HS256","typ":"JWT"}`, the claims `{"exp":<unix seconds>,
 //! "jti":"<id>"}`, each part base64url without padding. KubeEdge's claims
 //! are `exp` alone; the edge never reads them, so a stock EdgeCore carries
-//! these tokens as it carries KubeEdge's.
+//! these tokens as it carries KubeEdge's. `jsonwebtoken` encodes them and
+//! checks signature and algorithm, with *ring* underneath (`jwt.rs`); the
+//! claims are checked here against the `now` the caller gives.
 //!
 //! The node uses the hash to check the CA certificate it downloads
 //! unauthenticated, and sends the JWT alone (`Authorization: Bearer
@@ -22,15 +24,15 @@
 
 use std::time::Duration;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use ring::hmac;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use thiserror::Error;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::Ca;
+use crate::jwt::{self, malformed};
 
 /// How often a new token is made: every 12 hours (KubeEdge's
 /// `tokenRefreshDuration`).
@@ -45,8 +47,20 @@ pub const TOKEN_VALIDITY: Duration = Duration::from_secs(2 * 12 * 3600);
 /// verifies.
 const MAX_EXP: i64 = 253_402_300_799;
 
-/// The JWT header of every token, before base64url.
-const HEADER: &str = r#"{"alg":"HS256","typ":"JWT"}"#;
+/// The claims of a token this module makes, in the order they are written.
+#[derive(Serialize)]
+struct JoinClaims<'a> {
+    exp: i64,
+    jti: &'a str,
+}
+
+/// The claims of a token being checked, read as JSON values so that a
+/// refusal can say what is wrong with them.
+#[derive(Deserialize)]
+struct ReceivedClaims {
+    exp: Option<Value>,
+    jti: Option<Value>,
+}
 
 /// What a valid token says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,13 +100,16 @@ pub fn is_token_id(id: &str) -> bool {
     id.len() == TOKEN_ID_LEN && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
 }
 
-/// Why a token was refused. The messages can be shown to the node's
-/// operator as they are; none of them reveals the key.
+/// Why a token (a join token or a service account token) was refused. The
+/// messages can be shown to the node's operator as they are; none of them
+/// reveals the key.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum TokenError {
     /// Not a token of ours at all: wrong number of parts, bad base64, bad
-    /// JSON, an algorithm other than HS256 (including `none`), no `exp`.
+    /// JSON, another algorithm than the one expected (HS256 for join tokens,
+    /// ES256 for service account tokens; `none` included), a claim missing
+    /// or of the wrong type, another issuer.
     #[error("malformed token: {0}")]
     Malformed(String),
     /// A well-formed token that names another CA: it was made by another
@@ -114,14 +131,22 @@ pub enum TokenError {
         /// The token's `exp`.
         at: OffsetDateTime,
     },
+    /// The token is not valid before `at`, later than now by more than the
+    /// leeway allowed ([`crate::SA_NOT_BEFORE_LEEWAY`]).
+    #[error("token is not valid before {}", rfc3339(*at))]
+    NotYetValid {
+        /// The token's `nbf`.
+        at: OffsetDateTime,
+    },
+    /// A token whose audiences are none of those the verifier serves: a
+    /// service account token made for another service, or a join token
+    /// naming any audience (they name none).
+    #[error("token is meant for another audience")]
+    WrongAudience,
 }
 
 fn rfc3339(at: OffsetDateTime) -> String {
     at.format(&Rfc3339).unwrap_or_else(|_| at.unix_timestamp().to_string())
-}
-
-fn malformed(reason: impl Into<String>) -> TokenError {
-    TokenError::Malformed(reason.into())
 }
 
 /// Makes a join token for `ca` with the id `id`, valid for `validity` from
@@ -148,9 +173,17 @@ pub fn issue_token(ca: &Ca, id: &str, now: OffsetDateTime, validity: Duration) -
 /// Makes a join token for `ca` with the id `id` that expires at `expires`
 /// (whole seconds).
 pub fn issue_token_expiring(ca: &Ca, id: &str, expires: OffsetDateTime) -> String {
-    let exp = expires.unix_timestamp().min(MAX_EXP);
-    let payload = serde_json::json!({ "exp": exp, "jti": id }).to_string();
-    format!("{}.{}", ca.cert_sha256_hex(), sign_jwt(ca, HEADER, &payload))
+    let claims = JoinClaims { exp: expires.unix_timestamp().min(MAX_EXP), jti: id };
+    // `{"alg":"HS256","typ":"JWT"}` as KubeEdge writes it (Go's JSON sorts
+    // the keys): jsonwebtoken writes its own `typ` before `alg`, and extra
+    // fields after them.
+    let mut header = Header { typ: None, ..Header::new(Algorithm::HS256) };
+    header.extras.insert("typ", "JWT");
+    // HS256 with an HMAC key cannot fail (ring's HMAC is infallible), nor
+    // can writing these claims as JSON.
+    let jwt = jwt::encode(&header, &claims, &EncodingKey::from_secret(ca.key_der()))
+        .expect("HS256 signing with an HMAC key does not fail");
+    format!("{}.{jwt}", ca.cert_sha256_hex())
 }
 
 /// When a token made at `now` for `validity` expires (as [`issue_token`]
@@ -184,39 +217,24 @@ pub fn verify_token(ca: &Ca, token: &str, now: OffsetDateTime) -> Result<TokenCl
 /// Checks the JWT of a join token (three parts, without the CA hash: what a
 /// node sends as `Authorization: Bearer ...`) against `ca` at `now`.
 ///
-/// The checks, in order: three base64url parts; a header with `alg` HS256;
-/// the HMAC, compared in constant time ([`TokenError::BadSignature`]); the
-/// claims, with an integer `exp`; and `now` before `exp`
-/// ([`TokenError::Expired`]). Nothing in the payload is read before its
-/// signature has been checked.
+/// The checks, in order: three base64url parts; a header with `alg` HS256
+/// (no other algorithm, `none` included) and `typ`, if any, `JWT`; the HMAC,
+/// compared in constant time ([`TokenError::BadSignature`]); no `aud`; an
+/// integer `exp`, and `now` before it ([`TokenError::Expired`], no leeway:
+/// the cloud that made the token checks it, on the same clock); a string
+/// `jti` or none. Nothing in the payload is read before its signature has
+/// been checked.
 pub fn verify_jwt(ca: &Ca, jwt: &str, now: OffsetDateTime) -> Result<TokenClaims, TokenError> {
-    let parts: Vec<&str> = jwt.split('.').collect();
-    let [header_b64, payload_b64, signature_b64] = parts[..] else {
-        return Err(malformed(format!("expected a JWT of 3 parts separated by '.', found {}", parts.len())));
-    };
-    let header = decode("header", header_b64)?;
-    let header: Value =
-        serde_json::from_slice(&header).map_err(|e| malformed(format!("the header is not JSON: {e}")))?;
-    match header.get("alg") {
-        Some(Value::String(alg)) if alg == "HS256" => {}
-        Some(Value::String(alg)) => return Err(malformed(format!("algorithm {alg:?} is not HS256"))),
-        Some(_) => return Err(malformed("the header's alg is not a string")),
-        None => return Err(malformed("the header has no alg")),
-    }
-    match header.get("typ") {
-        None => {}
-        Some(Value::String(typ)) if typ.eq_ignore_ascii_case("JWT") => {}
-        Some(other) => return Err(malformed(format!("type {other} is not JWT"))),
-    }
-    let payload = decode("payload", payload_b64)?;
-    let signature = decode("signature", signature_b64)?;
-
-    let signed = &jwt[..header_b64.len() + 1 + payload_b64.len()];
-    hmac::verify(&hmac_key(ca), signed.as_bytes(), &signature).map_err(|_| TokenError::BadSignature)?;
-
-    let claims: Value =
-        serde_json::from_slice(&payload).map_err(|e| malformed(format!("the claims are not JSON: {e}")))?;
-    let exp = match claims.get("exp") {
+    let mut validation = Validation::new(Algorithm::HS256);
+    // `exp` is checked below, against `now` and with a reason for each way
+    // it can be wrong; jsonwebtoken would read the system clock.
+    validation.required_spec_claims.clear();
+    validation.validate_exp = false;
+    validation.validate_nbf = false;
+    // No audience is expected: a token that names one is not a join token.
+    validation.validate_aud = true;
+    let claims: ReceivedClaims = jwt::decode(jwt, &DecodingKey::from_secret(ca.key_der()), &validation)?;
+    let exp = match claims.exp {
         Some(Value::Number(n)) => n.as_i64().ok_or_else(|| malformed(format!("exp {n} is not an integer")))?,
         Some(other) => return Err(malformed(format!("exp {other} is not a number"))),
         None => return Err(malformed("the claims have no exp")),
@@ -227,35 +245,37 @@ pub fn verify_jwt(ca: &Ca, jwt: &str, now: OffsetDateTime) -> Result<TokenClaims
     if now >= expires_at {
         return Err(TokenError::Expired { at: expires_at });
     }
-    let id = match claims.get("jti") {
+    let id = match claims.jti {
         None | Some(Value::Null) => None,
-        Some(Value::String(id)) => Some(id.clone()),
+        Some(Value::String(id)) => Some(id),
         Some(other) => return Err(malformed(format!("jti {other} is not a string"))),
     };
     Ok(TokenClaims { expires_at, id })
 }
 
-fn decode(what: &str, part: &str) -> Result<Vec<u8>, TokenError> {
-    if part.is_empty() {
-        return Err(malformed(format!("the {what} is empty")));
-    }
-    URL_SAFE_NO_PAD.decode(part).map_err(|e| malformed(format!("the {what} is not base64url: {e}")))
-}
-
-fn hmac_key(ca: &Ca) -> hmac::Key {
-    hmac::Key::new(hmac::HMAC_SHA256, ca.key_der())
-}
-
-/// `{header}.{payload}.{signature}` for the given JSON texts.
-fn sign_jwt(ca: &Ca, header: &str, payload: &str) -> String {
-    let signed = format!("{}.{}", URL_SAFE_NO_PAD.encode(header), URL_SAFE_NO_PAD.encode(payload));
-    let tag = hmac::sign(&hmac_key(ca), signed.as_bytes());
-    format!("{signed}.{}", URL_SAFE_NO_PAD.encode(tag.as_ref()))
-}
-
 #[cfg(test)]
 mod tests {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use ring::hmac;
+
     use super::*;
+
+    /// The header of every join token, before base64url.
+    const HEADER: &str = r#"{"alg":"HS256","typ":"JWT"}"#;
+
+    /// `{header}.{payload}.{signature}` for any JSON texts (or none), signed
+    /// HMAC-SHA256 with `key`: by hand, as jsonwebtoken writes only good
+    /// tokens.
+    fn sign_jwt_with(key: &[u8], header: &str, payload: &str) -> String {
+        let signed = format!("{}.{}", URL_SAFE_NO_PAD.encode(header), URL_SAFE_NO_PAD.encode(payload));
+        let tag = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, key), signed.as_bytes());
+        format!("{signed}.{}", URL_SAFE_NO_PAD.encode(tag.as_ref()))
+    }
+
+    fn sign_jwt(ca: &Ca, header: &str, payload: &str) -> String {
+        sign_jwt_with(ca.key_der(), header, payload)
+    }
 
     fn t0() -> OffsetDateTime {
         OffsetDateTime::from_unix_timestamp(1_750_000_000).unwrap()
@@ -421,6 +441,27 @@ mod tests {
         assert_eq!(ids.len(), 200);
         assert!(ids.iter().all(|id| is_token_id(id)), "{ids:?}");
         assert!(!is_token_id("ABC123") && !is_token_id("abc12") && !is_token_id("abc-12"));
+    }
+
+    #[test]
+    fn other_algorithms_types_and_audiences_are_refused_even_when_keyed_with_the_ca_key() {
+        let ca = ca();
+        let claims = format!(r#"{{"exp":{}}}"#, t0().unix_timestamp() + 3600);
+        assert!(verify_token(&ca, &crafted(&ca, HEADER, &claims), t0()).is_ok());
+        for alg in ["HS384", "HS512", "ES256", "PS256", "EdDSA"] {
+            let token = crafted(&ca, &format!(r#"{{"alg":"{alg}","typ":"JWT"}}"#), &claims);
+            let reason = malformed_reason(verify_token(&ca, &token, t0()));
+            assert!(reason.contains(&format!(r#""{alg}" is not HS256"#)), "{reason}");
+        }
+        let jwe = crafted(&ca, r#"{"alg":"HS256","typ":"JWE"}"#, &claims);
+        assert!(malformed_reason(verify_token(&ca, &jwe, t0())).contains(r#""JWE" is not JWT"#));
+        let no_typ = crafted(&ca, r#"{"alg":"HS256"}"#, &claims);
+        assert!(verify_token(&ca, &no_typ, t0()).is_ok(), "typ is optional (RFC 7519)");
+        let with_aud = crafted(&ca, HEADER, &format!(r#"{{"exp":{},"aud":["x"]}}"#, t0().unix_timestamp() + 3600));
+        assert_eq!(verify_token(&ca, &with_aud, t0()), Err(TokenError::WrongAudience));
+        // HS256 keyed with the CA certificate (public) instead of its key.
+        let public = format!("{}.{}", ca.cert_sha256_hex(), sign_jwt_with(ca.cert_der(), HEADER, &claims));
+        assert_eq!(verify_token(&ca, &public, t0()), Err(TokenError::BadSignature));
     }
 
     #[test]

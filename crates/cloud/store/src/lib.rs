@@ -22,17 +22,16 @@ mod error;
 pub mod informer;
 mod object;
 pub mod objectsync;
+mod pointform;
 mod reaper;
 pub mod resources;
 pub mod selector;
 mod store;
+mod uuid;
 pub mod watch;
 
 pub use backend::{BackendConfig, prefix_end};
 pub use error::{Result, StoreError};
-pub use object::{Object, encode_for_storage, set_resource_version};
-pub use store::{
-    DeleteOptions, DeleteOutcome, ListOptions, ListResult, Store, StoreConfig, WatchOptions, WatchStart, now_rfc3339,
-    parse_rfc3339, rfc3339,
-};
-pub use watch::{EventType, Hub, HubStats, Watch, WatchEnd, WatchEvent, WatchFilter};
+pub use object::{Object, encode_for_storage, now_rfc3339, parse_rfc3339, rfc3339, set_resource_version};
+pub use store::{DeleteOptions, DeleteOutcome, ListOptions, ListResult, Store, StoreConfig, WatchOptions, WatchStart};
+pub use watch::{EventType, Watch, WatchCache, WatchCacheStats, WatchEnd, WatchEvent, WatchFilter};

@@ -229,6 +229,30 @@ fn skip_plain_string(s: &[u8]) -> Option<&[u8]> {
     (s[end] == b'"').then(|| &s[end + 1..])
 }
 
+/// Now, as Kubernetes writes timestamps (RFC 3339, seconds, UTC).
+pub fn now_rfc3339() -> String {
+    rfc3339(time::OffsetDateTime::now_utc())
+}
+
+/// `t` as Kubernetes writes timestamps.
+pub fn rfc3339(t: time::OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
+/// Parses a Kubernetes timestamp.
+pub fn parse_rfc3339(s: &str) -> Option<time::OffsetDateTime> {
+    time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

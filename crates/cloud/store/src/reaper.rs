@@ -14,8 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::StoreError;
 use crate::object::Object;
+use crate::object::parse_rfc3339;
 use crate::resources::{PODS, ResourceDef};
-use crate::store::{DeleteOptions, Store, WatchOptions, WatchStart, parse_rfc3339};
+use crate::store::{DeleteOptions, Store, WatchOptions, WatchStart};
 use crate::watch::{EventType, WatchFilter};
 
 /// Deadlines of terminating objects, earliest first.

@@ -259,6 +259,11 @@ pub fn by_kind(api_version: &str, kind: &str) -> Option<&'static ResourceDef> {
     ALL.iter().copied().find(|r| r.group == group && r.version == version && r.kind == kind)
 }
 
+/// Finds the resource of API group `group` and `kind` (any version).
+pub fn by_group_kind(group: &str, kind: &str) -> Option<&'static ResourceDef> {
+    ALL.iter().copied().find(|r| r.group == group && r.kind == kind)
+}
+
 /// The resource a storage key belongs to.
 pub fn for_key(key: &str) -> Option<&'static ResourceDef> {
     ALL.iter().copied().find(|r| r.parse_key(key).is_some())

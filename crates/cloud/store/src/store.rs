@@ -16,10 +16,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Backend, BackendConfig, MergeFn, WriteError, prefix_end};
 use crate::error::{Result, StoreError};
-use crate::object::{Object, encode_for_storage};
+use crate::object::{Object, encode_for_storage, now_rfc3339, parse_rfc3339, rfc3339};
 use crate::resources::ResourceDef;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::watch::{Hub, REVISION_WAIT, TooLargeResourceVersion, Watch, WatchEvent, WatchFilter};
+use crate::watch::{REVISION_WAIT, TooLargeResourceVersion, Watch, WatchCache, WatchEvent, WatchFilter};
 
 /// How to run a store.
 #[derive(Debug, Clone)]
@@ -188,33 +188,9 @@ pub struct Store {
 #[derive(Debug)]
 struct Inner {
     backend: Backend,
-    hub: Arc<Hub>,
+    cache: Arc<WatchCache>,
     config: StoreConfig,
     stop: CancellationToken,
-}
-
-/// Now, as Kubernetes writes timestamps (RFC 3339, seconds, UTC).
-pub fn now_rfc3339() -> String {
-    rfc3339(time::OffsetDateTime::now_utc())
-}
-
-/// `t` as Kubernetes writes timestamps.
-pub fn rfc3339(t: time::OffsetDateTime) -> String {
-    let t = t.to_offset(time::UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
-}
-
-/// Parses a Kubernetes timestamp.
-pub fn parse_rfc3339(s: &str) -> Option<time::OffsetDateTime> {
-    time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
 }
 
 fn meta_mut(obj: &mut Value) -> Result<&mut Map<String, Value>> {
@@ -354,10 +330,11 @@ impl Store {
     /// Opens the backend and starts the store's background work (bookmarks,
     /// compaction).
     pub async fn open(config: StoreConfig) -> Result<Store> {
-        let hub = Hub::new(config.watch_history, config.watch_queue);
-        let backend = Backend::open(&config.backend, Arc::clone(&hub)).await?;
+        let cache = WatchCache::new(config.watch_history, config.watch_queue);
+        let feed: Arc<dyn crate::backend::ChangeFeed> = Arc::clone(&cache) as _;
+        let backend = Backend::open(&config.backend, feed, Arc::new(crate::pointform::SyncCodec)).await?;
         let stop = CancellationToken::new();
-        let store = Store { inner: Arc::new(Inner { backend, hub, config, stop }) };
+        let store = Store { inner: Arc::new(Inner { backend, cache, config, stop }) };
         store.spawn_housekeeping();
         if store.inner.config.reap_graceful {
             tokio::spawn(crate::reaper::run(store.clone(), store.inner.stop.clone()));
@@ -382,7 +359,7 @@ impl Store {
                     _ = stop.cancelled() => return,
                     _ = bookmarks.tick() => {
                         let Some(inner) = weak.upgrade() else { return };
-                        inner.hub.bookmark_all();
+                        inner.cache.bookmark_all();
                     }
                     _ = compaction.tick(), if compact_every.is_some() => {
                         let Some(inner) = weak.upgrade() else { return };
@@ -404,13 +381,13 @@ impl Store {
     /// SQLite writer finishes what is queued).
     pub async fn close(&self) {
         self.inner.stop.cancel();
-        self.inner.hub.close();
+        self.inner.cache.close();
         self.inner.backend.close().await;
     }
 
-    /// The watch hub (counters, current revision).
-    pub fn hub(&self) -> &Arc<Hub> {
-        &self.inner.hub
+    /// The watch cache (counters, current revision).
+    pub fn watch_cache(&self) -> &Arc<WatchCache> {
+        &self.inner.cache
     }
 
     /// The backend's current revision.
@@ -422,15 +399,15 @@ impl Store {
     /// [`REVISION_WAIT`], as Kubernetes' watch cache does before it serves a
     /// read "not older than" `rev`; returns at once when it has.
     pub async fn wait_for_revision(&self, rev: u64) -> Result<(), TooLargeResourceVersion> {
-        if self.inner.hub.rev() >= rev {
+        if self.inner.cache.rev() >= rev {
             return Ok(());
         }
-        // Reads come from the backend, which may be ahead of the hub (etcd's
+        // Reads come from the backend, which may be ahead of the cache (etcd's
         // watch lags its writes; SQLite publishes just after its commit).
         if self.inner.backend.current_rev().await.is_ok_and(|now| now >= rev) {
             return Ok(());
         }
-        self.inner.hub.wait_for_rev(rev, REVISION_WAIT).await
+        self.inner.cache.wait_for_rev(rev, REVISION_WAIT).await
     }
 
     /// Forgets history at and below `rev`: lists at older revisions and
@@ -573,19 +550,22 @@ impl Store {
     }
 
     /// Read-modify-write with conflict retries: `f` gets the current object
-    /// and returns the new one (or `None` to leave it). Immutable metadata
-    /// (uid, creationTimestamp, deletion fields) is kept from the current
-    /// object, `generation` moves when anything but metadata and status
-    /// changes, and a no-op update writes nothing.
-    pub async fn update_with<F>(
+    /// and returns the new one (or `None` to leave it), or the caller's own
+    /// error, which ends the update and is returned as it is (the store's
+    /// errors convert into it). Immutable metadata (uid, creationTimestamp,
+    /// deletion fields) is kept from the current object, `generation` moves
+    /// when anything but metadata and status changes, and a no-op update
+    /// writes nothing.
+    pub async fn update_with<F, E>(
         &self,
         res: &'static ResourceDef,
         namespace: &str,
         name: &str,
         mut f: F,
-    ) -> Result<Object>
+    ) -> std::result::Result<Object, E>
     where
-        F: FnMut(&Object) -> Result<Option<Value>>,
+        F: FnMut(&Object) -> std::result::Result<Option<Value>, E>,
+        E: From<StoreError>,
     {
         let mut retry = Retry::new();
         while retry.again().await {
@@ -607,17 +587,17 @@ impl Store {
                         return Ok(Object::from_stored(res, cur.key().to_string(), rev, raw));
                     }
                     Err(WriteError::Stale(_)) => continue,
-                    Err(e) => return Err(write_failed(res, name, e)),
+                    Err(e) => return Err(write_failed(res, name, e).into()),
                 }
             }
             let raw = self.encode(cur.key(), &new)?;
             match self.inner.backend.update(cur.key(), raw.clone(), cur.rev()).await {
                 Ok(rev) => return Ok(Object::from_stored(res, cur.key().to_string(), rev, raw)),
                 Err(WriteError::Stale(_)) => continue,
-                Err(e) => return Err(write_failed(res, name, e)),
+                Err(e) => return Err(write_failed(res, name, e).into()),
             }
         }
-        Err(conflict(res, name, MODIFIED))
+        Err(conflict(res, name, MODIFIED).into())
     }
 
     /// Replaces the object with `obj`. If `obj` carries a resourceVersion it
@@ -772,7 +752,7 @@ impl Store {
             }
         }
         match opts.start {
-            WatchStart::After(rev) => self.inner.hub.subscribe(opts.filter, rev, opts.bookmarks),
+            WatchStart::After(rev) => self.inner.cache.subscribe(opts.filter, rev, opts.bookmarks),
             WatchStart::InitialState { end_bookmark } => {
                 let list_opts = ListOptions {
                     namespace: opts.filter.namespace.clone(),
@@ -791,7 +771,7 @@ impl Store {
                             .collect(),
                         ..list
                     };
-                    match self.inner.hub.subscribe(opts.filter.clone(), list.rev, opts.bookmarks) {
+                    match self.inner.cache.subscribe(opts.filter.clone(), list.rev, opts.bookmarks) {
                         Ok(mut w) => {
                             let rev = list.rev;
                             w.push_initial(list.items.into_iter().map(WatchEvent::initial));
@@ -800,7 +780,7 @@ impl Store {
                             }
                             return Ok(w);
                         }
-                        // Writes raced past the hub's history between the
+                        // Writes raced past the cache's history between the
                         // list and the subscription: list again.
                         Err(StoreError::Expired(_)) if attempts < 3 => attempts += 1,
                         Err(e) => return Err(e),

@@ -1,7 +1,7 @@
-//! The watch hub: every change of the store, in revision order, fanned out to
+//! The watch cache: every change of the store, in revision order, fanned out to
 //! any number of watchers, each event encoded once.
 //!
-//! A backend publishes its changes here as it commits them. The hub keeps the
+//! A backend publishes its changes here as it commits them. The cache keeps the
 //! most recent events in a ring (so a watch can start from a recent revision,
 //! also right after a restart, as the SQLite backend primes it from its log)
 //! and hands each event to the watchers whose filter it passes, as an
@@ -13,7 +13,7 @@
 //! with [`WatchEnd::Lagged`] rather than slowing the writer or the others; it
 //! can resume from the last revision it saw.
 //!
-//! A read that must be at least as fresh as a revision the hub has not
+//! A read that must be at least as fresh as a revision the cache has not
 //! reached yet waits for it, up to [`REVISION_WAIT`], as Kubernetes' watch
 //! cache does (`waitUntilFreshAndBlock`), and then fails with
 //! [`TooLargeResourceVersion`].
@@ -26,7 +26,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 
-use crate::backend::Change;
+use crate::backend::{Change, ChangeFeed};
 use crate::error::{Result, StoreError};
 use crate::object::Object;
 use crate::resources::{self, ResourceDef};
@@ -316,9 +316,9 @@ pub struct TooLargeResourceVersion {
     pub current: u64,
 }
 
-/// Counters of the hub, for metrics.
+/// Counters of the cache, for metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HubStats {
+pub struct WatchCacheStats {
     /// Watches open now.
     pub watchers: usize,
     /// Events in the ring.
@@ -333,29 +333,48 @@ pub struct HubStats {
     pub lagged: u64,
 }
 
-/// The hub. See the module documentation.
-pub struct Hub {
+/// The cache. See the module documentation.
+pub struct WatchCache {
     state: Mutex<State>,
     capacity: usize,
     queue: usize,
     published: AtomicU64,
     lagged: AtomicU64,
-    /// The last revision published, for [`Hub::wait_for_rev`]; set under
+    /// The last revision published, for [`WatchCache::wait_for_rev`]; set under
     /// the state lock, so it moves in the same order as `State::rev`.
     revision: watch::Sender<u64>,
-    me: Weak<Hub>,
+    me: Weak<WatchCache>,
 }
 
-impl std::fmt::Debug for Hub {
+impl std::fmt::Debug for WatchCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hub").field("stats", &self.stats()).finish()
+        f.debug_struct("WatchCache").field("stats", &self.stats()).finish()
     }
 }
 
-impl Hub {
-    /// A hub keeping `capacity` events, with `queue` events of room per watcher.
-    pub fn new(capacity: usize, queue: usize) -> Arc<Hub> {
-        Arc::new_cyclic(|me| Hub {
+/// The store connects its backend's changes to the cache.
+impl ChangeFeed for WatchCache {
+    fn prime(&self, base: u64, rev: u64, changes: Vec<Change>) {
+        WatchCache::prime(self, base, rev, changes);
+    }
+
+    fn publish(&self, changes: Vec<Change>) {
+        WatchCache::publish(self, changes);
+    }
+
+    fn progress(&self, rev: u64) {
+        WatchCache::progress(self, rev);
+    }
+
+    fn reset(&self, rev: u64, reason: &str) {
+        WatchCache::reset(self, rev, reason);
+    }
+}
+
+impl WatchCache {
+    /// A cache keeping `capacity` events, with `queue` events of room per watcher.
+    pub fn new(capacity: usize, queue: usize) -> Arc<WatchCache> {
+        Arc::new_cyclic(|me| WatchCache {
             state: Mutex::new(State {
                 ring: VecDeque::with_capacity(capacity.min(1 << 16)),
                 base: 0,
@@ -379,7 +398,7 @@ impl Hub {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Starts the hub at `rev` with the recent history `changes` (all after `base`).
+    /// Starts the cache at `rev` with the recent history `changes` (all after `base`).
     pub(crate) fn prime(&self, base: u64, rev: u64, changes: Vec<Change>) {
         let mut st = self.lock();
         st.base = base;
@@ -455,7 +474,7 @@ impl Hub {
     }
 
     /// History was lost (the backend compacted past us): every watch ends
-    /// with `Expired` and the hub restarts at `rev`.
+    /// with `Expired` and the cache restarts at `rev`.
     pub(crate) fn reset(&self, rev: u64, reason: &str) {
         let mut st = self.lock();
         for (_, slots) in st.watchers.drain() {
@@ -497,7 +516,7 @@ impl Hub {
         self.lock().rev
     }
 
-    /// Waits until the hub has published revision `rev`, at most `limit`.
+    /// Waits until the cache has published revision `rev`, at most `limit`.
     /// Returns at once when it has; a publish during the wait ends it.
     pub async fn wait_for_rev(&self, rev: u64, limit: Duration) -> Result<(), TooLargeResourceVersion> {
         let mut seen = self.revision.subscribe();
@@ -510,15 +529,15 @@ impl Hub {
         Err(TooLargeResourceVersion { requested: rev, current })
     }
 
-    /// Reads waiting in [`Hub::wait_for_rev`] now.
+    /// Reads waiting in [`WatchCache::wait_for_rev`] now.
     pub fn revision_waiters(&self) -> usize {
         self.revision.receiver_count()
     }
 
     /// Counters.
-    pub fn stats(&self) -> HubStats {
+    pub fn stats(&self) -> WatchCacheStats {
         let st = self.lock();
-        HubStats {
+        WatchCacheStats {
             watchers: st.watchers.values().map(Vec::len).sum(),
             ring_len: st.ring.len(),
             rev: st.rev,
@@ -560,7 +579,7 @@ impl Hub {
             tx,
             end: Arc::clone(&end),
         });
-        Ok(Watch { rx, initial: VecDeque::new(), id, resource, hub: self.me.clone(), end, last: from })
+        Ok(Watch { rx, initial: VecDeque::new(), id, resource, cache: self.me.clone(), end, last: from })
     }
 
     fn unsubscribe(&self, resource: &'static ResourceDef, id: u64) {
@@ -577,7 +596,7 @@ pub struct Watch {
     initial: VecDeque<WatchEvent>,
     id: u64,
     resource: &'static ResourceDef,
-    hub: Weak<Hub>,
+    cache: Weak<WatchCache>,
     end: Arc<OnceLock<WatchEnd>>,
     last: u64,
 }
@@ -646,8 +665,8 @@ impl Watch {
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        if let Some(hub) = self.hub.upgrade() {
-            hub.unsubscribe(self.resource, self.id);
+        if let Some(cache) = self.cache.upgrade() {
+            cache.unsubscribe(self.resource, self.id);
         }
     }
 }

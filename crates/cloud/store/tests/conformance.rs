@@ -26,6 +26,7 @@ on_both_backends!(
     dry_run_create_prepares_without_writing,
     generation_is_kept_by_the_kinds_that_have_one,
     update_is_optimistic,
+    a_callers_error_ends_an_update_and_writes_nothing,
     concurrent_read_modify_writes_lose_nothing,
     delete_checks_preconditions,
     pods_are_deleted_gracefully,
@@ -48,6 +49,37 @@ on_both_backends!(
     second_replica_sees_writes,
     corrupt_rows_are_reported_and_skipped,
 );
+
+/// A read-modify-write whose function refuses, with an error type of the
+/// caller's own, ends at once: nothing is written, the error comes back as
+/// it is, and the store's own errors (a missing object) convert into it.
+async fn a_callers_error_ends_an_update_and_writes_nothing(kind: Kind) {
+    #[derive(Debug, PartialEq)]
+    enum Mine {
+        Refused(String),
+        Store(String),
+    }
+    impl From<StoreError> for Mine {
+        fn from(e: StoreError) -> Mine {
+            Mine::Store(e.to_string())
+        }
+    }
+    let h = Harness::new(kind).await;
+    let s = &h.store;
+    let created = s.create(&CONFIGMAPS, configmap("default", "c", json!({"k": "v"}))).await.unwrap();
+    let mut calls = 0;
+    let refused = s
+        .update_with(&CONFIGMAPS, "default", "c", |_| {
+            calls += 1;
+            Err(Mine::Refused("no".into()))
+        })
+        .await;
+    assert_eq!(refused.unwrap_err(), Mine::Refused("no".into()));
+    assert_eq!(calls, 1, "not retried");
+    assert_eq!(s.get(&CONFIGMAPS, "default", "c").await.unwrap().rev(), created.rev(), "nothing written");
+    let missing = s.update_with(&CONFIGMAPS, "default", "nope", |_| Ok::<_, Mine>(None)).await;
+    assert!(matches!(missing, Err(Mine::Store(m)) if m.contains("not found")));
+}
 
 fn name_set(items: &[edgehive_store::Object]) -> Vec<String> {
     items.iter().map(|o| o.name().to_string()).collect()
@@ -125,7 +157,7 @@ async fn generation_is_kept_by_the_kinds_that_have_one(kind: Kind) {
     let p = s.create(&PODS, pod("default", "p", Some("edge-1"), json!({}))).await.unwrap();
     assert_eq!(generation(&p), Some(json!(1)));
     let labelled = s
-        .update_with(&PODS, "default", "p", |cur| {
+        .update_with::<_, StoreError>(&PODS, "default", "p", |cur| {
             let mut v = cur.to_value()?;
             v["metadata"]["labels"] = json!({"a": "b"});
             v["status"] = json!({"phase": "Running"});
@@ -135,7 +167,7 @@ async fn generation_is_kept_by_the_kinds_that_have_one(kind: Kind) {
         .unwrap();
     assert_eq!(generation(&labelled), Some(json!(1)), "metadata and status leave it");
     let changed = s
-        .update_with(&PODS, "default", "p", |cur| {
+        .update_with::<_, StoreError>(&PODS, "default", "p", |cur| {
             let mut v = cur.to_value()?;
             v["spec"]["activeDeadlineSeconds"] = json!(60);
             Ok(Some(v))
@@ -203,7 +235,7 @@ async fn concurrent_read_modify_writes_lose_nothing(kind: Kind) {
         let s = h.store.clone();
         tasks.push(tokio::spawn(async move {
             for _ in 0..25 {
-                s.update_with(&CONFIGMAPS, "default", "counter", |cur| {
+                s.update_with::<_, StoreError>(&CONFIGMAPS, "default", "counter", |cur| {
                     let mut v = cur.to_value()?;
                     let n: u64 = v["data"]["n"].as_str().unwrap().parse().unwrap();
                     v["data"]["n"] = json!((n + 1).to_string());
@@ -310,7 +342,7 @@ async fn finalizers_hold_deletion(kind: Kind) {
     assert!(matches!(pending, DeleteOutcome::Pending(_)));
     assert!(s.get(&CONFIGMAPS, "default", "held").await.unwrap().is_terminating());
     // Other changes keep it; removing the last finalizer completes the delete.
-    s.update_with(&CONFIGMAPS, "default", "held", |cur| {
+    s.update_with::<_, StoreError>(&CONFIGMAPS, "default", "held", |cur| {
         let mut v = cur.to_value()?;
         v["metadata"]["labels"] = json!({"x": "y"});
         Ok(Some(v))
@@ -318,7 +350,7 @@ async fn finalizers_hold_deletion(kind: Kind) {
     .await
     .unwrap();
     s.get(&CONFIGMAPS, "default", "held").await.unwrap();
-    s.update_with(&CONFIGMAPS, "default", "held", |cur| {
+    s.update_with::<_, StoreError>(&CONFIGMAPS, "default", "held", |cur| {
         let mut v = cur.to_value()?;
         v["metadata"]["finalizers"] = json!([]);
         Ok(Some(v))
@@ -336,7 +368,7 @@ async fn list_filters_by_namespace_labels_and_fields(kind: Kind) {
     s.create(&PODS, pod("a", "web-2", Some("n2"), json!({"app": "web"}))).await.unwrap();
     s.create(&PODS, pod("b", "db-1", Some("n1"), json!({"app": "db"}))).await.unwrap();
     s.create(&PODS, pod("b", "free", None, json!({}))).await.unwrap();
-    s.update_with(&PODS, "b", "db-1", |cur| {
+    s.update_with::<_, StoreError>(&PODS, "b", "db-1", |cur| {
         let mut v = cur.to_value()?;
         v["status"]["phase"] = json!("Running");
         Ok(Some(v))
@@ -395,7 +427,7 @@ async fn list_pages_are_a_consistent_snapshot(kind: Kind) {
     // Changes after the first page must not show in the later ones.
     s.delete(&CONFIGMAPS, "default", "cm-15", &DeleteOptions::default()).await.unwrap();
     s.create(&CONFIGMAPS, configmap("default", "cm-15a", json!({}))).await.unwrap();
-    s.update_with(&CONFIGMAPS, "default", "cm-20", |cur| {
+    s.update_with::<_, StoreError>(&CONFIGMAPS, "default", "cm-20", |cur| {
         let mut v = cur.to_value()?;
         v["data"]["i"] = json!("changed");
         Ok(Some(v))
@@ -529,8 +561,8 @@ async fn watch_selector_transitions(kind: Kind) {
             Ok(Some(v))
         }
     };
-    s.update_with(&PODS, "default", "p", set_role(Some("front"))).await.unwrap();
-    s.update_with(&PODS, "default", "p", set_role(Some("back"))).await.unwrap();
+    s.update_with::<_, StoreError>(&PODS, "default", "p", set_role(Some("front"))).await.unwrap();
+    s.update_with::<_, StoreError>(&PODS, "default", "p", set_role(Some("back"))).await.unwrap();
     let e1 = next_event(&mut w).await;
     assert_eq!(e1.ty, EventType::Added, "starts to match");
     let e2 = next_event(&mut w).await;
@@ -538,8 +570,8 @@ async fn watch_selector_transitions(kind: Kind) {
     let obj: Value = serde_json::from_slice(e2.object().unwrap().json().unwrap()).unwrap();
     assert_eq!(obj["metadata"]["labels"]["role"], "front", "the last state that matched");
     assert_eq!(obj["metadata"]["resourceVersion"], e2.rev.to_string());
-    s.update_with(&PODS, "default", "p", set_role(None)).await.unwrap();
-    s.update_with(&PODS, "default", "p", set_role(Some("front"))).await.unwrap();
+    s.update_with::<_, StoreError>(&PODS, "default", "p", set_role(None)).await.unwrap();
+    s.update_with::<_, StoreError>(&PODS, "default", "p", set_role(Some("front"))).await.unwrap();
     assert_eq!(next_event(&mut w).await.ty, EventType::Added);
     s.close().await;
 }
@@ -587,13 +619,13 @@ async fn watch_too_old_is_expired(kind: Kind) {
     }
     let start = WatchStart::After(first);
     let opts = WatchOptions { filter: WatchFilter::all(&CONFIGMAPS), start, bookmarks: false };
-    eventually("hub caught up", WAIT, || s.hub().rev() >= first + 40).await;
+    eventually("the watch cache caught up", WAIT, || s.watch_cache().rev() >= first + 40).await;
     match s.watch(opts).await {
         Err(StoreError::Expired(m)) => assert!(m.starts_with("too old resource version"), "{m}"),
         other => panic!("{other:?}"),
     }
     // A recent revision is fine.
-    let recent = s.hub().rev() - 5;
+    let recent = s.watch_cache().rev() - 5;
     let mut w = s
         .watch(WatchOptions {
             filter: WatchFilter::all(&CONFIGMAPS),
@@ -614,7 +646,7 @@ async fn reads_wait_for_a_revision_not_reached(kind: Kind) {
     let now = s.current_rev().await.unwrap();
     // A write that reaches the revision ends the wait.
     let (waited, made) = tokio::join!(s.wait_for_revision(now + 1), async {
-        eventually("the read waits", WAIT, || s.hub().revision_waiters() == 1).await;
+        eventually("the read waits", WAIT, || s.watch_cache().revision_waiters() == 1).await;
         s.create(&CONFIGMAPS, configmap("default", "a", json!({}))).await.unwrap()
     });
     assert_eq!((waited, made.rev()), (Ok(()), now + 1));
@@ -628,7 +660,7 @@ async fn reads_wait_for_a_revision_not_reached(kind: Kind) {
         Err(StoreError::Timeout(m)) => assert_eq!(m, too_large.to_string()),
         other => panic!("{other:?}"),
     }
-    assert_eq!(s.hub().revision_waiters(), 0);
+    assert_eq!(s.watch_cache().revision_waiters(), 0);
     s.close().await;
 }
 
@@ -657,14 +689,14 @@ async fn thousand_watchers_share_one_encoding(kind: Kind) {
     let h = Harness::with(kind, |c| c.reap_graceful = false).await;
     let s = &h.store;
     let from = s.current_rev().await.unwrap();
-    let before = s.hub().stats().watchers;
+    let before = s.watch_cache().stats().watchers;
     let mut watchers = Vec::new();
     for _ in 0..1000 {
         let opts =
             WatchOptions { filter: WatchFilter::all(&CONFIGMAPS), start: WatchStart::After(from), bookmarks: false };
         watchers.push(s.watch(opts).await.unwrap());
     }
-    assert_eq!(s.hub().stats().watchers, before + 1000);
+    assert_eq!(s.watch_cache().stats().watchers, before + 1000);
     s.create(&CONFIGMAPS, configmap("default", "fan", json!({}))).await.unwrap();
     let mut ptr = None;
     for w in &mut watchers {
@@ -676,7 +708,7 @@ async fn thousand_watchers_share_one_encoding(kind: Kind) {
         }
     }
     drop(watchers);
-    assert_eq!(s.hub().stats().watchers, before, "dropping a watch unsubscribes it");
+    assert_eq!(s.watch_cache().stats().watchers, before, "dropping a watch unsubscribes it");
     s.close().await;
 }
 
@@ -710,7 +742,7 @@ async fn slow_watcher_is_ended_alone(kind: Kind) {
     };
     assert_eq!(end, WatchEnd::Lagged);
     assert!(got <= 8, "{got}");
-    assert!(s.hub().stats().lagged >= 1);
+    assert!(s.watch_cache().stats().lagged >= 1);
     s.close().await;
 }
 
@@ -764,7 +796,7 @@ async fn second_replica_sees_writes(kind: Kind) {
     // A conflicting write through the other replica is refused.
     let stale = h.store.get(&PODS, "default", "p").await.unwrap().to_value().unwrap();
     other
-        .update_with(&PODS, "default", "p", |cur| {
+        .update_with::<_, StoreError>(&PODS, "default", "p", |cur| {
             let mut v = cur.to_value()?;
             v["metadata"]["labels"] = json!({"by": "other"});
             Ok(Some(v))
@@ -820,7 +852,7 @@ async fn corrupt_rows_are_reported_and_skipped(kind: Kind) {
         other => panic!("{other:?}"),
     }
     // Other objects are unharmed and writable; the bad one can be deleted.
-    s.update_with(&CONFIGMAPS, "default", "a", |cur| {
+    s.update_with::<_, StoreError>(&CONFIGMAPS, "default", "a", |cur| {
         let mut v = cur.to_value()?;
         v["data"]["k"] = json!("a2");
         Ok(Some(v))

@@ -152,7 +152,7 @@ async fn points_are_objectsyncs(kind: Kind) {
     assert_eq!(moved.value().unwrap()["metadata"]["creationTimestamp"], created, "identity is kept");
 
     // Changed through the API, a point keeps what was added and still moves.
-    s.update_with(&OBJECT_SYNCS, "default", &name, |cur| {
+    s.update_with::<_, edgehive_store::StoreError>(&OBJECT_SYNCS, "default", &name, |cur| {
         let mut v = cur.to_value()?;
         v["metadata"]["labels"] = json!({"team": "a"});
         Ok(Some(v))

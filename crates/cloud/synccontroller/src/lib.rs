@@ -27,7 +27,6 @@
 pub mod state;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use edgehive_beehive::{Context, Module, ModuleContext, ModuleFuture};
@@ -36,6 +35,8 @@ use edgehive_store::informer::{Change, inform};
 use edgehive_store::objectsync::{PointWrite, SyncRecord};
 use edgehive_store::resources::{self, CLUSTER_OBJECT_SYNCS, CONFIGMAPS, NODES, OBJECT_SYNCS, PODS, SECRETS};
 use edgehive_store::{Object, Store, StoreError};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -55,39 +56,46 @@ impl Default for SyncConfig {
     }
 }
 
-/// Counters an operator watches.
+/// SyncController's counters, one atomic each (prometheus-client's). The
+/// controller updates them; read them by registering them
+/// ([`SyncMetrics::register`]) and encoding the registry.
 #[derive(Debug, Default)]
 pub struct SyncMetrics {
     /// Ticks run.
-    pub ticks: AtomicU64,
+    ticks: Counter,
     /// Objects checked, all ticks.
-    pub checked: AtomicU64,
+    checked: Counter,
     /// `update`s sent.
-    pub updates: AtomicU64,
+    updates: Counter,
     /// `delete`s sent.
-    pub deletes: AtomicU64,
+    deletes: Counter,
     /// Points of deleted nodes removed.
-    pub node_points_removed: AtomicU64,
+    node_points_removed: Counter,
     /// Updates withheld: the node no longer needs the object.
-    pub withheld: AtomicU64,
+    withheld: Counter,
 }
 
 impl SyncMetrics {
-    /// Prometheus text exposition.
-    pub fn render(&self, out: &mut String) {
-        use std::fmt::Write as _;
-        for (name, help, v) in [
-            ("ticks_total", "Sync ticks run.", &self.ticks),
-            ("checked_total", "Objects checked against success points.", &self.checked),
-            ("updates_total", "Objects re-sent as update.", &self.updates),
-            ("deletes_total", "Deletes sent for objects gone or replaced.", &self.deletes),
-            ("node_points_removed_total", "Success points of deleted nodes removed.", &self.node_points_removed),
-            ("withheld_total", "Updates not sent: the node no longer needs the object.", &self.withheld),
-        ] {
-            let _ = writeln!(out, "# HELP edgehive_synccontroller_{name} {help}");
-            let _ = writeln!(out, "# TYPE edgehive_synccontroller_{name} counter");
-            let _ = writeln!(out, "edgehive_synccontroller_{name} {}", v.load(Relaxed));
-        }
+    /// Registers the counters in `registry` under the prefix
+    /// `synccontroller` (`edgehive_synccontroller_` in a process's registry).
+    ///
+    /// ```
+    /// use prometheus_client::{encoding::text::encode, registry::Registry};
+    /// let metrics = edgehive_synccontroller::SyncMetrics::default();
+    /// let mut registry = Registry::with_prefix("edgehive");
+    /// metrics.register(&mut registry);
+    /// let mut text = String::new();
+    /// encode(&mut text, &registry).unwrap();
+    /// assert!(text.contains("\nedgehive_synccontroller_ticks_total 0\n"));
+    /// ```
+    pub fn register(&self, registry: &mut Registry) {
+        let r = registry.sub_registry_with_prefix("synccontroller");
+        r.register("ticks", "Sync ticks run", self.ticks.clone());
+        r.register("checked", "Objects checked against success points", self.checked.clone());
+        r.register("updates", "Objects re-sent as update", self.updates.clone());
+        r.register("deletes", "Deletes sent for objects gone or replaced", self.deletes.clone());
+        r.register("node_points_removed", "Success points of deleted nodes removed", self.node_points_removed.clone());
+        r.register("withheld", "Updates not sent: the node no longer needs the object", self.withheld.clone());
     }
 }
 
@@ -105,7 +113,8 @@ impl SyncController {
         SyncController { store, cfg, metrics: Arc::default() }
     }
 
-    /// Counters for Prometheus.
+    /// Its counters, to register in the process's registry
+    /// ([`SyncMetrics::register`]).
     pub fn metrics(&self) -> &Arc<SyncMetrics> {
         &self.metrics
     }
@@ -300,7 +309,7 @@ impl Runner {
         for (removed, (uid, _)) in self.store.write_points(&removals).await.into_iter().zip(&points) {
             match removed {
                 Ok(()) => {
-                    self.metrics.node_points_removed.fetch_add(1, Relaxed);
+                    self.metrics.node_points_removed.inc();
                 }
                 Err(e) => tracing::warn!(node, %uid, error = %e, "remove success point"),
             }
@@ -308,9 +317,9 @@ impl Runner {
     }
 
     async fn tick(&mut self) {
-        self.metrics.ticks.fetch_add(1, Relaxed);
+        self.metrics.ticks.inc();
         for (uid, holders) in self.state.take_dirty() {
-            self.metrics.checked.fetch_add(1, Relaxed);
+            self.metrics.checked.inc();
             let first = &holders[0].1;
             let Some(res) = resources::by_kind(&first.api_version, &first.kind) else {
                 tracing::debug!(kind = %first.kind, "success point of a kind the store does not serve");
@@ -329,18 +338,18 @@ impl Runner {
             for (node, point) in &holders {
                 let msg = match &current {
                     None => {
-                        self.metrics.deletes.fetch_add(1, Relaxed);
+                        self.metrics.deletes.inc();
                         delete_message(node, &uid, point)
                     }
                     Some(o) if o.rev() > point.rv && !self.needed(node, &uid, point) => {
                         // Not resent, not kept dirty: EdgeController deletes
                         // it at the node; a later change looks again.
-                        self.metrics.withheld.fetch_add(1, Relaxed);
+                        self.metrics.withheld.inc();
                         tracing::debug!(%node, kind = %point.kind, name = %point.name, "not resent: the node no longer needs it");
                         continue;
                     }
                     Some(o) if o.rev() > point.rv => {
-                        self.metrics.updates.fetch_add(1, Relaxed);
+                        self.metrics.updates.inc();
                         match update_message(node, o) {
                             Some(m) => m,
                             None => continue,

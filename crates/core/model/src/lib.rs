@@ -9,6 +9,7 @@ pub mod constants;
 mod content;
 mod error;
 mod id;
+pub mod inventory;
 mod message;
 pub mod resource;
 mod text;

@@ -66,7 +66,7 @@ impl PeerInfo {
 }
 
 /// State shared by the handles and the two tasks.
-struct Shared {
+struct ConnState {
     info: PeerInfo,
     cfg: ConnConfig,
     cancel: CancellationToken,
@@ -79,7 +79,7 @@ struct Shared {
     last_received_ms: std::sync::atomic::AtomicU64,
 }
 
-impl Shared {
+impl ConnState {
     /// Records the first reason and stops both tasks.
     fn close(&self, reason: CloseReason) {
         let mut r = self.reason.lock().unwrap_or_else(|p| p.into_inner());
@@ -120,7 +120,7 @@ impl Shared {
 /// The writing half: cheap to clone, usable from many tasks.
 #[derive(Clone)]
 pub struct ConnTx {
-    shared: Arc<Shared>,
+    shared: Arc<ConnState>,
     queue: mpsc::Sender<Outgoing>,
 }
 
@@ -143,7 +143,7 @@ impl Outgoing {
 
 /// The reading half.
 pub struct ConnRx {
-    shared: Arc<Shared>,
+    shared: Arc<ConnState>,
     incoming: mpsc::Receiver<Message>,
 }
 
@@ -295,7 +295,7 @@ impl ConnTx {
 }
 
 struct PendingGuard<'a> {
-    shared: &'a Shared,
+    shared: &'a ConnState,
     id: Text,
 }
 
@@ -368,7 +368,7 @@ pub(crate) fn spawn_conn<R: FrameRead, W: FrameWrite>(
 ) -> Connection {
     let (queue_tx, queue_rx) = mpsc::channel(cfg.send_queue.max(1));
     let (in_tx, in_rx) = mpsc::channel(cfg.recv_queue.max(1));
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(ConnState {
         info,
         cfg,
         cancel: CancellationToken::new(),
@@ -396,7 +396,7 @@ pub(crate) fn wire_line(m: &Message) -> String {
 /// Most messages written per flush.
 const WRITE_BATCH: usize = 64;
 
-async fn write_loop<W: FrameWrite>(mut writer: W, mut queue: mpsc::Receiver<Outgoing>, shared: Arc<Shared>) {
+async fn write_loop<W: FrameWrite>(mut writer: W, mut queue: mpsc::Receiver<Outgoing>, shared: Arc<ConnState>) {
     let write_timeout = shared.cfg.write_timeout;
     let mut ping = shared.cfg.ping_interval.map(|d| tokio::time::interval_at(Instant::now() + d, d));
     let mut batch = Vec::with_capacity(WRITE_BATCH);
@@ -449,7 +449,7 @@ async fn write_loop<W: FrameWrite>(mut writer: W, mut queue: mpsc::Receiver<Outg
     let _ = timeout(Duration::from_secs(1), writer.close()).await;
 }
 
-async fn read_loop<R: FrameRead>(mut reader: R, incoming: mpsc::Sender<Message>, tx: ConnTx, shared: Arc<Shared>) {
+async fn read_loop<R: FrameRead>(mut reader: R, incoming: mpsc::Sender<Message>, tx: ConnTx, shared: Arc<ConnState>) {
     let read_timeout = shared.cfg.read_timeout;
     loop {
         let next = tokio::select! {

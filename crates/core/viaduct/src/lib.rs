@@ -15,7 +15,7 @@
 //! oldest pending handshake (of the server, or of that source) is cancelled
 //! to make room instead of the new connection being refused. Evictions,
 //! timeouts and refusals are counted in [`ServerStats`]
-//! ([`ServerStats::render_metrics`]).
+//! ([`ServerStats::register`] exports them).
 //! The table that decides is [`admission::ConnectionTable`], which other
 //! servers in front of authentication (the join server) use as well.
 //!

@@ -120,7 +120,7 @@ async fn accept_loop(endpoint: quinn::Endpoint, cfg: Arc<ServerConfig>, intake: 
         // address: a Retry costs us no state and the client one round trip.
         if !incoming.remote_address_validated() && incoming.may_retry() && intake.would_evict(remote) {
             if incoming.retry().is_ok() {
-                intake.stats.quic_retries.fetch_add(1, Ordering::Relaxed);
+                intake.stats.quic_retries.inc();
             }
             continue;
         }
@@ -135,7 +135,7 @@ async fn server_handshake(incoming: quinn::Incoming, cfg: &ServerConfig, stats: 
     let conn = match incoming.await {
         Ok(c) => c,
         Err(e) => {
-            stats.tls_failures.fetch_add(1, Ordering::Relaxed);
+            stats.tls_failures.inc();
             tracing::warn!(%remote, error = %e, "QUIC/TLS handshake failed");
             return None;
         }
@@ -144,13 +144,13 @@ async fn server_handshake(incoming: quinn::Incoming, cfg: &ServerConfig, stats: 
     let (mut send, mut recv) = match conn.accept_bi().await {
         Ok(s) => s,
         Err(e) => {
-            stats.upgrade_failures.fetch_add(1, Ordering::Relaxed);
+            stats.upgrade_failures.inc();
             tracing::warn!(%remote, error = %e, "no handshake stream");
             return None;
         }
     };
     let refuse = |reason: String| {
-        stats.upgrade_failures.fetch_add(1, Ordering::Relaxed);
+        stats.upgrade_failures.inc();
         tracing::warn!(%remote, cert_cn = ?cert.as_ref().and_then(|c| c.common_name.clone()), %reason, "QUIC handshake headers refused");
         conn.close(VarInt::from_u32(CODE_REFUSED), reason.as_bytes());
         None

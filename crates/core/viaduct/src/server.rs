@@ -12,13 +12,17 @@
 //! lock out an edge's reconnect: it only shortens how long the flood's own
 //! connections live.
 
-use std::fmt::Write as _;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -28,118 +32,158 @@ use crate::config::ServerConfig;
 use crate::conn::{Connection, Protocol};
 use crate::error::ConnectError;
 
-/// Counters of a server, for logs and metrics
-/// ([`ServerStats::render_metrics`] writes them in the Prometheus text format).
+/// Counters of a server, for logs and metrics: read them with the accessors;
+/// [`ServerStats::register`] exports those of every server of a process.
+/// Each is one atomic (prometheus-client's [`Counter`] and [`Gauge`]).
 #[derive(Debug, Default)]
 pub struct ServerStats {
-    /// Connections handed to `accept`.
-    pub accepted: AtomicU64,
-    /// TLS handshakes that failed (no, foreign or expired certificate, ...).
-    pub tls_failures: AtomicU64,
-    /// Upgrades refused (bad headers, not WebSocket, bad QUIC header frame).
-    pub upgrade_failures: AtomicU64,
-    /// Handshakes that did not finish in time.
-    pub handshake_timeouts: AtomicU64,
-    /// Connections that completed their handshake but were dropped because
-    /// the accept queue was full or the server closed. (Handshakes are never
-    /// refused for want of room: the oldest pending one is evicted instead.)
-    pub refused_busy: AtomicU64,
-    /// Pending handshakes cancelled because a new connection came from a
-    /// source already at [`ServerConfig::max_pending_handshakes_per_source`]
-    /// (the source's oldest is cancelled).
-    pub evicted_per_source: AtomicU64,
-    /// Pending handshakes cancelled because a new connection came while
-    /// [`ServerConfig::max_pending_handshakes`] were in progress (the
-    /// server's oldest is cancelled).
-    pub evicted_global: AtomicU64,
-    /// QUIC connection attempts answered with a Retry (address validation)
-    /// because admitting them would have evicted another handshake.
-    pub quic_retries: AtomicU64,
-    /// Handshakes in progress now (a gauge).
-    pub pending_handshakes: AtomicU64,
+    pub(crate) accepted: Counter,
+    pub(crate) tls_failures: Counter,
+    pub(crate) upgrade_failures: Counter,
+    pub(crate) handshake_timeouts: Counter,
+    pub(crate) refused_busy: Counter,
+    pub(crate) evicted_per_source: Counter,
+    pub(crate) evicted_global: Counter,
+    pub(crate) quic_retries: Counter,
+    pub(crate) pending_handshakes: Gauge,
 }
 
 impl ServerStats {
-    /// Pending handshakes cancelled to make room, for either limit.
-    pub fn handshakes_evicted(&self) -> u64 {
-        self.evicted_per_source.load(Ordering::Relaxed) + self.evicted_global.load(Ordering::Relaxed)
+    /// Connections handed to `accept`.
+    pub fn accepted(&self) -> u64 {
+        self.accepted.get()
     }
 
-    /// Appends the counters of `servers` to `out` in the Prometheus text
-    /// format, names prefixed `edgehive_viaduct_`, each sample labelled with
-    /// its server's transport (`websocket` or `quic`). Pass every server in
-    /// one call: each metric's `HELP` and `TYPE` lines are written once.
+    /// TLS handshakes that failed (no, foreign or expired certificate, ...).
+    pub fn tls_failures(&self) -> u64 {
+        self.tls_failures.get()
+    }
+
+    /// Upgrades refused (bad headers, not WebSocket, bad QUIC header frame).
+    pub fn upgrade_failures(&self) -> u64 {
+        self.upgrade_failures.get()
+    }
+
+    /// Handshakes that did not finish in time.
+    pub fn handshake_timeouts(&self) -> u64 {
+        self.handshake_timeouts.get()
+    }
+
+    /// Connections that completed their handshake but were dropped because
+    /// the accept queue was full or the server closed. (Handshakes are never
+    /// refused for want of room: the oldest pending one is evicted instead.)
+    pub fn refused_busy(&self) -> u64 {
+        self.refused_busy.get()
+    }
+
+    /// Pending handshakes cancelled because a new connection came from a
+    /// source already at [`ServerConfig::max_pending_handshakes_per_source`]
+    /// (the source's oldest is cancelled).
+    pub fn evicted_per_source(&self) -> u64 {
+        self.evicted_per_source.get()
+    }
+
+    /// Pending handshakes cancelled because a new connection came while
+    /// [`ServerConfig::max_pending_handshakes`] were in progress (the
+    /// server's oldest is cancelled).
+    pub fn evicted_global(&self) -> u64 {
+        self.evicted_global.get()
+    }
+
+    /// Pending handshakes cancelled to make room, for either limit.
+    pub fn handshakes_evicted(&self) -> u64 {
+        self.evicted_per_source() + self.evicted_global()
+    }
+
+    /// QUIC connection attempts answered with a Retry (address validation)
+    /// because admitting them would have evicted another handshake.
+    pub fn quic_retries(&self) -> u64 {
+        self.quic_retries.get()
+    }
+
+    /// Handshakes in progress now.
+    pub fn pending_handshakes(&self) -> u64 {
+        self.pending_handshakes.get().max(0) as u64
+    }
+
+    /// Registers the counters of `servers` in `registry`, under the prefix
+    /// `viaduct` (so `edgehive_viaduct_` in a process's registry), each
+    /// sample labelled with its server's transport (`websocket` or `quic`).
+    /// Pass every server of the process in one call: each metric is one
+    /// family. The counters are read at each scrape.
     ///
     /// ```
+    /// use std::sync::Arc;
     /// use edgehive_viaduct::{Protocol, ServerStats};
-    /// let (ws, quic) = (ServerStats::default(), ServerStats::default());
+    /// use prometheus_client::{encoding::text::encode, registry::Registry};
+    /// let (ws, quic) = (Arc::new(ServerStats::default()), Arc::new(ServerStats::default()));
+    /// let mut registry = Registry::with_prefix("edgehive");
+    /// ServerStats::register(&[(Protocol::WebSocket, ws), (Protocol::Quic, quic)], &mut registry);
     /// let mut out = String::new();
-    /// ServerStats::render_metrics(&[(Protocol::WebSocket, &ws), (Protocol::Quic, &quic)], &mut out);
+    /// encode(&mut out, &registry).unwrap();
     /// assert!(out.contains("edgehive_viaduct_handshakes_total{transport=\"websocket\",result=\"evicted\"} 0\n"));
     /// assert!(out.contains("edgehive_viaduct_pending_handshakes{transport=\"quic\"} 0\n"));
     /// ```
-    pub fn render_metrics(servers: &[(Protocol, &ServerStats)], out: &mut String) {
-        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let family = |out: &mut String, name: &str, kind: &str, help: &str| {
-            let _ = write!(out, "# HELP edgehive_viaduct_{name} {help}\n# TYPE edgehive_viaduct_{name} {kind}\n");
-        };
-        family(out, "handshakes_total", "counter", "Handshakes by how they ended.");
-        for (protocol, s) in servers {
+    pub fn register(servers: &[(Protocol, Arc<ServerStats>)], registry: &mut Registry) {
+        registry
+            .sub_registry_with_prefix("viaduct")
+            .register_collector(Box::new(ServerMetrics { servers: servers.to_vec() }));
+    }
+}
+
+/// The metrics of a process's servers, read at each scrape.
+#[derive(Debug)]
+struct ServerMetrics {
+    servers: Vec<(Protocol, Arc<ServerStats>)>,
+}
+
+impl Collector for ServerMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
+        let mut family =
+            encoder.encode_descriptor("handshakes", "Handshakes by how they ended.", None, MetricType::Counter)?;
+        for (protocol, s) in &self.servers {
             let transport = transport_label(*protocol);
             for (result, value) in [
-                ("accepted", load(&s.accepted)),
-                ("tls_failed", load(&s.tls_failures)),
-                ("upgrade_failed", load(&s.upgrade_failures)),
-                ("timeout", load(&s.handshake_timeouts)),
+                ("accepted", s.accepted()),
+                ("tls_failed", s.tls_failures()),
+                ("upgrade_failed", s.upgrade_failures()),
+                ("timeout", s.handshake_timeouts()),
                 ("evicted", s.handshakes_evicted()),
-                ("refused", load(&s.refused_busy)),
+                ("refused", s.refused_busy()),
             ] {
-                let _ = writeln!(
-                    out,
-                    "edgehive_viaduct_handshakes_total{{transport=\"{transport}\",result=\"{result}\"}} {value}"
-                );
+                ConstCounter::new(value)
+                    .encode(family.encode_family(&[("transport", transport), ("result", result)])?)?;
             }
         }
-        family(
-            out,
-            "handshakes_evicted_total",
-            "counter",
+        let mut family = encoder.encode_descriptor(
+            "handshakes_evicted",
             "Pending handshakes cancelled to make room, by the limit that was reached.",
-        );
-        for (protocol, s) in servers {
+            None,
+            MetricType::Counter,
+        )?;
+        for (protocol, s) in &self.servers {
             let transport = transport_label(*protocol);
-            for (limit, value) in [(Limit::Source, &s.evicted_per_source), (Limit::Total, &s.evicted_global)] {
-                let (limit, value) = (limit_label(limit), load(value));
-                let _ = writeln!(
-                    out,
-                    "edgehive_viaduct_handshakes_evicted_total{{transport=\"{transport}\",limit=\"{limit}\"}} {value}"
-                );
+            for (limit, counter) in [(Limit::Source, &s.evicted_per_source), (Limit::Total, &s.evicted_global)] {
+                counter.encode(family.encode_family(&[("transport", transport), ("limit", limit_label(limit))])?)?;
             }
         }
-        if servers.iter().any(|(p, _)| *p == Protocol::Quic) {
-            family(
-                out,
-                "quic_retries_total",
-                "counter",
+        if self.servers.iter().any(|(p, _)| *p == Protocol::Quic) {
+            let mut family = encoder.encode_descriptor(
+                "quic_retries",
                 "QUIC connection attempts asked to validate their address under pressure.",
-            );
-            for (_, s) in servers.iter().filter(|(p, _)| *p == Protocol::Quic) {
-                let _ = writeln!(
-                    out,
-                    "edgehive_viaduct_quic_retries_total{{transport=\"quic\"}} {}",
-                    load(&s.quic_retries)
-                );
+                None,
+                MetricType::Counter,
+            )?;
+            for (_, s) in self.servers.iter().filter(|(p, _)| *p == Protocol::Quic) {
+                s.quic_retries.encode(family.encode_family(&[("transport", "quic")])?)?;
             }
         }
-        family(out, "pending_handshakes", "gauge", "Handshakes in progress.");
-        for (protocol, s) in servers {
-            let _ = writeln!(
-                out,
-                "edgehive_viaduct_pending_handshakes{{transport=\"{}\"}} {}",
-                transport_label(*protocol),
-                load(&s.pending_handshakes)
-            );
+        let mut family =
+            encoder.encode_descriptor("pending_handshakes", "Handshakes in progress.", None, MetricType::Gauge)?;
+        for (protocol, s) in &self.servers {
+            s.pending_handshakes.encode(family.encode_family(&[("transport", transport_label(*protocol))])?)?;
         }
+        Ok(())
     }
 }
 
@@ -275,7 +319,7 @@ impl Drop for PendingHandshake {
     fn drop(&mut self) {
         let mut state = lock(&self.pending);
         state.table.remove(self.id);
-        self.stats.pending_handshakes.store(state.table.len() as u64, Ordering::Relaxed);
+        self.stats.pending_handshakes.set(state.table.len() as i64);
     }
 }
 
@@ -316,14 +360,14 @@ impl Intake {
             // never are: a full table always has a pending one to evict.
             Admission::Full => unreachable!("a table of handshakes only is never full of established ones"),
         };
-        self.stats.pending_handshakes.store(state.table.len() as u64, Ordering::Relaxed);
+        self.stats.pending_handshakes.set(state.table.len() as i64);
         if let Some((victim, limit)) = evicted {
             victim.cancel.cancel();
             let counter = match limit {
                 Limit::Source => &self.stats.evicted_per_source,
                 Limit::Total => &self.stats.evicted_global,
             };
-            counter.fetch_add(1, Ordering::Relaxed);
+            counter.inc();
             tracing::debug!(remote = %victim.remote, limit = limit_label(limit), new = %remote, "pending handshake evicted to make room");
             if let Some(evicted) = state.evictions.event(Instant::now()) {
                 tracing::warn!(
@@ -370,7 +414,7 @@ impl Intake {
     }
 
     fn timed_out(&self, remote: SocketAddr) {
-        self.stats.handshake_timeouts.fetch_add(1, Ordering::Relaxed);
+        self.stats.handshake_timeouts.inc();
         tracing::debug!(%remote, deadline = ?self.deadline, "handshake did not finish in time; connection dropped");
         if let Some(timeouts) = lock(&self.pending).timeouts.event(Instant::now()) {
             tracing::warn!(timeouts, %remote, deadline = ?self.deadline, "handshakes did not finish in time; connections dropped");
@@ -382,10 +426,10 @@ impl Intake {
     fn hand_over(&self, conn: Connection) {
         match self.out.try_send(conn) {
             Ok(()) => {
-                self.stats.accepted.fetch_add(1, Ordering::Relaxed);
+                self.stats.accepted.inc();
             }
             Err(mpsc::error::TrySendError::Full(c) | mpsc::error::TrySendError::Closed(c)) => {
-                self.stats.refused_busy.fetch_add(1, Ordering::Relaxed);
+                self.stats.refused_busy.inc();
                 tracing::warn!(remote = %c.peer().remote_addr, node = %c.peer().node_id, "accept queue full or server closed; connection dropped");
                 c.tx.close();
             }
@@ -398,14 +442,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn metrics_are_prometheus_text() {
-        let (ws, quic) = (ServerStats::default(), ServerStats::default());
-        ws.evicted_per_source.store(5, Ordering::Relaxed);
-        ws.evicted_global.store(2, Ordering::Relaxed);
-        ws.handshake_timeouts.store(3, Ordering::Relaxed);
-        quic.quic_retries.store(4, Ordering::Relaxed);
+    fn metrics_are_openmetrics_text() {
+        let (ws, quic) = (Arc::new(ServerStats::default()), Arc::new(ServerStats::default()));
+        ws.evicted_per_source.inc_by(5);
+        ws.evicted_global.inc_by(2);
+        ws.handshake_timeouts.inc_by(3);
+        quic.quic_retries.inc_by(4);
+        let mut registry = Registry::with_prefix("edgehive");
+        ServerStats::register(&[(Protocol::WebSocket, ws), (Protocol::Quic, quic)], &mut registry);
         let mut out = String::new();
-        ServerStats::render_metrics(&[(Protocol::WebSocket, &ws), (Protocol::Quic, &quic)], &mut out);
+        prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode");
         for line in [
             "edgehive_viaduct_handshakes_total{transport=\"websocket\",result=\"evicted\"} 7",
             "edgehive_viaduct_handshakes_total{transport=\"websocket\",result=\"timeout\"} 3",
@@ -417,17 +463,18 @@ mod tests {
         ] {
             assert!(out.lines().any(|l| l == line), "{line} in\n{out}");
         }
-        // One HELP and one TYPE per metric, each before its samples.
+        // One HELP and one TYPE per metric family, each before its samples.
         let mut seen = std::collections::HashSet::new();
-        for line in out.lines() {
+        for line in out.lines().filter(|l| *l != "# EOF") {
             if let Some(rest) = line.strip_prefix("# HELP ") {
                 let name = rest.split(' ').next().unwrap_or_default();
                 assert!(seen.insert(name.to_owned()), "HELP for {name} twice");
             } else if !line.starts_with("# TYPE ") {
                 let name = line.split(['{', ' ']).next().unwrap_or_default();
-                assert!(seen.contains(name), "{line} before its HELP");
+                assert!(seen.contains(name.trim_end_matches("_total")), "{line} before its HELP");
             }
         }
         assert_eq!(seen.len(), 4);
+        assert!(out.ends_with("# EOF\n"));
     }
 }

@@ -11,7 +11,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use edgehive_model::Text;
@@ -188,7 +187,7 @@ async fn handshake(
     let tls_stream = match tls.accept(tcp).await {
         Ok(s) => s,
         Err(e) => {
-            stats.tls_failures.fetch_add(1, Ordering::Relaxed);
+            stats.tls_failures.inc();
             tracing::warn!(%remote, error = %e, "TLS handshake failed");
             return None;
         }
@@ -233,7 +232,7 @@ async fn handshake(
     {
         Ok(ws) => ws,
         Err(e) => {
-            stats.upgrade_failures.fetch_add(1, Ordering::Relaxed);
+            stats.upgrade_failures.inc();
             tracing::warn!(%remote, cert_cn = ?cert.as_ref().and_then(|c| c.common_name.clone()), error = %e, "WebSocket upgrade refused");
             return None;
         }

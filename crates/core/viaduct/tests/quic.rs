@@ -128,8 +128,7 @@ async fn certificate_from_another_ca_is_refused() {
     cfg.tls.identity = edgehive_viaduct::Identity { cert_chain: vec![c.cert], key: c.key };
     let client = QuicClient::new(cfg, "127.0.0.1:0".parse().unwrap()).unwrap();
     assert!(client.connect().await.is_err());
-    eventually("TLS failure counted", || srv.stats().tls_failures.load(std::sync::atomic::Ordering::Relaxed) == 1)
-        .await;
+    eventually("TLS failure counted", || srv.stats().tls_failures() == 1).await;
     // A good edge still gets in.
     let good = quic_client(&pki, srv.local_addr(), "good");
     good.connect().await.unwrap();
@@ -189,21 +188,20 @@ async fn bad_frames_close_only_that_connection() {
 /// otherwise evict someone else's handshake).
 #[tokio::test]
 async fn a_silent_handshake_is_evicted_for_an_edge_that_validates_its_address() {
-    use std::sync::atomic::Ordering;
     let pki = Pki::new();
     let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
     cfg.handshake_timeout = Duration::from_secs(600);
     cfg.max_pending_handshakes_per_source = 1;
     let mut srv = Server::bind_quic(cfg).await.unwrap();
     let (_ep, silent) = raw_quic(&pki, srv.local_addr()).await;
-    assert_eq!(srv.stats().pending_handshakes.load(Ordering::Relaxed), 1);
+    assert_eq!(srv.stats().pending_handshakes(), 1);
 
     let client = quic_client(&pki, srv.local_addr(), "edge-q");
     let conn = client.connect().await.unwrap();
     assert_eq!(srv.accept().await.unwrap().peer().node_id, "edge-q");
     assert_eq!(conn.peer().node_id, "edge-q");
-    assert_eq!(srv.stats().quic_retries.load(Ordering::Relaxed), 1);
-    assert_eq!(srv.stats().evicted_per_source.load(Ordering::Relaxed), 1);
+    assert_eq!(srv.stats().quic_retries(), 1);
+    assert_eq!(srv.stats().evicted_per_source(), 1);
     // The evicted connection is closed by the server, long before its deadline.
     tokio::time::timeout(Duration::from_secs(30), silent.closed()).await.expect("the silent connection is closed");
 }
@@ -211,14 +209,13 @@ async fn a_silent_handshake_is_evicted_for_an_edge_that_validates_its_address() 
 /// The QUIC handshake and the header frame must arrive within the deadline.
 #[tokio::test]
 async fn a_silent_handshake_times_out() {
-    use std::sync::atomic::Ordering;
     let pki = Pki::new();
     let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
     cfg.handshake_timeout = Duration::from_millis(300);
     let srv = Server::bind_quic(cfg).await.unwrap();
     let (_ep, silent) = raw_quic(&pki, srv.local_addr()).await;
     tokio::time::timeout(Duration::from_secs(30), silent.closed()).await.expect("the silent connection is closed");
-    eventually("the timeout counted", || srv.stats().handshake_timeouts.load(Ordering::Relaxed) == 1).await;
+    eventually("the timeout counted", || srv.stats().handshake_timeouts() == 1).await;
 }
 
 #[tokio::test]

@@ -154,10 +154,7 @@ async fn upgrade_without_connection_use_msg_is_refused_with_a_reason() {
     assert!(resp.starts_with("HTTP/1.1 400") && resp.contains("not supported"), "{resp}");
     let resp = raw_upgrade(&pki, srv.local_addr(), "ConnectionUse: msg\r\n").await;
     assert!(resp.starts_with("HTTP/1.1 400") && resp.contains("missing node_id"), "{resp}");
-    eventually("3 refused upgrades counted", || {
-        srv.stats().upgrade_failures.load(std::sync::atomic::Ordering::Relaxed) == 3
-    })
-    .await;
+    eventually("3 refused upgrades counted", || srv.stats().upgrade_failures() == 3).await;
 }
 
 #[tokio::test]

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::*;
@@ -98,8 +97,8 @@ async fn bad_certificates_fail_the_handshake() {
         assert!(matches!(tls.read(&mut buf).await, Ok(0) | Err(_)));
     }
 
-    eventually("three TLS failures counted", || srv.stats().tls_failures.load(Ordering::Relaxed) == 3).await;
-    assert_eq!(srv.stats().accepted.load(Ordering::Relaxed), 0);
+    eventually("three TLS failures counted", || srv.stats().tls_failures() == 3).await;
+    assert_eq!(srv.stats().accepted(), 0);
     assert_healthy(&pki, &mut srv).await;
 }
 
@@ -123,10 +122,12 @@ async fn silent_peer_is_dropped_at_the_handshake_deadline() {
     assert!(closed_within(&mut silent, Duration::from_secs(30)).await, "not dropped");
     // The connection ends when its task counts it; the count may trail the
     // close by a moment.
-    eventually("the timeout counted", || srv.stats().handshake_timeouts.load(Ordering::Relaxed) == 1).await;
-    assert_eq!(srv.stats().pending_handshakes.load(Ordering::Relaxed), 0);
+    eventually("the timeout counted", || srv.stats().handshake_timeouts() == 1).await;
+    assert_eq!(srv.stats().pending_handshakes(), 0);
+    let mut registry = prometheus_client::registry::Registry::with_prefix("edgehive");
+    ServerStats::register(&[(Protocol::WebSocket, srv.shared_stats())], &mut registry);
     let mut metrics = String::new();
-    ServerStats::render_metrics(&[(Protocol::WebSocket, srv.stats())], &mut metrics);
+    prometheus_client::encoding::text::encode(&mut metrics, &registry).unwrap();
     assert!(
         metrics.contains("\nedgehive_viaduct_handshakes_total{transport=\"websocket\",result=\"timeout\"} 1\n"),
         "{metrics}"
@@ -167,14 +168,11 @@ async fn a_flood_of_silent_connections_does_not_lock_an_edge_out() {
 
     // Every connection past the per-source limit evicted one, and eviction
     // closed the evicted sockets (the first one, long before any deadline).
-    eventually("the flood evicted", || {
-        srv.stats().evicted_per_source.load(Ordering::Relaxed) >= FLOOD as u64 - per_source
-    })
-    .await;
+    eventually("the flood evicted", || srv.stats().evicted_per_source() >= FLOOD as u64 - per_source).await;
     assert!(closed_within(&mut flood[0], Duration::from_secs(30)).await, "the oldest was closed");
-    assert!(srv.stats().pending_handshakes.load(Ordering::Relaxed) <= per_source);
-    assert_eq!(srv.stats().refused_busy.load(Ordering::Relaxed), 0);
-    assert_eq!(srv.stats().handshake_timeouts.load(Ordering::Relaxed), 0);
+    assert!(srv.stats().pending_handshakes() <= per_source);
+    assert_eq!(srv.stats().refused_busy(), 0);
+    assert_eq!(srv.stats().handshake_timeouts(), 0);
 }
 
 #[tokio::test]
@@ -183,14 +181,14 @@ async fn a_source_at_its_limit_loses_its_oldest_pending_handshake() {
     let mut srv = patient_server(&pki, |c| c.max_pending_handshakes_per_source = 2).await;
     let mut silent = silent_connections(srv.local_addr(), 3).await;
     assert!(closed_within(&mut silent[0], Duration::from_secs(30)).await, "the oldest is closed at once");
-    assert_eq!(srv.stats().evicted_per_source.load(Ordering::Relaxed), 1);
+    assert_eq!(srv.stats().evicted_per_source(), 1);
     assert!(still_open(&silent[1]) && still_open(&silent[2]), "the younger ones are left alone");
     // A real edge from the same address evicts the next oldest and gets in.
     assert_healthy(&pki, &mut srv).await;
     assert!(closed_within(&mut silent[1], Duration::from_secs(30)).await);
     assert!(still_open(&silent[2]));
-    assert_eq!(srv.stats().evicted_per_source.load(Ordering::Relaxed), 2);
-    assert_eq!(srv.stats().evicted_global.load(Ordering::Relaxed), 0);
+    assert_eq!(srv.stats().evicted_per_source(), 2);
+    assert_eq!(srv.stats().evicted_global(), 0);
 }
 
 #[tokio::test]
@@ -203,12 +201,12 @@ async fn a_full_server_loses_its_oldest_pending_handshake() {
     .await;
     let mut silent = silent_connections(srv.local_addr(), 4).await;
     assert!(closed_within(&mut silent[0], Duration::from_secs(30)).await, "the oldest is closed at once");
-    assert_eq!(srv.stats().evicted_global.load(Ordering::Relaxed), 1);
+    assert_eq!(srv.stats().evicted_global(), 1);
     assert!(silent[1..].iter().all(still_open));
     assert_healthy(&pki, &mut srv).await;
     assert!(closed_within(&mut silent[1], Duration::from_secs(30)).await);
-    assert_eq!(srv.stats().evicted_global.load(Ordering::Relaxed), 2);
-    assert_eq!(srv.stats().evicted_per_source.load(Ordering::Relaxed), 0);
+    assert_eq!(srv.stats().evicted_global(), 2);
+    assert_eq!(srv.stats().evicted_per_source(), 0);
 }
 
 #[tokio::test]

@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use edgehive_beehive::{Module, ModuleContext, ModuleFuture};
@@ -136,7 +135,8 @@ impl EdgeHub {
         EdgeHub { cfg, certs, metrics: Arc::default() }
     }
 
-    /// The hub's counters.
+    /// The hub's metrics, to register in the process's registry
+    /// ([`EdgeHubMetrics::register`]).
     pub fn metrics(&self) -> Arc<EdgeHubMetrics> {
         Arc::clone(&self.metrics)
     }
@@ -232,27 +232,27 @@ impl Link {
             match dialed {
                 Ok(conn) => {
                     self.backoff.reset();
-                    self.metrics.connects.fetch_add(1, Relaxed);
+                    self.metrics.connects.inc();
                     tracing::info!(node = %node, server = %endpoint.server, transport = ?endpoint.transport, "connected to the cloud");
                     let end = self.connected(conn).await;
-                    self.metrics.connected.store(0, Relaxed);
+                    self.metrics.connected.set(0);
                     self.publish(well_known::CLOUD_DISCONNECTED, "").await;
                     match end {
                         End::Stop => return,
                         End::Renewed => {
-                            self.metrics.cert_reconnects.fetch_add(1, Relaxed);
+                            self.metrics.cert_reconnects.inc();
                             tracing::info!(node = %node, "reconnecting with the renewed certificate");
                             next -= 1; // same endpoint, at once
                             continue;
                         }
                         End::Lost(why) => {
-                            self.metrics.disconnects.fetch_add(1, Relaxed);
+                            self.metrics.disconnects.inc();
                             tracing::warn!(node = %node, server = %endpoint.server, reason = %why, "connection to the cloud lost");
                         }
                     }
                 }
                 Err(e) => {
-                    self.metrics.dial_failures.fetch_add(1, Relaxed);
+                    self.metrics.dial_failures.inc();
                     tracing::warn!(node = %node, server = %endpoint.server, error = %e, failures = self.backoff.failures() + 1, "cannot reach the cloud");
                 }
             }
@@ -293,14 +293,14 @@ impl Link {
         let sync = m.header.sync;
         match self.outbox.push(m) {
             Ok(replaced) => {
-                self.metrics.outbox_kept.fetch_add(1, Relaxed);
+                self.metrics.outbox_kept.inc();
                 if replaced {
-                    self.metrics.outbox_coalesced.fetch_add(1, Relaxed);
+                    self.metrics.outbox_coalesced.inc();
                 }
-                self.metrics.outbox_depth.store(self.outbox.len() as i64, Relaxed);
+                self.metrics.outbox_depth.set(self.outbox.len() as i64);
             }
             Err((Refused::Full, m)) => {
-                self.metrics.outbox_overflow.fetch_add(1, Relaxed);
+                self.metrics.outbox_overflow.inc();
                 tracing::warn!(node = %self.cfg.node_name, resource = %m.route.resource, capacity = self.cfg.outbox_capacity, "disconnected and the status buffer is full: report refused");
                 if sync {
                     let _ = self.ctx.send_resp(m.error_response("not connected, and the status buffer is full"));
@@ -308,10 +308,10 @@ impl Link {
             }
             Err((Refused::NotCoalescible, m)) => {
                 if sync {
-                    self.metrics.refused_disconnected.fetch_add(1, Relaxed);
+                    self.metrics.refused_disconnected.inc();
                     let _ = self.ctx.send_resp(m.error_response("not connected"));
                 } else {
-                    self.metrics.dropped_disconnected.fetch_add(1, Relaxed);
+                    self.metrics.dropped_disconnected.inc();
                     tracing::debug!(node = %self.cfg.node_name, operation = %m.route.operation, resource = %m.route.resource, "not connected: message not sent");
                 }
             }
@@ -346,7 +346,7 @@ impl Link {
         if rx.peer().agreed(edgehive_viaduct::features::INVENTORY) {
             agreed.push(well_known::INVENTORY_AGREED);
         }
-        self.metrics.connected.store(1, Relaxed);
+        self.metrics.connected.set(1);
         self.publish(well_known::CLOUD_CONNECTED, &agreed.join(",")).await;
         if !pings && let Err(e) = self.keepalive(&tx).await {
             return e;
@@ -359,7 +359,7 @@ impl Link {
             if held.is_none()
                 && let Some(m) = self.outbox.pop()
             {
-                self.metrics.outbox_depth.store(self.outbox.len() as i64, Relaxed);
+                self.metrics.outbox_depth.set(self.outbox.len() as i64);
                 held = Some(m);
             }
             if let Some(m) = held.take() {
@@ -371,7 +371,7 @@ impl Link {
                         continue;
                     }
                     Err(at) => {
-                        self.metrics.throttled.fetch_add(1, Relaxed);
+                        self.metrics.throttled.inc();
                         held = Some(m);
                         wake = Some(at);
                     }
@@ -431,7 +431,7 @@ impl Link {
             .with_route(source::WEBSOCKET, group::RESOURCE, well_known::NODE_PREFIX, op::KEEPALIVE)
             .with_content(Content::string(well_known::KEEPALIVE_PING));
         tx.write(m).await.map_err(|e| End::Lost(format!("keepalive: {e}")))?;
-        self.metrics.keepalives.fetch_add(1, Relaxed);
+        self.metrics.keepalives.inc();
         Ok(())
     }
 
@@ -441,7 +441,7 @@ impl Link {
         m.header.sync = false;
         match tx.write(m).await {
             Ok(()) => {
-                self.metrics.upstream.fetch_add(1, Relaxed);
+                self.metrics.upstream.inc();
                 Ok(())
             }
             Err(e) => {
@@ -458,7 +458,7 @@ impl Link {
 
     /// Routes one message from the cloud (KubeEdge's EdgeHub rules).
     async fn downstream(&mut self, m: Message) {
-        self.metrics.downstream.fetch_add(1, Relaxed);
+        self.metrics.downstream.inc();
         // CloudHub says why it refuses this edge before it closes (another
         // node's certificate, a revoked or replaced one, the node limit):
         // the operator of the edge must read it here.
@@ -491,7 +491,7 @@ impl Link {
                 _ => group::BUS,
             },
             _ => {
-                self.metrics.downstream_undeliverable.fetch_add(1, Relaxed);
+                self.metrics.downstream_undeliverable.inc();
                 tracing::warn!(node = %self.cfg.node_name, group = g, operation = %m.route.operation, resource = %m.route.resource, "message from the cloud for an unknown group; dropped");
                 return;
             }
@@ -502,7 +502,7 @@ impl Link {
     async fn deliver(&self, target: &str, m: Message) {
         let sent = tokio::time::timeout(DELIVERY_DEADLINE, self.ctx.send(target, m)).await;
         if !matches!(sent, Ok(Ok(()))) {
-            self.metrics.downstream_undeliverable.fetch_add(1, Relaxed);
+            self.metrics.downstream_undeliverable.inc();
             tracing::warn!(node = %self.cfg.node_name, target, "message from the cloud not delivered");
         }
     }

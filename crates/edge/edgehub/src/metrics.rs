@@ -1,94 +1,98 @@
-//! EdgeHub's counters, exported as Prometheus text.
+//! EdgeHub's metrics: what an operator watches on an edge's link. Each is
+//! one atomic (prometheus-client's); [`EdgeHubMetrics::register`] exports
+//! them.
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 
-/// What an operator watches on an edge's link.
+/// EdgeHub's counters and gauges. The hub updates them; read them by
+/// registering them ([`EdgeHubMetrics::register`]) and encoding the
+/// registry.
 #[derive(Debug, Default)]
 pub struct EdgeHubMetrics {
     /// 1 while connected to the cloud.
-    pub connected: AtomicI64,
+    pub(crate) connected: Gauge,
     /// Connections made.
-    pub connects: AtomicU64,
+    pub(crate) connects: Counter,
     /// Dial attempts that failed.
-    pub dial_failures: AtomicU64,
+    pub(crate) dial_failures: Counter,
     /// Connections lost (any reason but shutdown).
-    pub disconnects: AtomicU64,
+    pub(crate) disconnects: Counter,
     /// Reconnects to use a renewed certificate.
-    pub cert_reconnects: AtomicU64,
+    pub(crate) cert_reconnects: Counter,
     /// Messages received from the cloud.
-    pub downstream: AtomicU64,
+    pub(crate) downstream: Counter,
     /// Downstream messages with no module to take them.
-    pub downstream_undeliverable: AtomicU64,
+    pub(crate) downstream_undeliverable: Counter,
     /// Messages written to the cloud (keepalives not counted).
-    pub upstream: AtomicU64,
+    pub(crate) upstream: Counter,
     /// Keepalives written.
-    pub keepalives: AtomicU64,
+    pub(crate) keepalives: Counter,
     /// Times the upstream rate limit made a message wait.
-    pub throttled: AtomicU64,
+    pub(crate) throttled: Counter,
     /// Status reports kept while disconnected (replacements included).
-    pub outbox_kept: AtomicU64,
+    pub(crate) outbox_kept: Counter,
     /// Status reports replaced by a newer one while disconnected.
-    pub outbox_coalesced: AtomicU64,
+    pub(crate) outbox_coalesced: Counter,
     /// Status reports refused: the disconnected buffer was full.
-    pub outbox_overflow: AtomicU64,
+    pub(crate) outbox_overflow: Counter,
     /// Status reports waiting for the link.
-    pub outbox_depth: AtomicI64,
+    pub(crate) outbox_depth: Gauge,
     /// Requests answered "not connected".
-    pub refused_disconnected: AtomicU64,
+    pub(crate) refused_disconnected: Counter,
     /// Other messages not sent because the link was down (the cloud re-sends
     /// what they answered: ACKs are for messages it will send again).
-    pub dropped_disconnected: AtomicU64,
+    pub(crate) dropped_disconnected: Counter,
 }
 
 impl EdgeHubMetrics {
-    /// Prometheus text exposition.
-    pub fn render(&self, out: &mut String) {
-        let gauges: [(&str, &str, &AtomicI64); 2] = [
-            ("edgehive_edgehub_connected", "1 while the edge is connected to the cloud.", &self.connected),
-            ("edgehive_edgehub_outbox_depth", "Status reports waiting for the link.", &self.outbox_depth),
-        ];
-        for (name, help, v) in gauges {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {}", v.load(Relaxed));
-        }
-        let counters: [(&str, &str, &AtomicU64); 14] = [
-            ("edgehive_edgehub_connects_total", "Connections made to the cloud.", &self.connects),
-            ("edgehive_edgehub_dial_failures_total", "Failed connection attempts.", &self.dial_failures),
-            ("edgehive_edgehub_disconnects_total", "Connections lost.", &self.disconnects),
-            ("edgehive_edgehub_cert_reconnects_total", "Reconnects with a renewed certificate.", &self.cert_reconnects),
-            ("edgehive_edgehub_downstream_total", "Messages received from the cloud.", &self.downstream),
-            (
-                "edgehive_edgehub_downstream_undeliverable_total",
-                "Messages from the cloud no module took.",
-                &self.downstream_undeliverable,
-            ),
-            ("edgehive_edgehub_upstream_total", "Messages sent to the cloud.", &self.upstream),
-            ("edgehive_edgehub_keepalives_total", "Keepalives sent.", &self.keepalives),
-            ("edgehive_edgehub_throttled_total", "Upstream messages delayed by the rate limit.", &self.throttled),
-            ("edgehive_edgehub_outbox_kept_total", "Status reports kept while disconnected.", &self.outbox_kept),
-            (
-                "edgehive_edgehub_outbox_coalesced_total",
-                "Status reports replaced by a newer one while disconnected.",
-                &self.outbox_coalesced,
-            ),
-            (
-                "edgehive_edgehub_outbox_overflow_total",
-                "Status reports refused: the disconnected buffer was full.",
-                &self.outbox_overflow,
-            ),
-            (
-                "edgehive_edgehub_refused_disconnected_total",
-                "Requests answered 'not connected'.",
-                &self.refused_disconnected,
-            ),
-            (
-                "edgehive_edgehub_dropped_disconnected_total",
-                "Other upstream messages not sent while disconnected.",
-                &self.dropped_disconnected,
-            ),
-        ];
-        for (name, help, v) in counters {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", v.load(Relaxed));
-        }
+    /// Registers the metrics in `registry` under the prefix `edgehub`
+    /// (`edgehive_edgehub_` in a process's registry).
+    ///
+    /// ```
+    /// use prometheus_client::{encoding::text::encode, registry::Registry};
+    /// let metrics = edgehive_edgehub::EdgeHubMetrics::default();
+    /// let mut registry = Registry::with_prefix("edgehive");
+    /// metrics.register(&mut registry);
+    /// let mut text = String::new();
+    /// encode(&mut text, &registry).unwrap();
+    /// assert!(text.contains("\nedgehive_edgehub_connected 0\n"));
+    /// assert!(text.contains("\nedgehive_edgehub_dial_failures_total 0\n"));
+    /// ```
+    pub fn register(&self, registry: &mut Registry) {
+        let r = registry.sub_registry_with_prefix("edgehub");
+        r.register("connected", "1 while the edge is connected to the cloud", self.connected.clone());
+        r.register("outbox_depth", "Status reports waiting for the link", self.outbox_depth.clone());
+        r.register("connects", "Connections made to the cloud", self.connects.clone());
+        r.register("dial_failures", "Failed connection attempts", self.dial_failures.clone());
+        r.register("disconnects", "Connections lost", self.disconnects.clone());
+        r.register("cert_reconnects", "Reconnects with a renewed certificate", self.cert_reconnects.clone());
+        r.register("downstream", "Messages received from the cloud", self.downstream.clone());
+        r.register(
+            "downstream_undeliverable",
+            "Messages from the cloud no module took",
+            self.downstream_undeliverable.clone(),
+        );
+        r.register("upstream", "Messages sent to the cloud", self.upstream.clone());
+        r.register("keepalives", "Keepalives sent", self.keepalives.clone());
+        r.register("throttled", "Upstream messages delayed by the rate limit", self.throttled.clone());
+        r.register("outbox_kept", "Status reports kept while disconnected", self.outbox_kept.clone());
+        r.register(
+            "outbox_coalesced",
+            "Status reports replaced by a newer one while disconnected",
+            self.outbox_coalesced.clone(),
+        );
+        r.register(
+            "outbox_overflow",
+            "Status reports refused: the disconnected buffer was full",
+            self.outbox_overflow.clone(),
+        );
+        r.register("refused_disconnected", "Requests answered 'not connected'", self.refused_disconnected.clone());
+        r.register(
+            "dropped_disconnected",
+            "Other upstream messages not sent while disconnected",
+            self.dropped_disconnected.clone(),
+        );
     }
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use edgehive_beehive::{Beehive, Context, FnModule, ModuleContext, ModuleFuture};
-use edgehive_edgehub::{CloudEndpoint, EdgeCerts, EdgeHub, EdgeHubConfig, EdgeHubMetrics, Transport};
+use edgehive_edgehub::{CloudEndpoint, EdgeCerts, EdgeHub, EdgeHubConfig, Transport};
 use edgehive_model::{Content, Message, group, op, source, well_known};
 use edgehive_testkit::fixtures::free_port;
 use edgehive_testkit::pki::TestCa;
@@ -58,7 +58,8 @@ impl Cloud {
 struct Edge {
     ctx: Context,
     got: Arc<Mutex<Vec<Message>>>,
-    metrics: Arc<EdgeHubMetrics>,
+    /// EdgeHub's metrics, registered as `edgehive edge` does.
+    metrics: prometheus_client::registry::Registry,
     certs: tokio::sync::watch::Sender<Arc<EdgeCerts>>,
     _stop: tokio_util::sync::DropGuard,
 }
@@ -66,7 +67,8 @@ struct Edge {
 fn edge(cloud: &Cloud, cfg: EdgeHubConfig) -> Edge {
     let (certs, rx) = tokio::sync::watch::channel(Arc::new(cloud.certs()));
     let hub = Arc::new(EdgeHub::new(cfg, rx));
-    let metrics = hub.metrics();
+    let mut metrics = prometheus_client::registry::Registry::with_prefix("edgehive");
+    hub.metrics().register(&mut metrics);
     let got: Arc<Mutex<Vec<Message>>> = Arc::default();
     let got2 = got.clone();
     let meta =
@@ -87,6 +89,18 @@ fn edge(cloud: &Cloud, cfg: EdgeHubConfig) -> Edge {
     let stop = CancellationToken::new();
     tokio::spawn(hive.run(stop.clone()));
     Edge { ctx, got, metrics, certs, _stop: stop.drop_guard() }
+}
+
+impl Edge {
+    /// The value of one sample of the exported metrics, e.g.
+    /// `edgehive_edgehub_throttled_total` (panics when there is none).
+    fn metric(&self, series: &str) -> u64 {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.metrics).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no sample {series} in\n{text}"))
+    }
 }
 
 fn config(servers: &[SocketAddr]) -> EdgeHubConfig {
@@ -180,7 +194,7 @@ async fn while_the_cloud_is_away_reports_wait_coalesced_and_requests_fail_fast()
     assert_eq!(r.route.operation, op::ERROR);
     assert_eq!(r.content.as_text().as_deref(), Some("not connected"));
     assert!(started.elapsed() < WAIT / 2);
-    eventually("reports kept", || e.metrics.outbox_kept.load(std::sync::atomic::Ordering::Relaxed) == 4).await;
+    eventually("reports kept", || e.metric("edgehive_edgehub_outbox_kept_total") == 4).await;
 
     // The cloud comes up: the latest report of each object, in first-report order.
     let mut server = cloud.server(addr, false).await;
@@ -193,8 +207,8 @@ async fn while_the_cloud_is_away_reports_wait_coalesced_and_requests_fail_fast()
         }
     }
     assert_eq!(reports, [("default/podstatus/a".into(), "3".into()), ("default/podstatus/b".into(), "1".into())]);
-    assert_eq!(e.metrics.outbox_coalesced.load(std::sync::atomic::Ordering::Relaxed), 2);
-    assert!(e.metrics.dial_failures.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+    assert_eq!(e.metric("edgehive_edgehub_outbox_coalesced_total"), 2);
+    assert!(e.metric("edgehive_edgehub_dial_failures_total") >= 1);
 }
 
 #[tokio::test]
@@ -246,7 +260,7 @@ async fn upstream_messages_are_rate_limited_but_acks_are_not() {
     for _ in 0..30 {
         next(&mut rx).await;
     }
-    assert_eq!(e.metrics.throttled.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(e.metric("edgehive_edgehub_throttled_total"), 0);
     // 25 reports at 20/s after a burst of 5 take at least a second.
     let started = tokio::time::Instant::now();
     for i in 0..25 {
@@ -256,7 +270,7 @@ async fn upstream_messages_are_rate_limited_but_acks_are_not() {
         next(&mut rx).await;
     }
     assert!(started.elapsed() >= Duration::from_millis(950), "{:?}", started.elapsed());
-    assert!(e.metrics.throttled.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    assert!(e.metric("edgehive_edgehub_throttled_total") > 0);
 }
 
 #[tokio::test]
@@ -273,8 +287,8 @@ async fn a_renewed_certificate_is_used_at_once() {
         tokio::time::timeout(WAIT, async { while first_rx.recv().await.is_some() {} }).await.is_ok(),
         "the old link is closed"
     );
-    assert_eq!(e.metrics.cert_reconnects.load(std::sync::atomic::Ordering::Relaxed), 1);
-    assert_eq!(e.metrics.disconnects.load(std::sync::atomic::Ordering::Relaxed), 0, "not counted as a lost link");
+    assert_eq!(e.metric("edgehive_edgehub_cert_reconnects_total"), 1);
+    assert_eq!(e.metric("edgehive_edgehub_disconnects_total"), 0, "not counted as a lost link");
 }
 
 #[tokio::test]

@@ -21,6 +21,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
+use edgehive_model::inventory::Item;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension as _, params};
 
@@ -84,18 +85,6 @@ pub struct Rebuilt {
     pub moved_to: PathBuf,
     /// What was wrong with it.
     pub reason: String,
-}
-
-/// One stored object, as an inventory lists it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct InventoryItem {
-    /// The wire resource.
-    pub key: String,
-    /// `metadata.uid`; empty when the row has none or is damaged.
-    pub uid: String,
-    /// `metadata.resourceVersion`; empty when the row has none or is damaged.
-    #[serde(rename = "resourceVersion")]
-    pub resource_version: String,
 }
 
 /// One change of a batch.
@@ -237,7 +226,7 @@ impl MetaDb {
     /// Key, uid and resourceVersion of every stored row of `types`, at most
     /// `max` (`None` when there are more). A damaged row is listed with no
     /// uid, so that the cloud sends it again.
-    pub fn inventory(&self, types: &[&str], max: usize) -> Result<Option<Vec<InventoryItem>>, DbError> {
+    pub fn inventory(&self, types: &[&str], max: usize) -> Result<Option<Vec<Item>>, DbError> {
         #[derive(serde::Deserialize, Default)]
         #[serde(default, rename_all = "camelCase")]
         struct Meta {
@@ -269,7 +258,7 @@ impl MetaDb {
                 .and_then(|v| serde_json::from_str::<Obj>(&v).ok())
                 .map(|o| o.metadata)
                 .unwrap_or_default();
-            out.push(InventoryItem { key, uid: meta.uid, resource_version: meta.resource_version });
+            out.push(Item { key, uid: meta.uid, resource_version: meta.resource_version });
         }
         Ok(Some(out))
     }
@@ -656,8 +645,7 @@ mod tests {
             .unwrap()
             .execute("INSERT INTO meta VALUES ('default/configmap/bad', 'configmap', '{not json')", [])
             .unwrap();
-        let item =
-            |k: &str, u: &str, rv: &str| InventoryItem { key: k.into(), uid: u.into(), resource_version: rv.into() };
+        let item = |k: &str, u: &str, rv: &str| Item { key: k.into(), uid: u.into(), resource_version: rv.into() };
         assert_eq!(
             db.inventory(&["pod", "configmap", "secret"], 10).unwrap().unwrap(),
             [

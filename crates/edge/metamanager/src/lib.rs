@@ -8,5 +8,5 @@
 mod db;
 mod manager;
 
-pub use db::{DbError, InventoryItem, Listing, MetaDb, Op, Rebuilt};
-pub use manager::{MAX_INVENTORY, MODULE, MetaConfig, MetaManager, MetaMetrics};
+pub use db::{DbError, Listing, MetaDb, Op, Rebuilt};
+pub use manager::{MODULE, MetaConfig, MetaManager, MetaMetrics};

@@ -26,15 +26,18 @@
 //!   (`EdgeStoreRebuilt`) about the Node, sent until the cloud records it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
 use edgehive_beehive::{Context, Module, ModuleContext, ModuleFuture, SendErrorKind};
 use edgehive_model::{Content, Message, ResourcePath, Text, group, op, resource_type as rt, source, well_known};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::db::{InventoryItem, MetaDb, Op, Rebuilt};
+use crate::db::{MetaDb, Op, Rebuilt};
 
 /// MetaManager's module name.
 pub const MODULE: &str = source::METAMANAGER;
@@ -74,9 +77,8 @@ const SEND_DEADLINE: Duration = Duration::from_secs(30);
 /// The types an inventory lists: what the cloud sends a node.
 const INVENTORY_TYPES: [&str; 3] = [rt::POD, rt::CONFIGMAP, rt::SECRET];
 /// Most rows an inventory lists (the cloud refuses more); a store holding
-/// more sends none, with a warning. 10,000 keys of the longest names fit
-/// in one 8 MiB frame.
-pub const MAX_INVENTORY: usize = 10_000;
+/// more sends none, with a warning.
+const MAX_INVENTORY: usize = edgehive_model::inventory::MAX_ITEMS;
 
 /// Settings of MetaManager.
 #[derive(Debug, Clone)]
@@ -107,70 +109,74 @@ impl Default for MetaConfig {
     }
 }
 
-/// MetaManager's counters.
+/// MetaManager's counters, one atomic each (prometheus-client's). The
+/// manager updates them; read them by registering them
+/// ([`MetaMetrics::register`]) and encoding the registry.
 #[derive(Debug, Default)]
 pub struct MetaMetrics {
     /// Cloud changes committed (and ACKed).
-    pub committed: AtomicU64,
+    committed: Counter,
     /// Transactions committed.
-    pub transactions: AtomicU64,
+    transactions: Counter,
     /// Cloud changes not committed (store failure; the cloud re-sends).
-    pub commit_failures: AtomicU64,
+    commit_failures: Counter,
     /// Queries answered from the store.
-    pub local_queries: AtomicU64,
+    local_queries: Counter,
     /// Queries answered by the cloud.
-    pub remote_queries: AtomicU64,
+    remote_queries: Counter,
     /// Remote queries that failed and were answered from the store.
-    pub remote_fallbacks: AtomicU64,
+    remote_fallbacks: Counter,
     /// Damaged rows met (skipped).
-    pub corrupt_rows: AtomicU64,
+    corrupt_rows: Counter,
     /// Changes edged's full mailbox did not take (edged re-reads the store).
-    pub edged_missed: AtomicU64,
+    edged_missed: Counter,
     /// Wake-ups sent to edged to re-read the store after missed changes.
-    pub edged_resyncs: AtomicU64,
+    edged_resyncs: Counter,
     /// Inventories sent to the cloud.
-    pub inventories: AtomicU64,
+    inventories: Counter,
     /// 1 from a rebuild of the damaged store at start until the cloud
     /// records its Event.
-    pub store_rebuilt: AtomicU64,
+    store_rebuilt: Gauge,
 }
 
 impl MetaMetrics {
-    /// Prometheus text exposition.
-    pub fn render(&self, out: &mut String) {
-        use std::fmt::Write as _;
-        let counters: [(&str, &str, &AtomicU64); 10] = [
-            ("edgehive_metamanager_committed_total", "Cloud changes committed and ACKed.", &self.committed),
-            ("edgehive_metamanager_transactions_total", "Store transactions committed.", &self.transactions),
-            ("edgehive_metamanager_commit_failures_total", "Cloud changes the store refused.", &self.commit_failures),
-            ("edgehive_metamanager_local_queries_total", "Queries answered from the store.", &self.local_queries),
-            ("edgehive_metamanager_remote_queries_total", "Queries answered by the cloud.", &self.remote_queries),
-            (
-                "edgehive_metamanager_remote_fallbacks_total",
-                "Remote queries answered from the store instead.",
-                &self.remote_fallbacks,
-            ),
-            ("edgehive_metamanager_corrupt_rows_total", "Damaged store rows skipped.", &self.corrupt_rows),
-            (
-                "edgehive_metamanager_edged_missed_total",
-                "Changes edged's full mailbox did not take; edged re-reads the store.",
-                &self.edged_missed,
-            ),
-            (
-                "edgehive_metamanager_edged_resyncs_total",
-                "Wake-ups that made edged re-read the store after missed changes.",
-                &self.edged_resyncs,
-            ),
-            ("edgehive_metamanager_inventories_total", "Store inventories sent to the cloud.", &self.inventories),
-        ];
-        for (name, help, v) in counters {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", v.load(Relaxed));
-        }
-        let name = "edgehive_metamanager_store_rebuilt";
-        let _ = writeln!(
-            out,
-            "# HELP {name} 1 from a rebuild of the damaged store at start until the cloud records its Event.\n# TYPE {name} gauge\n{name} {}",
-            self.store_rebuilt.load(Relaxed)
+    /// Registers the metrics in `registry` under the prefix `metamanager`
+    /// (`edgehive_metamanager_` in a process's registry).
+    ///
+    /// ```
+    /// use prometheus_client::{encoding::text::encode, registry::Registry};
+    /// let metrics = edgehive_metamanager::MetaMetrics::default();
+    /// let mut registry = Registry::with_prefix("edgehive");
+    /// metrics.register(&mut registry);
+    /// let mut text = String::new();
+    /// encode(&mut text, &registry).unwrap();
+    /// assert!(text.contains("\nedgehive_metamanager_committed_total 0\n"));
+    /// assert!(text.contains("\nedgehive_metamanager_store_rebuilt 0\n"));
+    /// ```
+    pub fn register(&self, registry: &mut Registry) {
+        let r = registry.sub_registry_with_prefix("metamanager");
+        r.register("committed", "Cloud changes committed and ACKed", self.committed.clone());
+        r.register("transactions", "Store transactions committed", self.transactions.clone());
+        r.register("commit_failures", "Cloud changes the store refused", self.commit_failures.clone());
+        r.register("local_queries", "Queries answered from the store", self.local_queries.clone());
+        r.register("remote_queries", "Queries answered by the cloud", self.remote_queries.clone());
+        r.register("remote_fallbacks", "Remote queries answered from the store instead", self.remote_fallbacks.clone());
+        r.register("corrupt_rows", "Damaged store rows skipped", self.corrupt_rows.clone());
+        r.register(
+            "edged_missed",
+            "Changes edged's full mailbox did not take; edged re-reads the store",
+            self.edged_missed.clone(),
+        );
+        r.register(
+            "edged_resyncs",
+            "Wake-ups that made edged re-read the store after missed changes",
+            self.edged_resyncs.clone(),
+        );
+        r.register("inventories", "Store inventories sent to the cloud", self.inventories.clone());
+        r.register(
+            "store_rebuilt",
+            "1 from a rebuild of the damaged store at start until the cloud records its Event",
+            self.store_rebuilt.clone(),
         );
     }
 }
@@ -195,12 +201,13 @@ impl MetaManager {
     /// [`MetaDb::open_or_rebuild`]): a Warning Event about the Node goes to
     /// the cloud once connected.
     pub fn report_rebuilt(self, rebuilt: &Rebuilt) -> MetaManager {
-        self.metrics.store_rebuilt.store(1, Relaxed);
+        self.metrics.store_rebuilt.set(1);
         *self.rebuilt.lock().unwrap_or_else(|p| p.into_inner()) = Some(rebuilt_event(&self.cfg.node_name, rebuilt));
         self
     }
 
-    /// Its counters.
+    /// Its counters, to register in the process's registry
+    /// ([`MetaMetrics::register`]).
     pub fn metrics(&self) -> Arc<MetaMetrics> {
         Arc::clone(&self.metrics)
     }
@@ -234,7 +241,7 @@ impl Module for MetaManager {
                 Arc::clone(&self.metrics),
                 waker,
             ));
-            let shared = Arc::new(Shared {
+            let shared = Arc::new(MetaState {
                 cfg: self.cfg.clone(),
                 db: Arc::clone(&self.db),
                 metrics: Arc::clone(&self.metrics),
@@ -260,7 +267,7 @@ impl Module for MetaManager {
     }
 }
 
-struct Shared {
+struct MetaState {
     cfg: MetaConfig,
     db: Arc<MetaDb>,
     metrics: Arc<MetaMetrics>,
@@ -324,14 +331,14 @@ async fn wake_edged(ctx: Context, behind: Arc<Notify>, metrics: Arc<MetaMetrics>
             () = behind.notified() => {}
         }
         loop {
-            let missed = metrics.edged_missed.load(Relaxed);
+            let missed = metrics.edged_missed.get();
             let sent = tokio::select! {
                 () = cancel.cancelled() => return,
                 r = tokio::time::timeout(SEND_DEADLINE, ctx.send(EDGED, resync_message())) => r,
             };
             match sent {
                 Ok(Ok(())) => {
-                    metrics.edged_resyncs.fetch_add(1, Relaxed);
+                    metrics.edged_resyncs.inc();
                     tracing::info!(missed_total = missed, "edged missed changes; told to re-read the store");
                     break;
                 }
@@ -351,7 +358,7 @@ async fn wake_edged(ctx: Context, behind: Arc<Notify>, metrics: Arc<MetaMetrics>
 }
 
 /// `inventory` of `null/inventory/{node}`: `{"items": [{key, uid, resourceVersion}]}`.
-fn inventory_message(node: &str, items: &[InventoryItem]) -> Message {
+fn inventory_message(node: &str, items: &[edgehive_model::inventory::Item]) -> Message {
     Message::new()
         .with_route(
             MODULE,
@@ -359,7 +366,7 @@ fn inventory_message(node: &str, items: &[InventoryItem]) -> Message {
             format!("{}/{}/{node}", well_known::NULL_NAMESPACE, rt::INVENTORY),
             op::INVENTORY,
         )
-        .with_content(Content::from_serialize(&serde_json::json!({ "items": items })).unwrap_or_default())
+        .with_content(edgehive_model::inventory::content(items))
 }
 
 fn from_cloud(m: &Message) -> bool {
@@ -382,7 +389,7 @@ fn unwrap_object(content: &Content) -> Option<String> {
     (obj.get("metadata").is_some_and(serde_json::Value::is_object)).then(|| obj.to_string())
 }
 
-impl Shared {
+impl MetaState {
     async fn send(&self, module: &str, m: Message) {
         let what = (m.route.operation.clone(), m.route.resource.clone());
         match tokio::time::timeout(SEND_DEADLINE, self.ctx.send(module, m)).await {
@@ -457,7 +464,7 @@ impl Shared {
                 match me.ctx.send_sync(EDGEHUB, event, me.cfg.remote_query_timeout).await {
                     Ok(r) if r.route.operation != op::ERROR => {
                         *me.rebuilt.lock().unwrap_or_else(|p| p.into_inner()) = None;
-                        me.metrics.store_rebuilt.store(0, Relaxed);
+                        me.metrics.store_rebuilt.set(0);
                         tracing::info!(node = %me.cfg.node_name, "the cloud recorded that the edge store was rebuilt");
                     }
                     Ok(r) => {
@@ -489,7 +496,7 @@ impl Shared {
         };
         let m = inventory_message(&self.cfg.node_name, &items);
         tracing::info!(node = %self.cfg.node_name, objects = items.len(), "inventory of the edge store sent");
-        self.metrics.inventories.fetch_add(1, Relaxed);
+        self.metrics.inventories.inc();
         self.send(EDGEHUB, m).await;
     }
 
@@ -505,17 +512,17 @@ impl Shared {
         let result = tokio::task::spawn_blocking(move || db.apply(&ops)).await;
         match result {
             Ok(Ok(_)) => {
-                self.metrics.transactions.fetch_add(1, Relaxed);
+                self.metrics.transactions.inc();
                 for (m, _) in writes {
                     if from_cloud(&m) {
-                        self.metrics.committed.fetch_add(1, Relaxed);
+                        self.metrics.committed.inc();
                         self.send(EDGEHUB, m.response(Content::string(well_known::ACK_OK))).await;
                         match self.ctx.try_send(EDGED, m) {
                             Ok(()) => {}
                             Err(e) if e.kind == SendErrorKind::Full => {
                                 // Committed and ACKed, but edged's mailbox is
                                 // full: edged is woken to re-read the store.
-                                self.metrics.edged_missed.fetch_add(1, Relaxed);
+                                self.metrics.edged_missed.inc();
                                 tracing::debug!(resource = %e.message().route.resource, "edged's mailbox is full; it will re-read the store");
                                 self.edged_behind.notify_one();
                             }
@@ -549,7 +556,7 @@ impl Shared {
         );
         for (m, _) in writes {
             if from_cloud(&m) {
-                self.metrics.commit_failures.fetch_add(1, Relaxed);
+                self.metrics.commit_failures.inc();
             } else if m.header.sync {
                 let _ = self.ctx.send_resp(m.error_response(&format!("store: {why}")));
             }
@@ -607,7 +614,7 @@ impl Shared {
         let answer = self.ctx.send_sync(EDGEHUB, ask, self.cfg.remote_query_timeout).await;
         match answer {
             Ok(r) if r.route.operation != op::ERROR => {
-                self.metrics.remote_queries.fetch_add(1, Relaxed);
+                self.metrics.remote_queries.inc();
                 if let Some(value) = unwrap_object(&r.content)
                     && let Some((key, ty)) = key_and_type(&m)
                 {
@@ -619,7 +626,7 @@ impl Shared {
                 self.send(EDGEHUB, r.response(Content::string(well_known::ACK_OK))).await;
             }
             other => {
-                self.metrics.remote_fallbacks.fetch_add(1, Relaxed);
+                self.metrics.remote_fallbacks.inc();
                 let why = match other {
                     Ok(r) => r.content.as_text().map(|t| t.into_owned()).unwrap_or_default(),
                     Err(e) => e.to_string(),
@@ -633,12 +640,12 @@ impl Shared {
     /// Answers from the store: a JSON array of the stored values (strings),
     /// as KubeEdge does.
     fn local_query(&self, m: &Message, by_key: bool) {
-        self.metrics.local_queries.fetch_add(1, Relaxed);
+        self.metrics.local_queries.inc();
         let values: Result<Vec<String>, String> = if by_key {
             match self.db.get(&m.route.resource) {
                 Ok(v) => Ok(v.into_iter().collect()),
                 Err(crate::DbError::Corrupt { key, reason }) => {
-                    self.metrics.corrupt_rows.fetch_add(1, Relaxed);
+                    self.metrics.corrupt_rows.inc();
                     tracing::warn!(key = %key, %reason, "damaged row in the edge store; skipped");
                     Ok(Vec::new())
                 }
@@ -650,7 +657,7 @@ impl Shared {
             self.db
                 .list_type(&ty)
                 .map(|l| {
-                    self.metrics.corrupt_rows.fetch_add(l.corrupt.len() as u64, Relaxed);
+                    self.metrics.corrupt_rows.inc_by(l.corrupt.len() as u64);
                     l.rows.into_iter().map(|(_, v)| v).collect()
                 })
                 .map_err(|e| e.to_string())

@@ -43,6 +43,19 @@ fn edge(db: &Path, cloud_answer: Option<Value>, cfg: MetaConfig) -> Edge {
     edge_with(db, cloud_answer, cfg, None).0
 }
 
+/// The value of one sample of MetaManager's metrics as `edgehive edge`
+/// exports them, e.g. `edgehive_metamanager_committed_total` (panics when
+/// there is none).
+fn metric(metrics: &MetaMetrics, series: &str) -> u64 {
+    let mut registry = prometheus_client::registry::Registry::with_prefix("edgehive");
+    metrics.register(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no sample {series} in\n{text}"))
+}
+
 /// As [`edge`], with another module (a stand-in edged); also MetaManager's counters.
 fn edge_with(
     db: &Path,
@@ -358,7 +371,7 @@ async fn changes_edgeds_full_mailbox_could_not_take_still_reach_it() {
     // MetaManager does not wait for edged: every change is committed and
     // ACKed while edged is stalled.
     eventually("every change ACKed while edged is stalled", || e.acks().len() == n).await;
-    let missed = metrics.edged_missed.load(std::sync::atomic::Ordering::Relaxed);
+    let missed = metric(&metrics, "edgehive_metamanager_edged_missed_total");
     assert!(missed >= 60, "edged's mailbox of four took {} of {n} changes", n as u64 - missed);
     // Edged gets going: it ends up with exactly what the store holds.
     release.cancel();
@@ -377,7 +390,7 @@ async fn changes_edgeds_full_mailbox_could_not_take_still_reach_it() {
     };
     assert_eq!(store().len(), 30);
     eventually("edged holds what the store holds", || *applied.lock().unwrap() == store()).await;
-    assert!(metrics.edged_resyncs.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+    assert!(metric(&metrics, "edgehive_metamanager_edged_resyncs_total") >= 1);
     assert_eq!(applied.lock().unwrap()["default/pod/p3"], "2");
     assert_eq!(applied.lock().unwrap()["default/pod/p25"], "1");
 }
@@ -496,9 +509,7 @@ async fn a_rebuilt_store_is_reported_until_the_cloud_records_it() {
     assert_eq!((v["reason"].as_str(), v["type"].as_str()), (Some("EdgeStoreRebuilt"), Some("Warning")));
     assert_eq!(v["involvedObject"]["kind"], "Node");
     assert!(v["message"].as_str().unwrap().contains("page 3: btree damaged"), "{v}");
-    let mut text = String::new();
-    metrics.render(&mut text);
-    assert!(text.contains("edgehive_metamanager_store_rebuilt 1"), "{text}");
+    assert_eq!(metric(&metrics, "edgehive_metamanager_store_rebuilt"), 1);
     e.connect_agreeing(true, "inventory").await;
     eventually("sent again", || e.sent(op::INSERT).len() == 2).await;
     drop(e);
@@ -508,12 +519,7 @@ async fn a_rebuilt_store_is_reported_until_the_cloud_records_it() {
     e.connect_agreeing(true, "inventory").await;
     eventually("event sent", || e.sent(op::INSERT).len() == 1).await;
     eventually("inventory", || e.sent(op::INVENTORY).len() == 1).await;
-    eventually("recorded", || {
-        let mut text = String::new();
-        metrics.render(&mut text);
-        text.contains("edgehive_metamanager_store_rebuilt 0")
-    })
-    .await;
+    eventually("recorded", || metric(&metrics, "edgehive_metamanager_store_rebuilt") == 0).await;
     e.connect_agreeing(true, "inventory").await;
     eventually("second inventory", || e.sent(op::INVENTORY).len() == 2).await;
     assert_eq!(e.sent(op::INSERT).len(), 1, "recorded: not sent again");

@@ -24,6 +24,8 @@
 
 mod decode;
 #[cfg(test)]
+mod hostile_tests;
+#[cfg(test)]
 mod kubectl_tests;
 mod schema;
 #[cfg(test)]

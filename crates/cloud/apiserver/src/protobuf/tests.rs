@@ -19,7 +19,7 @@ fn decoded(body: &[u8]) -> Value {
 }
 
 /// `kubectl create configmap lit --from-literal=k=v`.
-fn config_map_body() -> Vec<u8> {
+pub(super) fn config_map_body() -> Vec<u8> {
     envelope("v1", "ConfigMap", Enc::new().msg(1, new_object_meta("lit", "default")).entry(2, "k", "v"))
 }
 
@@ -334,7 +334,7 @@ fn node_with_conditions_capacity_and_taints() {
 }
 
 /// A pod with the parts client-go programs commonly send.
-fn pod_body() -> Vec<u8> {
+pub(super) fn pod_body() -> Vec<u8> {
     let owner = Enc::new().str(5, "apps/v1").str(1, "ReplicaSet").str(3, "web-6d4").str(4, "rs-uid").bool(6, true);
     let managed = Enc::new()
         .str(1, "kubectl")

@@ -33,6 +33,8 @@ pub struct Cloud {
     pub tokens: Arc<edgehive_pki::ServiceAccountTokens>,
     /// Which node certificates CloudHub still accepts.
     pub credentials: Arc<edgehive_credentials::Credentials>,
+    /// The modules' metrics, registered as `edgehive cloud` does.
+    metrics: prometheus_client::registry::Registry,
     stop: CancellationToken,
     hive: Option<JoinHandle<()>>,
     _dir: TempDir,
@@ -77,6 +79,10 @@ impl Cloud {
         b.register(controller.clone()).unwrap();
         b.register(sync.clone()).unwrap();
         let hive = b.build();
+        let mut metrics = prometheus_client::registry::Registry::with_prefix("edgehive");
+        hub.metrics().register(&mut metrics);
+        controller.metrics().register(&mut metrics);
+        sync.metrics().register(&mut metrics);
         let stop = CancellationToken::new();
         let running = tokio::spawn({
             let stop = stop.clone();
@@ -94,10 +100,22 @@ impl Cloud {
             ca,
             tokens,
             credentials,
+            metrics,
             stop,
             hive: Some(running),
             _dir: dir,
         }
+    }
+
+    /// The value of one sample of the exported metrics, e.g.
+    /// `edgehive_cloudhub_refused_total{reason="identity"}` (panics when
+    /// there is no such sample).
+    pub fn metric(&self, series: &str) -> u64 {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.metrics).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no sample {series} in\n{text}"))
     }
 
     pub async fn stop(mut self) {
@@ -134,7 +152,7 @@ impl Cloud {
 
     pub async fn touch_pod(&self, name: &str, label: &str) -> edgehive_store::Object {
         self.store
-            .update_with(&PODS, "default", name, |cur| {
+            .update_with::<_, edgehive_store::StoreError>(&PODS, "default", name, |cur| {
                 let mut v = cur.to_value()?;
                 v["metadata"]["labels"] = json!({"v": label});
                 Ok(Some(v))

@@ -5,8 +5,8 @@
 //!
 //! Writes are single-key transactions comparing `mod_revision` (or
 //! `create_revision == 0` for a create). One watch on `/registry/` with
-//! `prev_kv` feeds the hub; writes by other cloud replicas arrive through it
-//! too. If the watch falls behind etcd's compaction the hub is reset, which
+//! `prev_kv` feeds the change feed; writes by other cloud replicas arrive through it
+//! too. If the watch falls behind etcd's compaction the feed is reset, which
 //! ends every watch with `Expired` so that clients list again.
 
 use std::sync::Arc;
@@ -24,10 +24,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::ChangeFeed;
 use super::{Change, KeyValue, Page, WriteError};
 use crate::error::{Result, StoreError};
 use crate::resources::KEY_ROOT;
-use crate::watch::Hub;
 
 /// Deadline of one unary request.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
@@ -160,7 +160,7 @@ fn is_compacted(message: &str) -> bool {
 }
 
 impl Etcd {
-    pub(crate) async fn open(endpoints: &[String], hub: Arc<Hub>) -> Result<Arc<Etcd>> {
+    pub(crate) async fn open(endpoints: &[String], feed: Arc<dyn ChangeFeed>) -> Result<Arc<Etcd>> {
         if endpoints.is_empty() {
             return Err(StoreError::BadRequest("no etcd endpoints configured".into()));
         }
@@ -176,9 +176,9 @@ impl Etcd {
             closed: AtomicBool::new(false),
         });
         let rev = etcd.current_rev().await?;
-        hub.prime(rev, rev, Vec::new());
+        feed.prime(rev, rev, Vec::new());
         let watcher = Arc::clone(&etcd);
-        tokio::spawn(async move { watcher.feed(hub, rev).await });
+        tokio::spawn(async move { watcher.feed(feed, rev).await });
         Ok(etcd)
     }
 
@@ -337,14 +337,14 @@ impl Etcd {
         self.stop.cancel();
     }
 
-    /// Feeds the hub from one etcd watch on `/registry/`, reconnecting with
+    /// Feeds the change feed from one etcd watch on `/registry/`, reconnecting with
     /// backoff, until closed.
-    async fn feed(self: Arc<Self>, hub: Arc<Hub>, mut rev: u64) {
+    async fn feed(self: Arc<Self>, feed: Arc<dyn ChangeFeed>, mut rev: u64) {
         let mut backoff = Duration::from_millis(100);
         while !self.closed.load(Ordering::Relaxed) {
             let outcome = tokio::select! {
                 _ = self.stop.cancelled() => return,
-                r = self.watch_once(&hub, &mut rev) => r,
+                r = self.watch_once(&*feed, &mut rev) => r,
             };
             match outcome {
                 Ok(()) => backoff = Duration::from_millis(100),
@@ -353,7 +353,7 @@ impl Etcd {
                     match self.current_rev().await {
                         Ok(now) => {
                             tracing::error!(from = rev, now, %reason, "etcd watch fell behind compaction; every watch is restarted");
-                            hub.reset(now, &reason);
+                            feed.reset(now, &reason);
                             rev = now;
                         }
                         Err(e) => tracing::warn!(error = %e, "etcd unreachable after a compacted watch"),
@@ -371,7 +371,7 @@ impl Etcd {
         }
     }
 
-    async fn watch_once(&self, hub: &Hub, rev: &mut u64) -> Result<()> {
+    async fn watch_once(&self, feed: &dyn ChangeFeed, rev: &mut u64) -> Result<()> {
         let end = super::prefix_end(KEY_ROOT);
         let body = json!({"create_request": {
             "key": b64(KEY_ROOT), "range_end": b64(&end), "start_revision": (*rev + 1).to_string(),
@@ -407,7 +407,7 @@ impl Etcd {
                 match stream.next() {
                     Some(Ok(m)) => {
                         consumed = stream.byte_offset();
-                        self.handle(hub, rev, m)?;
+                        self.handle(feed, rev, m)?;
                     }
                     Some(Err(e)) if e.is_eof() => break,
                     Some(Err(e)) => return Err(StoreError::backend("decode etcd watch", e)),
@@ -422,7 +422,7 @@ impl Etcd {
         Err(StoreError::Unavailable("etcd watch stream ended".into()))
     }
 
-    fn handle(&self, hub: &Hub, rev: &mut u64, msg: WatchMessage) -> Result<()> {
+    fn handle(&self, feed: &dyn ChangeFeed, rev: &mut u64, msg: WatchMessage) -> Result<()> {
         if let Some(err) = msg.error {
             let text = err.to_string();
             if is_compacted(&text) {
@@ -454,9 +454,9 @@ impl Etcd {
             }
             // A progress notification: everything up to here has been sent.
             *rev = (*rev).max(result.header.revision);
-            hub.progress(result.header.revision);
+            feed.progress(result.header.revision);
         } else {
-            hub.publish(changes);
+            feed.publish(changes);
         }
         Ok(())
     }

@@ -5,7 +5,9 @@
 //!
 //! Every change gets its own revision, strictly increasing across all keys.
 //! Each backend delivers its changes, in revision order and without gaps, to
-//! the [`crate::watch::Hub`] it is given.
+//! the [`ChangeFeed`] it is given (the store connects it to its watch cache);
+//! backends know nothing of watches, nor of what a success point means (the
+//! SQLite backend's compact points take a [`points::PointCodec`]).
 
 pub(crate) mod etcd;
 pub(crate) mod points;
@@ -16,7 +18,20 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::error::Result;
-use crate::watch::Hub;
+
+/// Where a backend delivers what happened to its keys, in revision order
+/// and without gaps.
+pub(crate) trait ChangeFeed: Send + Sync {
+    /// At open: the changes kept since revision `base`, up to `rev`.
+    fn prime(&self, base: u64, rev: u64, changes: Vec<Change>);
+    /// Changes just committed (or observed), in order.
+    fn publish(&self, changes: Vec<Change>);
+    /// Nothing changed up to `rev`.
+    fn progress(&self, rev: u64);
+    /// The feed lost track (the backend's history was compacted past it):
+    /// start again at `rev`.
+    fn reset(&self, rev: u64, reason: &str);
+}
 
 /// A key with its value and the revision that last changed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,12 +143,18 @@ macro_rules! dispatch {
 }
 
 impl Backend {
-    /// Opens the backend and starts feeding `hub` with changes after the
-    /// hub's start revision.
-    pub(crate) async fn open(config: &BackendConfig, hub: Arc<Hub>) -> Result<Backend> {
+    /// Opens the backend and starts delivering its changes to `feed`;
+    /// success points are kept compact with `codec` where the backend can.
+    pub(crate) async fn open(
+        config: &BackendConfig,
+        feed: Arc<dyn ChangeFeed>,
+        codec: Arc<dyn points::PointCodec>,
+    ) -> Result<Backend> {
         Ok(match config {
-            BackendConfig::Sqlite { path, fsync } => Backend::Sqlite(sqlite::Sqlite::open(path, *fsync, hub).await?),
-            BackendConfig::Etcd { endpoints } => Backend::Etcd(etcd::Etcd::open(endpoints, hub).await?),
+            BackendConfig::Sqlite { path, fsync } => {
+                Backend::Sqlite(sqlite::Sqlite::open(path, *fsync, feed, codec).await?)
+            }
+            BackendConfig::Etcd { endpoints } => Backend::Etcd(etcd::Etcd::open(endpoints, feed).await?),
         })
     }
 

@@ -24,6 +24,10 @@
 //! reported with its key and handed up as stored bytes that are not JSON,
 //! so that the store skips it as it skips any corrupt row.
 //!
+//! The meaning of that JSON is not the backend's: the store gives it a
+//! [`PointCodec`] (`crate::pointform::SyncCodec`) that says which JSON is a
+//! point's canonical form and makes it again from the compact fields.
+//!
 //! [`StoredSync`]: crate::objectsync::StoredSync
 
 use std::collections::HashMap;
@@ -34,8 +38,8 @@ use rusqlite::{Connection, OptionalExtension};
 
 use super::prefix_end;
 use crate::error::{Result, StoreError};
-use crate::objectsync::{PointFields, StoredSync, compact_fields, format_uuid, uuid_bits};
 use crate::resources::{CLUSTER_OBJECT_SYNCS, OBJECT_SYNCS};
+use crate::uuid::{format_uuid, uuid_bits};
 
 /// Value tag: the compact form.
 const COMPACT: u8 = 0;
@@ -45,6 +49,31 @@ const RAW: u8 = 1;
 const UID_TEXT: u8 = 0;
 /// Key tag: the uid as a UUID's 16 bytes.
 const UID_UUID: u8 = 1;
+
+/// What a stored point holds besides its key (namespace and name): what
+/// the compact form keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PointFields {
+    /// `creationTimestamp`, Unix seconds.
+    pub(crate) created: i64,
+    pub(crate) generation: u64,
+    /// `status.objectResourceVersion`.
+    pub(crate) rv: u64,
+    pub(crate) api_version: String,
+    pub(crate) kind: String,
+    /// `spec.objectName`.
+    pub(crate) name: String,
+}
+
+/// Turns a point's stored JSON into the fields of its compact form and back.
+pub(crate) trait PointCodec: Send + Sync + std::fmt::Debug {
+    /// The fields of `raw`, the stored bytes of the point `namespace`/`name`,
+    /// if [`PointCodec::expand`] of them gives back exactly `raw`; `None`
+    /// keeps `raw` as it is.
+    fn compact(&self, cluster: bool, namespace: &str, name: &str, raw: &[u8]) -> Option<PointFields>;
+    /// The stored bytes of the point `namespace`/`name` with these fields.
+    fn expand(&self, cluster: bool, namespace: &str, name: &str, fields: &PointFields) -> Vec<u8>;
+}
 
 /// The strings of namespaces, nodes and object types, each stored once.
 pub(crate) const SCHEMA: &str = "
@@ -83,11 +112,13 @@ impl<'k> PointKey<'k> {
 }
 
 /// Strings by number and numbers by string, as read from `atoms` (which
-/// only grows, so what was read once stays true). Shared by the readers;
-/// the lock is held for a map lookup, never across SQL.
-#[derive(Debug, Default)]
+/// only grows, so what was read once stays true), and the codec of the
+/// points' JSON. Shared by the readers; the lock is held for a map lookup,
+/// never across SQL.
+#[derive(Debug)]
 pub(crate) struct Atoms {
     known: Mutex<Known>,
+    codec: Arc<dyn PointCodec>,
 }
 
 #[derive(Debug, Default)]
@@ -97,6 +128,11 @@ struct Known {
 }
 
 impl Atoms {
+    /// No atom read yet; points encoded and decoded by `codec`.
+    pub(crate) fn new(codec: Arc<dyn PointCodec>) -> Atoms {
+        Atoms { known: Mutex::default(), codec }
+    }
+
     fn known(&self) -> MutexGuard<'_, Known> {
         self.known.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -251,7 +287,7 @@ pub(crate) fn decode_key(atoms: &Atoms, c: &Connection, blob: &[u8]) -> rusqlite
 
 /// What to store in `points.value` for the object `raw` under `key`.
 pub(crate) fn encode_value(atoms: &Atoms, c: &Connection, key: &PointKey<'_>, raw: &[u8]) -> rusqlite::Result<Vec<u8>> {
-    let Some(f) = compact_fields(key.cluster, key.namespace, key.name, raw).filter(|f| f.created >= 0) else {
+    let Some(f) = atoms.codec.compact(key.cluster, key.namespace, key.name, raw).filter(|f| f.created >= 0) else {
         let mut out = Vec::with_capacity(raw.len() + 1);
         out.push(RAW);
         out.extend_from_slice(raw);
@@ -295,7 +331,7 @@ fn decode(atoms: &Atoms, c: &Connection, key: &PointKey<'_>, stored: &[u8]) -> r
         kind: kind.to_owned(),
         name: name.to_owned(),
     };
-    Ok(Ok(StoredSync::new(key.cluster, key.namespace, key.name, &f).encode().into()))
+    Ok(Ok(atoms.codec.expand(key.cluster, key.namespace, key.name, &f).into()))
 }
 
 /// The object stored as `stored` under `key`. A row that does not decode is
@@ -376,6 +412,7 @@ fn with_after(mut key: Vec<u8>, after: bool) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pointform::StoredSync;
 
     fn db() -> Connection {
         let c = Connection::open_in_memory().unwrap();
@@ -403,7 +440,7 @@ mod tests {
     #[test]
     fn keys_round_trip() {
         let c = db();
-        let atoms = Atoms::default();
+        let atoms = Atoms::new(Arc::new(crate::pointform::SyncCodec));
         for key in [
             "/registry/reliablesyncs.kubeedge.io/objectsyncs/default/edge-1.8d3e4f5a-1234-5678-9abc-def012345678",
             "/registry/reliablesyncs.kubeedge.io/objectsyncs/default/edge.example.com.uid-7",
@@ -414,7 +451,10 @@ mod tests {
             let pk = PointKey::parse(key).unwrap();
             assert_eq!(key_blob(&atoms, &c, &pk, false).unwrap(), None, "no atoms yet: {key}");
             let blob = key_blob(&atoms, &c, &pk, true).unwrap().unwrap();
-            assert_eq!(decode_key(&Atoms::default(), &c, &blob).unwrap().as_deref(), Ok(key));
+            assert_eq!(
+                decode_key(&Atoms::new(Arc::new(crate::pointform::SyncCodec)), &c, &blob).unwrap().as_deref(),
+                Ok(key)
+            );
         }
         let uuid = PointKey::parse(
             "/registry/reliablesyncs.kubeedge.io/objectsyncs/default/edge-1.8d3e4f5a-1234-5678-9abc-def012345678",
@@ -429,7 +469,7 @@ mod tests {
     #[test]
     fn values_are_compact_when_exact_and_raw_otherwise() {
         let c = db();
-        let atoms = Atoms::default();
+        let atoms = Atoms::new(Arc::new(crate::pointform::SyncCodec));
         let key = "/registry/reliablesyncs.kubeedge.io/objectsyncs/default/edge-1.8d3e4f5a-1234-5678-9abc-def012345678";
         let pk = PointKey::parse(key).unwrap();
         let f = PointFields {
@@ -462,7 +502,7 @@ mod tests {
     #[test]
     fn store_ranges_become_key_ranges() {
         let c = db();
-        let atoms = Atoms::default();
+        let atoms = Atoms::new(Arc::new(crate::pointform::SyncCodec));
         let p = OBJECT_SYNCS.prefix();
         let region = region(&p).unwrap();
         let k = |ns: &str, name: &str| OBJECT_SYNCS.key(ns, name);

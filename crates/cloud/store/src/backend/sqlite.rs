@@ -5,7 +5,7 @@
 //!   value and revision *before* the change), kept until compaction. From it
 //!   a range can be read as it was at an older revision (the state at `R` of
 //!   a key changed after `R` is the `prev` of its first change after `R`), and
-//!   the watch hub is primed with recent history after a restart;
+//!   the watch cache is primed with recent history after a restart;
 //! - `meta` holds the current and the compacted revision;
 //! - `points` and `atoms` hold success points (ObjectSync and
 //!   ClusterObjectSync objects) in a compact form, about 70 bytes each
@@ -13,12 +13,12 @@
 //!   them by their `points` key (a BLOB, where other keys are TEXT), and the
 //!   creation of a point has no log row: its row's `mod_rev`, or the
 //!   `prev_rev` of its next change, says when it was made, which is all
-//!   history reads and priming the hub need.
+//!   history reads and priming the watch cache need.
 //!
 //! One writer thread owns the only writing connection and commits writes in
 //! groups: it takes every request waiting in its bounded queue, applies them in
 //! one transaction (each still gets its own revision), commits once, hands the
-//! changes to the hub and only then answers the callers. So an acknowledged
+//! changes to the watch cache and only then answers the callers. So an acknowledged
 //! write is on disk (with `fsync`, also across a power cut) and a watch started
 //! after it sees everything up to it. Reads run on a small pool of read-only
 //! connections, each range in its own read transaction (a consistent snapshot).
@@ -40,9 +40,8 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::points::{self, Atoms, PointKey};
-use super::{Change, KeyValue, MergeFn, Merged, Page, WriteError};
+use super::{Change, ChangeFeed, KeyValue, MergeFn, Merged, Page, WriteError};
 use crate::error::{Result, StoreError};
-use crate::watch::Hub;
 
 /// Writes waiting for the writer thread; a full queue makes callers wait.
 const WRITE_QUEUE: usize = 4096;
@@ -52,7 +51,7 @@ const MAX_BATCH: usize = 512;
 const READERS: usize = 4;
 /// How long a caller waits for its write or read.
 const OP_DEADLINE: Duration = Duration::from_secs(30);
-/// Revisions of history loaded into the watch hub at start.
+/// Revisions of history loaded into the watch cache at start.
 const PRIME_EVENTS: usize = 4096;
 
 type Reply<T> = oneshot::Sender<Result<T, WriteError>>;
@@ -131,13 +130,19 @@ fn to_u64(v: i64) -> u64 {
 }
 
 impl Sqlite {
-    pub(crate) async fn open(path: &Path, fsync: bool, hub: Arc<Hub>) -> Result<Arc<Sqlite>> {
+    pub(crate) async fn open(
+        path: &Path,
+        fsync: bool,
+        feed: Arc<dyn ChangeFeed>,
+        codec: Arc<dyn points::PointCodec>,
+    ) -> Result<Arc<Sqlite>> {
         let path = path.to_path_buf();
+        let read_atoms = Arc::new(Atoms::new(Arc::clone(&codec)));
         let (writer_conn, atoms, readers, rev, history) = tokio::task::spawn_blocking(move || -> Result<_> {
             edgehive_files::make_private_database(&path, "the store")
                 .map_err(|e| StoreError::backend(&format!("make {} private", path.display()), e))?;
             let mut writer = open_conn(&path, false, fsync)?;
-            let atoms = Atoms::default();
+            let atoms = Atoms::new(codec);
             move_points(&mut writer, &atoms)?;
             let rev = meta(&writer, "rev")?;
             let compact = meta(&writer, "compact_rev")?;
@@ -149,18 +154,18 @@ impl Sqlite {
         .map_err(|e| StoreError::backend("open database", e))??;
 
         let (base, changes) = history;
-        hub.prime(base, rev, changes);
+        feed.prime(base, rev, changes);
         let (tx, rx) = mpsc::channel(WRITE_QUEUE);
         let writer = std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || Writer { conn: writer_conn, atoms, rev, hub }.run(rx))
+            .spawn(move || Writer { conn: writer_conn, atoms, rev, feed }.run(rx))
             .map_err(|e| StoreError::backend("start writer thread", e))?;
         Ok(Arc::new(Sqlite {
             writes: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
             readers: Mutex::new(readers),
             permits: Semaphore::new(READERS),
-            atoms: Arc::default(),
+            atoms: read_atoms,
         }))
     }
 
@@ -563,7 +568,7 @@ struct Writer {
     conn: Connection,
     atoms: Atoms,
     rev: u64,
-    hub: Arc<Hub>,
+    feed: Arc<dyn ChangeFeed>,
 }
 
 /// A write applied in the open transaction, waiting for the commit.
@@ -634,7 +639,7 @@ impl Writer {
             return;
         }
         if !changes.is_empty() {
-            self.hub.publish(changes);
+            self.feed.publish(changes);
         }
         for a in applied {
             a.answer(None);

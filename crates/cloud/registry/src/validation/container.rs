@@ -492,7 +492,7 @@ pub(crate) fn validate_resources(res: &Value, path: &str) -> Vec<FieldError> {
 
 /// The parseable quantities of a resource list, with their text (Kubernetes prints its canonical form;
 /// this prints what the client sent).
-pub(crate) fn quantities(res: &Value, field: &str) -> BTreeMap<String, (String, names::Quantity)> {
+pub(crate) fn quantities(res: &Value, field: &str) -> BTreeMap<String, (String, crate::quantity::Quantity)> {
     let mut out = BTreeMap::new();
     if let Some(map) = obj_at(res, field) {
         for (k, v) in map {
@@ -500,7 +500,7 @@ pub(crate) fn quantities(res: &Value, field: &str) -> BTreeMap<String, (String, 
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
-            if let Ok(q) = names::parse_quantity(&text) {
+            if let Ok(q) = crate::quantity::parse_quantity(&text) {
                 out.insert(k.clone(), (text, q));
             }
         }
@@ -508,7 +508,7 @@ pub(crate) fn quantities(res: &Value, field: &str) -> BTreeMap<String, (String, 
     out
 }
 
-fn quantity_value(name: &str, text: &str, q: names::Quantity, path: &str) -> Vec<FieldError> {
+fn quantity_value(name: &str, text: &str, q: crate::quantity::Quantity, path: &str) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if q.nanos < 0 {
         errs.push(FieldError::invalid(path, text, "must be greater than or equal to 0"));

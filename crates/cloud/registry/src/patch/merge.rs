@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 /// that is not an object is treated as an empty one when the patch is.
 ///
 /// ```
-/// # use edgehive_apiserver::patch::merge_patch;
+/// # use edgehive_registry::patch::merge_patch;
 /// # use serde_json::json;
 /// let mut pod = json!({"metadata": {"labels": {"app": "web", "tier": "front"}}});
 /// merge_patch(&mut pod, &json!({"metadata": {"labels": {"tier": null, "env": "prod"}}}));

@@ -1,18 +1,21 @@
 //! Kubernetes-compatible validation of API objects held as JSON, with Kubernetes' field paths and messages.
 //!
-//! The API server calls [`validate_create`] and [`validate_update`] after decoding a request body. They work
-//! in three steps, in the order Kubernetes does:
+//! [`validate_create`] and [`validate_update`] check the object they are given. Kubernetes validates the
+//! *defaulted* object (so a container port without a protocol is not "Required"): writers default first, as
+//! [`crate::admit`] does. They work in two steps, in the order Kubernetes does:
 //!
 //! 1. **Decode check** ([`schema`]): built-in kinds are checked against their Go types. A wrong JSON type
 //!    (`"containers": "x"`) is what makes Kubernetes fail decoding with 400 BadRequest, so such errors come
 //!    back alone and flagged ([`FieldError::is_decode_error`]). KubeEdge kinds are custom resources, whose
 //!    type errors are ordinary 422 causes (`FieldValueTypeInvalid`), as the CRD schema gives them.
-//! 2. **Defaulting**: a copy of the object gets [`crate::defaults::apply_defaults`], because Kubernetes always
-//!    validates the defaulted object (so a container port without a protocol is not "Required").
-//! 3. **Validation** ([`meta`], [`pod`], [`core`], [`kubeedge`]): every rule, all errors collected.
+//! 2. **Validation** ([`meta`], [`pod`], [`core`], [`kubeedge`]): every rule, all errors collected.
+//!
+//! Whether a kind is namespaced comes from the store's table ([`edgehive_store::resources`]); this module
+//! adds each kind's naming rule.
 //!
 //! **Architecture Invariant:** nothing here panics on any JSON input; every accessor tolerates every shape.
-//! Objects are never changed (defaults go onto a copy). `apiVersion`/`kind` agreement is the server's job.
+//! Objects are never changed, and nothing here defaults them. `apiVersion`/`kind` agreement is the server's
+//! job.
 
 use names::NameRule;
 use serde_json::Value;
@@ -286,47 +289,41 @@ pub fn render_value(v: &Value) -> String {
 
 /// What validation knows about a kind.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct KindInfo {
+pub struct KindInfo {
     pub(crate) namespaced: bool,
     pub(crate) name_rule: NameRule,
     /// Custom resources (KubeEdge) are checked against a CRD schema, not decoded into Go types.
-    pub(crate) custom: bool,
+    pub custom: bool,
 }
 
-/// Scope and naming rules of the kinds this module validates; `None` for any other kind.
-pub(crate) fn kind_info(group: &str, kind: &str) -> Option<KindInfo> {
-    let (namespaced, name_rule, custom) = match (group, kind) {
-        ("", "Namespace") => (false, NameRule::Label, false),
-        ("", "Node") => (false, NameRule::Subdomain, false),
-        ("", "Service") => (true, NameRule::Dns1035, false),
-        ("", "Pod" | "ConfigMap" | "Secret" | "Endpoints" | "Event") => (true, NameRule::Subdomain, false),
-        ("coordination.k8s.io", "Lease") => (true, NameRule::Subdomain, false),
-        ("devices.kubeedge.io", "Device" | "DeviceModel") => (true, NameRule::Subdomain, true),
-        ("reliablesyncs.kubeedge.io", "ObjectSync") => (true, NameRule::Subdomain, true),
-        ("reliablesyncs.kubeedge.io", "ClusterObjectSync") => (false, NameRule::Subdomain, true),
+/// Scope and naming rules of the kinds this module validates; `None` for any other kind. The scope is
+/// the store's ([`edgehive_store::resources`]).
+pub fn kind_info(group: &str, kind: &str) -> Option<KindInfo> {
+    let (name_rule, custom) = match (group, kind) {
+        ("", "Namespace") => (NameRule::Label, false),
+        ("", "Node") => (NameRule::Subdomain, false),
+        ("", "Service") => (NameRule::Dns1035, false),
+        ("", "Pod" | "ConfigMap" | "Secret" | "Endpoints" | "Event") => (NameRule::Subdomain, false),
+        ("coordination.k8s.io", "Lease") => (NameRule::Subdomain, false),
+        ("devices.kubeedge.io", "Device" | "DeviceModel") => (NameRule::Subdomain, true),
+        ("reliablesyncs.kubeedge.io", "ObjectSync" | "ClusterObjectSync") => (NameRule::Subdomain, true),
         _ => return None,
     };
+    let namespaced = edgehive_store::resources::by_group_kind(group, kind)?.namespaced;
     Some(KindInfo { namespaced, name_rule, custom })
 }
 
-/// Whether objects of `group`/`kind` live in a namespace (`None` for kinds unknown here).
-pub fn is_namespaced(group: &str, kind: &str) -> Option<bool> {
-    kind_info(group, kind).map(|k| k.namespaced)
-}
-
-/// Decode check plus defaulting: the object Kubernetes would validate, or the decode errors.
-fn decoded(group: &str, kind: &str, info: KindInfo, obj: &Value) -> Result<(Value, Vec<FieldError>), Vec<FieldError>> {
+/// The decode check: the object with its type errors, or (built-in kinds) the first one alone.
+fn decoded(group: &str, kind: &str, info: KindInfo, obj: &Value) -> Result<Vec<FieldError>, Vec<FieldError>> {
     let type_errors = schema::check(group, kind, obj);
     if !info.custom {
         if let Some(first) = type_errors.into_iter().next() {
             // Go's decoder reports the first type mismatch and nothing else is validated.
             return Err(vec![first]);
         }
-        let mut copy = obj.clone();
-        crate::defaults::apply_defaults(group, kind, &mut copy);
-        return Ok((copy, Vec::new()));
+        return Ok(Vec::new());
     }
-    Ok((obj.clone(), type_errors))
+    Ok(type_errors)
 }
 
 fn validate_kind(group: &str, kind: &str, info: KindInfo, obj: &Value) -> Vec<FieldError> {
@@ -338,7 +335,7 @@ fn validate_kind(group: &str, kind: &str, info: KindInfo, obj: &Value) -> Vec<Fi
     }
 }
 
-/// Validation of a new object of `group`/`kind` (group "" for core; kinds: Namespace, Node, Pod, ConfigMap,
+/// Validation of a new object of `group`/`kind`, as defaulted ([`crate::admit::create`]) (group "" for core; kinds: Namespace, Node, Pod, ConfigMap,
 /// Secret, Service, Endpoints, Event; coordination.k8s.io Lease; devices.kubeedge.io Device, DeviceModel;
 /// reliablesyncs.kubeedge.io ObjectSync, ClusterObjectSync). Whether metadata.namespace must be set follows
 /// from the kind. Returns all errors found (empty = valid); an unknown kind is not checked.
@@ -349,8 +346,8 @@ pub fn validate_create(group: &str, kind: &str, obj: &Value) -> Vec<FieldError> 
     let Some(info) = kind_info(group, kind) else { return Vec::new() };
     match decoded(group, kind, info, obj) {
         Err(errs) => errs,
-        Ok((obj, mut errs)) => {
-            errs.extend(validate_kind(group, kind, info, &obj));
+        Ok(mut errs) => {
+            errs.extend(validate_kind(group, kind, info, obj));
             webhooks_last(errs)
         }
     }
@@ -371,19 +368,19 @@ fn webhooks_last(errs: Vec<FieldError>) -> Vec<FieldError> {
 /// `old` is the stored object, assumed valid and already defaulted.
 pub fn validate_update(group: &str, kind: &str, new: &Value, old: &Value) -> Vec<FieldError> {
     let Some(info) = kind_info(group, kind) else { return Vec::new() };
-    let (new, mut errs) = match decoded(group, kind, info, new) {
+    let mut errs = match decoded(group, kind, info, new) {
         Err(errs) => return errs,
-        Ok(pair) => pair,
+        Ok(errs) => errs,
     };
-    errs.extend(meta::validate_update(json::get(&new, "metadata"), json::get(old, "metadata")));
+    errs.extend(meta::validate_update(json::get(new, "metadata"), json::get(old, "metadata")));
     errs.extend(match (group, kind) {
-        ("", "Pod") => pod::validate_pod_update(&new, old, info),
+        ("", "Pod") => pod::validate_pod_update(new, old, info),
         ("", _) | ("coordination.k8s.io", _) => {
-            let mut e = core::validate_update(kind, &new, old);
-            e.extend(core::validate(kind, &new, info));
+            let mut e = core::validate_update(kind, new, old);
+            e.extend(core::validate(kind, new, info));
             e
         }
-        _ => kubeedge::validate(kind, &new, info),
+        _ => kubeedge::validate(kind, new, info),
     });
     webhooks_last(errs)
 }

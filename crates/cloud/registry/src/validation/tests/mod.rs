@@ -38,6 +38,17 @@ pub(super) fn without(mut obj: Value, at: &str) -> Value {
     obj
 }
 
+/// Validation of a new object as a write meets it: defaulted first, as [`crate::admit::create`] does
+/// (validation itself never defaults).
+pub(super) fn validate_create(group: &str, kind: &str, obj: &Value) -> Vec<FieldError> {
+    super::validate_create(group, kind, &stored(group, kind, obj))
+}
+
+/// Validation of an update as a write meets it: the new object defaulted first.
+pub(super) fn validate_update(group: &str, kind: &str, new: &Value, old: &Value) -> Vec<FieldError> {
+    super::validate_update(group, kind, &stored(group, kind, new), old)
+}
+
 pub(super) fn core(kind: &str, obj: &Value) -> Vec<String> {
     validate_create("", kind, obj).iter().map(FieldError::message).collect()
 }

@@ -3,7 +3,7 @@
 //! patches with `$setElementOrder`, kubectl edit, label, annotate, patch), plus randomised
 //! checks that no input panics and that failed patches leave the target alone.
 
-use edgehive_apiserver::patch::{PatchError, json_patch, merge_patch, strategic_merge_patch, supports_strategic};
+use edgehive_registry::patch::{PatchError, json_patch, merge_patch, strategic_merge_patch, supports_strategic};
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------

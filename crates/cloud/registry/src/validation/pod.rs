@@ -236,7 +236,7 @@ fn validate_volume_source(vol: &Value, path: &str) -> (String, Vec<FieldError>) 
         let at = child(path, field);
         match *field {
             "emptyDir" => {
-                if let Some(q) = get(source, "sizeLimit").as_str().and_then(|s| names::parse_quantity(s).ok())
+                if let Some(q) = get(source, "sizeLimit").as_str().and_then(|s| crate::quantity::parse_quantity(s).ok())
                     && q.nanos < 0
                 {
                     errs.push(FieldError::forbidden(

@@ -8,7 +8,6 @@
 
 use super::FieldError;
 use super::json;
-use super::names;
 use base64::Engine;
 use serde_json::Value;
 
@@ -756,7 +755,7 @@ impl Walker<'_> {
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
                 };
-                if let Err(msg) = names::parse_quantity(&text) {
+                if let Err(msg) = crate::quantity::parse_quantity(&text) {
                     self.out.push(FieldError::decode(path, msg));
                 }
             }

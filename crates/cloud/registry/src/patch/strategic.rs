@@ -52,7 +52,7 @@ type Field = Option<&'static FieldMeta>;
 /// is false gives [`PatchError::Malformed`] (the server answers 415 before calling this).
 ///
 /// ```
-/// # use edgehive_apiserver::patch::strategic_merge_patch;
+/// # use edgehive_registry::patch::strategic_merge_patch;
 /// # use serde_json::json;
 /// let mut pod = json!({"spec": {"containers": [
 ///     {"name": "app", "image": "app:1"},
@@ -68,7 +68,7 @@ type Field = Option<&'static FieldMeta>;
 ///     {"name": "app", "image": "app:2"},
 ///     {"name": "proxy", "image": "envoy:1"},
 /// ]}}));
-/// # Ok::<(), edgehive_apiserver::patch::PatchError>(())
+/// # Ok::<(), edgehive_registry::patch::PatchError>(())
 /// ```
 pub fn strategic_merge_patch(target: &mut Value, patch: &Value, group: &str, kind: &str) -> Result<(), PatchError> {
     let Some(ty) = kind_meta(group, kind) else {

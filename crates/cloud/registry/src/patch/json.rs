@@ -27,7 +27,7 @@ pub(crate) const MAX_COPIED_BYTES: usize = 16 << 20;
 /// [`PatchError::Unapplicable`].
 ///
 /// ```
-/// # use edgehive_apiserver::patch::json_patch;
+/// # use edgehive_registry::patch::json_patch;
 /// # use serde_json::json;
 /// let mut node = json!({"spec": {"taints": [{"key": "a", "effect": "NoSchedule"}]}});
 /// let patch = json!([
@@ -37,7 +37,7 @@ pub(crate) const MAX_COPIED_BYTES: usize = 16 << 20;
 /// ]);
 /// json_patch(&mut node, &patch)?;
 /// assert_eq!(node, json!({"spec": {"taints": [{"key": "b", "effect": "NoExecute"}]}}));
-/// # Ok::<(), edgehive_apiserver::patch::PatchError>(())
+/// # Ok::<(), edgehive_registry::patch::PatchError>(())
 /// ```
 pub fn json_patch(target: &mut Value, patch: &Value) -> Result<(), PatchError> {
     let ops = parse(patch)?;

@@ -20,7 +20,7 @@ use serde_json::{Map, Value, json};
 /// Fill in Kubernetes' defaults for a new object of `group`/`kind` (the kinds `validation` knows), in place.
 pub fn apply_defaults(group: &str, kind: &str, obj: &mut Value) {
     let Some(root) = obj.as_object_mut() else { return };
-    if crate::validation::is_namespaced(group, kind) == Some(false)
+    if edgehive_store::resources::by_group_kind(group, kind).is_some_and(|r| !r.namespaced)
         && let Some(meta) = root.get_mut("metadata").and_then(Value::as_object_mut)
     {
         meta.remove("namespace");
@@ -258,7 +258,7 @@ fn volume(v: &mut Map<String, Value>) {
 
 /// Kubernetes' `ComputePodQOS` over containers and init containers (cpu and memory only).
 pub(crate) fn qos_class(spec: &Map<String, Value>) -> &'static str {
-    use crate::validation::names::parse_quantity;
+    use crate::quantity::parse_quantity;
     use std::collections::BTreeMap;
     let mut requests: BTreeMap<String, i128> = BTreeMap::new();
     let mut limits: BTreeMap<String, i128> = BTreeMap::new();

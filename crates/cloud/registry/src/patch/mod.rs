@@ -46,7 +46,7 @@ impl PatchError {
     /// The HTTP status the API server answers with: 400 or 422.
     ///
     /// ```
-    /// # use edgehive_apiserver::patch::PatchError;
+    /// # use edgehive_registry::patch::PatchError;
     /// assert_eq!(PatchError::Malformed("x".into()).http_status(), 400);
     /// ```
     pub fn http_status(&self) -> u16 {
@@ -62,7 +62,7 @@ impl PatchError {
 /// do not: the server answers 415 for them, as Kubernetes does for custom resources.
 ///
 /// ```
-/// # use edgehive_apiserver::patch::supports_strategic;
+/// # use edgehive_registry::patch::supports_strategic;
 /// assert!(supports_strategic("", "Pod"));
 /// assert!(supports_strategic("coordination.k8s.io", "Lease"));
 /// assert!(!supports_strategic("devices.kubeedge.io", "Device"));

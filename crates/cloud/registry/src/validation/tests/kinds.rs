@@ -3,8 +3,6 @@
 use super::*;
 use serde_json::{Value, json};
 
-use crate::validation::*;
-
 // --- ConfigMap, Secret -------------------------------------------------------------------------------------
 
 fn config_map(data: Value) -> Value {

@@ -1,0 +1,27 @@
+//! Kubernetes object semantics, for objects held as JSON: what every writer
+//! of the store (the API server, the controllers, edges through
+//! EdgeController) applies the same way.
+//!
+//! - [`defaults`]: Kubernetes' defaults for new objects, in place;
+//! - [`validation`]: Kubernetes' validation, with its field paths and
+//!   messages (it validates what it is given: default first);
+//! - [`admit`]: the two together as a write needs them — defaults, then the
+//!   decode check and validation of the defaulted object;
+//! - [`patch`]: JSON patch, JSON merge patch and strategic merge patch;
+//! - [`status`]: failures as Kubernetes `Status` errors ([`status::ApiError`]);
+//! - [`quantity`]: resource quantities (`100m`, `1Gi`).
+//!
+//! What is namespaced, and the names of each kind, come from one table: the
+//! store's [`edgehive_store::resources`].
+//!
+//! **Architecture Invariant:** no HTTP stack and no I/O: this crate knows
+//! status codes (the `http` crate's types), never a connection; the
+//! controllers use it instead of the API server (checked by the architecture
+//! test).
+
+pub mod admit;
+pub mod defaults;
+pub mod patch;
+pub mod quantity;
+pub mod status;
+pub mod validation;
