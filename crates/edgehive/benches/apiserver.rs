@@ -6,6 +6,7 @@
 //! ```sh
 //! cargo bench -p edgehive --bench apiserver                      # both backends
 //! cargo bench -p edgehive --bench apiserver -- --backend sqlite --pods 100000
+//! EDGEHIVE_BIN=path/to/edgehive cargo bench -p edgehive --bench apiserver -- ...  # another build, to compare
 //! ```
 //!
 //! The cloud runs as its own process (so its RSS is its own); the load comes
@@ -33,7 +34,8 @@ impl Cloud {
     fn start(extra: &[String]) -> Cloud {
         let dir = TempDir::new("bench-cloud");
         let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_edgehive"))
+        let bin = std::env::var_os("EDGEHIVE_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_edgehive").into());
+        let child = Command::new(bin)
             .args(["cloud", "--data-dir"])
             .arg(dir.path().join("data"))
             .args(["--websocket-bind", "127.0.0.1:0", "--no-quic", "--join-bind", "127.0.0.1:0"])
