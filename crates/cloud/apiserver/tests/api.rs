@@ -864,6 +864,22 @@ async fn a_dry_run_create_answers_what_create_would_store() {
     c.stop().await;
 }
 
+/// A store watch on `namespace/name` of `res`: its initial state, then changes.
+async fn watch_one(
+    store: &edgehive_store::Store,
+    res: &'static edgehive_store::resources::ResourceDef,
+    namespace: &str,
+    name: &str,
+) -> edgehive_store::Watch {
+    let filter = edgehive_store::WatchFilter {
+        namespace: Some(namespace.to_owned()),
+        name: Some(name.to_owned()),
+        ..edgehive_store::WatchFilter::all(res)
+    };
+    let start = edgehive_store::WatchStart::InitialState { end_bookmark: false };
+    store.watch(edgehive_store::WatchOptions { filter, start, bookmarks: false }).await.unwrap()
+}
+
 /// Waits for `namespace/name` of `res` through a store watch (its initial
 /// state, then changes) and returns it.
 async fn appears(
@@ -872,13 +888,7 @@ async fn appears(
     namespace: &str,
     name: &str,
 ) -> edgehive_store::Object {
-    let filter = edgehive_store::WatchFilter {
-        namespace: Some(namespace.to_owned()),
-        name: Some(name.to_owned()),
-        ..edgehive_store::WatchFilter::all(res)
-    };
-    let start = edgehive_store::WatchStart::InitialState { end_bookmark: false };
-    let mut w = store.watch(edgehive_store::WatchOptions { filter, start, bookmarks: false }).await.unwrap();
+    let mut w = watch_one(store, res, namespace, name).await;
     let seen = async {
         loop {
             let ev = w.next().await.unwrap();
@@ -899,13 +909,7 @@ async fn goes(
     namespace: &str,
     name: &str,
 ) {
-    let filter = edgehive_store::WatchFilter {
-        namespace: Some(namespace.to_owned()),
-        name: Some(name.to_owned()),
-        ..edgehive_store::WatchFilter::all(res)
-    };
-    let start = edgehive_store::WatchStart::InitialState { end_bookmark: false };
-    let mut w = store.watch(edgehive_store::WatchOptions { filter, start, bookmarks: false }).await.unwrap();
+    let mut w = watch_one(store, res, namespace, name).await;
     let gone = async { while w.next().await.unwrap().ty != edgehive_store::EventType::Deleted {} };
     tokio::time::timeout(WAIT, gone).await.unwrap_or_else(|_| panic!("{namespace}/{name} never went"));
 }

@@ -196,26 +196,22 @@ impl Controller {
         if !self.index.is_edge(node) {
             return;
         }
-        let mut objects = Vec::new();
-        let pods: Vec<(String, String)> = self.index.pods_on(node).cloned().collect();
-        for (ns, name) in pods {
-            match self.store.get(&PODS, &ns, &name).await {
+        // Its pods and what they use; one not there yet is sent when it is created.
+        let wanted_refs: Vec<(&'static ResourceDef, String, String)> = self
+            .index
+            .pods_on(node)
+            .map(|(ns, name)| (&PODS, ns.clone(), name.clone()))
+            .chain(
+                self.index.refs_of(node).into_iter().filter_map(|r| Some((resource_of(r.kind)?, r.namespace, r.name))),
+            )
+            .collect();
+        let mut objects = Vec::with_capacity(wanted_refs.len());
+        for (res, ns, name) in wanted_refs {
+            match self.store.get(res, &ns, &name).await {
                 Ok(o) => objects.push(o),
                 Err(StoreError::NotFound { .. }) => {}
                 Err(e) => {
-                    tracing::warn!(node, pod = %name, error = %e, "read pod to reconcile an inventory; not reconciled");
-                    return;
-                }
-            }
-        }
-        for r in self.index.refs_of(node) {
-            let Some(res) = resource_of(r.kind) else { continue };
-            match self.store.get(res, &r.namespace, &r.name).await {
-                Ok(o) => objects.push(o),
-                // Not there yet: it is sent when it is created.
-                Err(StoreError::NotFound { .. }) => {}
-                Err(e) => {
-                    tracing::warn!(node, name = %r.name, error = %e, "read object to reconcile an inventory; not reconciled");
+                    tracing::warn!(node, %name, error = %e, "read an object to reconcile an inventory; not reconciled");
                     return;
                 }
             }
@@ -246,9 +242,10 @@ impl Controller {
         }
         for item in &plan.delete {
             let Ok(path) = edgehive_model::ResourcePath::parse_wire(&item.key) else { continue };
+            let Some(res) = resource_of(&path.resource_type) else { continue };
             let (ns, name) = (path.namespace.as_deref().unwrap_or_default(), path.name.as_deref().unwrap_or_default());
             let ns = if ns == well_known::NULL_NAMESPACE { "" } else { ns };
-            let content = identity("v1", inventory::kind_of(&path.resource_type), ns, name, &item.uid, None);
+            let content = identity(&res.api_version(), res.kind, ns, name, &item.uid, None);
             self.send(message(node, ns, &path.resource_type, name, op::DELETE, content)).await;
         }
     }

@@ -71,15 +71,6 @@ pub fn plan(held: &[Item], wanted: &[Wanted]) -> Plan {
     plan
 }
 
-/// The Kubernetes kind of a reconciled type.
-pub fn kind_of(ty: &str) -> &'static str {
-    match ty {
-        rt::POD => "Pod",
-        rt::CONFIGMAP => "ConfigMap",
-        _ => "Secret",
-    }
-}
-
 /// Marks a message as a resend that must not be skipped by a success point.
 pub fn mark_resend(m: &mut edgehive_model::Message) {
     m.header.message_type = well_known::RESEND.into();

@@ -7,25 +7,10 @@
 use serde_json::Value;
 
 use super::testenc::{Enc, envelope};
+use super::tests::KINDS;
 use super::wire::{Reader, WireType};
 use super::{MAGIC, ProtoError, decode};
 use super::{kubectl_tests, tests};
-
-/// Every type the decoder knows, and one it refuses.
-const KINDS: [(&str, &str); 12] = [
-    ("v1", "ConfigMap"),
-    ("v1", "Secret"),
-    ("v1", "Namespace"),
-    ("v1", "Service"),
-    ("v1", "ServiceAccount"),
-    ("v1", "Endpoints"),
-    ("v1", "Event"),
-    ("v1", "Node"),
-    ("v1", "Pod"),
-    ("coordination.k8s.io/v1", "Lease"),
-    ("v1", "DeleteOptions"),
-    ("apps/v1", "Deployment"),
-];
 
 /// JSON values a decoded object may hold per body byte, beyond [`VALUES_ALLOWANCE`]. A
 /// field takes at least two bytes (tag and value) and yields one value, a map entry one

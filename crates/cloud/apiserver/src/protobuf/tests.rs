@@ -815,17 +815,20 @@ impl Rng {
     }
 }
 
-const KINDS: [(&str, &str); 10] = [
+/// Every type the decoder knows, and one it refuses.
+pub(super) const KINDS: [(&str, &str); 12] = [
     ("v1", "ConfigMap"),
     ("v1", "Secret"),
     ("v1", "Namespace"),
     ("v1", "Service"),
+    ("v1", "ServiceAccount"),
     ("v1", "Endpoints"),
     ("v1", "Event"),
     ("v1", "Node"),
     ("v1", "Pod"),
     ("coordination.k8s.io/v1", "Lease"),
     ("v1", "DeleteOptions"),
+    ("apps/v1", "Deployment"),
 ];
 
 #[test]
