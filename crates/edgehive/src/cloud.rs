@@ -218,6 +218,8 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     builder.register(sync.clone()).context("register synccontroller")?;
     let hive = builder.build();
     let bus = hive.context();
+    // ReplicaSets, Deployments and the garbage collector, over the store.
+    let workloads = edgehive_workloads::Workloads::new(store.clone());
 
     let mut config = ApiServerConfig::new(args.bind, args.data_dir.clone());
     config.sans = args.tls_sans;
@@ -229,6 +231,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     hub.metrics().register(&mut config.metrics);
     controller.metrics().register(&mut config.metrics);
     sync.metrics().register(&mut config.metrics);
+    workloads.metrics().register(&mut config.metrics);
     crate::process::register_bus(bus, &mut config.metrics);
     let server = ApiServer::bind(config, store.clone()).await.context("start the API server")?;
     tracing::info!(
@@ -246,11 +249,13 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let joining = tokio::spawn(join.serve(stop.clone()));
     let serving = tokio::spawn(server.serve(stop.clone()));
     let modules = tokio::spawn(hive.run(stop.clone()));
+    let controllers = tokio::spawn(workloads.run(stop.clone()));
     crate::process::shutdown_signal().await;
     tracing::info!("shutting down");
     stop.cancel();
     let _ = serving.await;
     let _ = modules.await;
+    let _ = controllers.await;
     let _ = tokens.await;
     let _ = joining.await;
     store.close().await;

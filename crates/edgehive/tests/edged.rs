@@ -375,3 +375,145 @@ fn a_pod_waits_in_create_container_config_error_until_its_configmap_and_secret_e
     wait_until("mounter runs", || field(&cloud, "mounter", ".status.phase") == "Running");
     wait_until("mounter reads its file", || log("mounter").contains("mounted"));
 }
+
+/// A Deployment of `replicas` shell loops on nodes labelled `tier: edge`,
+/// rolled one pod at a time. The loops ignore SIGTERM, so a deleted pod
+/// stays for its 2 s grace period (long enough to see what waits for it).
+fn web_deployment(replicas: u32) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: default}}\nspec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: web}}}}\n  strategy: {{rollingUpdate: {{maxSurge: 1, maxUnavailable: 0}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      nodeSelector: {{tier: edge}}\n      terminationGracePeriodSeconds: 2\n      containers:\n      - name: main\n        image: busybox\n        command: [sh, -c, 'trap : TERM; while true; do sleep 1; done']\n        readinessProbe: {{exec: {{command: [\"true\"]}}, periodSeconds: 1}}\n"
+    )
+}
+
+/// `(name, node, image, phase)` of the Deployment's live pods.
+fn web_pods(cloud: &Cloud) -> Vec<(String, String, String, String)> {
+    let list = cloud.json(&["get", "pods", "-l", "app=web"]);
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"].get("deletionTimestamp").is_none())
+        .map(|p| {
+            let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+            (
+                s(&p["metadata"]["name"]),
+                s(&p["spec"]["nodeName"]),
+                s(&p["spec"]["containers"][0]["image"]),
+                s(&p["status"]["phase"]),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn deployments_and_daemon_sets_run_on_edge_nodes_roll_out_undo_scale_and_cascade() {
+    let dir = TempDir::new("edged-deployment");
+    let cloud = Cloud::start(dir.path(), &[]);
+    let server = format!("127.0.0.1:{}", cloud.ws);
+    let _edges: Vec<Edge> = ["edge-d1", "edge-d2", "edge-d3"]
+        .iter()
+        .map(|node| {
+            let d = dir.path().join(node);
+            std::fs::create_dir_all(&d).unwrap();
+            start_in(&d, &cloud, &server, node)
+        })
+        .collect();
+    cloud.kubectl(&["label", "node", "edge-d1", "edge-d2", "tier=edge"], None);
+
+    cloud.kubectl(&["apply", "-f", "-"], Some(&web_deployment(3)));
+    cloud.kubectl(&["rollout", "status", "deployment/web", "--timeout=60s"], None);
+    let pods = web_pods(&cloud);
+    assert_eq!(pods.len(), 3, "{pods:?}");
+    for (name, node, _, phase) in &pods {
+        assert_eq!(phase, "Running", "{name}");
+        assert!(node == "edge-d1" || node == "edge-d2", "{name} on {node}: the nodeSelector");
+    }
+    let table = cloud.kubectl(&["get", "deploy", "web"], None);
+    assert!(table.contains("READY") && table.contains("UP-TO-DATE") && table.contains("3/3"), "{table}");
+
+    // `set image`: a new ReplicaSet, one pod at a time, never fewer than 3 ready.
+    cloud.kubectl(&["set", "image", "deployment/web", "main=busybox:1.36"], None);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let pods = web_pods(&cloud);
+        let running = pods.iter().filter(|p| p.3 == "Running").count();
+        assert!(pods.len() <= 4, "maxSurge 1: {pods:?}");
+        assert!(running >= 3 || pods.len() < 3, "maxUnavailable 0: {pods:?}");
+        if pods.len() == 3 && pods.iter().all(|p| p.2 == "busybox:1.36" && p.3 == "Running") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "rollout did not finish: {pods:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cloud.kubectl(&["rollout", "status", "deployment/web", "--timeout=60s"], None);
+    let history = cloud.kubectl(&["rollout", "history", "deployment/web"], None);
+    assert!(history.contains('1') && history.contains('2'), "{history}");
+    assert_eq!(cloud.json(&["get", "rs", "-l", "app=web"])["items"].as_array().unwrap().len(), 2);
+
+    // `rollout undo`: the first template again, from its own ReplicaSet.
+    cloud.kubectl(&["rollout", "undo", "deployment/web"], None);
+    cloud.kubectl(&["rollout", "status", "deployment/web", "--timeout=60s"], None);
+    wait_until("the old image is back", || {
+        let pods = web_pods(&cloud);
+        pods.len() == 3 && pods.iter().all(|p| p.2 == "busybox")
+    });
+    assert_eq!(cloud.json(&["get", "rs", "-l", "app=web"])["items"].as_array().unwrap().len(), 2);
+
+    // Scale to zero and back, through the scale subresource.
+    cloud.kubectl(&["scale", "deployment/web", "--replicas=0"], None);
+    wait_until("no pods", || web_pods(&cloud).is_empty());
+    cloud.kubectl(&["scale", "deployment/web", "--replicas=2"], None);
+    cloud.kubectl(&["rollout", "status", "deployment/web", "--timeout=60s"], None);
+    assert_eq!(web_pods(&cloud).len(), 2);
+
+    // Foreground: the Deployment is the last to go.
+    cloud.kubectl(&["delete", "deployment", "web", "--cascade=foreground", "--wait=false"], None);
+    let mut saw_owner_waiting = false;
+    wait_until("everything is gone", || {
+        let deploys = cloud.json(&["get", "deploy"]);
+        let rs = cloud.json(&["get", "rs"]);
+        let left = |l: &serde_json::Value| l["items"].as_array().map_or(0, Vec::len);
+        if left(&deploys) == 1 && (left(&rs) > 0 || !web_pods(&cloud).is_empty()) {
+            saw_owner_waiting = true;
+        }
+        assert!(left(&deploys) == 1 || (left(&rs) == 0), "the owner went before its dependents");
+        left(&deploys) == 0 && left(&rs) == 0 && web_pods(&cloud).is_empty()
+    });
+    assert!(saw_owner_waiting, "the Deployment waited for its dependents");
+
+    // A DaemonSet: a pod on each `tier: edge` node, and on a node that joins later.
+    let daemon = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent, namespace: default}\nspec:\n  selector: {matchLabels: {app: agent}}\n  template:\n    metadata: {labels: {app: agent}}\n    spec:\n      nodeSelector: {tier: edge}\n      terminationGracePeriodSeconds: 1\n      containers:\n      - name: main\n        image: busybox\n        command: [sh, -c, 'while true; do sleep 1; done']\n";
+    cloud.kubectl(&["apply", "-f", "-"], Some(daemon));
+    cloud.kubectl(&["rollout", "status", "daemonset/agent", "--timeout=60s"], None);
+    let agents = |cloud: &Cloud| -> Vec<String> {
+        let mut nodes: Vec<String> = cloud.json(&["get", "pods", "-l", "app=agent"])["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["status"]["phase"] == "Running" && p["metadata"].get("deletionTimestamp").is_none())
+            .map(|p| p["spec"]["nodeName"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        nodes.sort();
+        nodes
+    };
+    assert_eq!(agents(&cloud), ["edge-d1", "edge-d2"]);
+    let d4 = dir.path().join("edge-d4");
+    std::fs::create_dir_all(&d4).unwrap();
+    let _late = start_in(&d4, &cloud, &server, "edge-d4");
+    cloud.kubectl(&["label", "node", "edge-d4", "tier=edge"], None);
+    wait_until("the joining node runs its daemon", || agents(&cloud) == ["edge-d1", "edge-d2", "edge-d4"]);
+    let table = cloud.kubectl(&["get", "ds", "agent"], None);
+    assert!(table.contains("NODE SELECTOR") && table.contains("tier=edge"), "{table}");
+    cloud.kubectl(&["delete", "ds", "agent"], None);
+    wait_until("the daemons are gone", || agents(&cloud).is_empty());
+}
+
+/// An edge with edged in `dir`, joined and Ready.
+fn start_in(dir: &Path, cloud: &Cloud, server: &str, node: &str) -> Edge {
+    let mut edge = Edge::new(dir);
+    edge.edged = true;
+    edge.configure(node, server, cloud.join, Some(&cloud.token()));
+    edge.start(&[]);
+    wait_until("the node is Ready", || cloud.node_ready(node).as_deref() == Some("True"));
+    edge
+}

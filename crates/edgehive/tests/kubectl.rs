@@ -408,3 +408,101 @@ fn kubectl_reports_errors_clearly() {
     let out = cloud.kubectl().args(["delete", "namespace", "default"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("forbidden"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Runs kubectl expecting failure; returns stderr.
+fn refused(cloud: &Cloud, args: &[&str], stdin: Option<&str>) -> String {
+    let mut child =
+        cloud.kubectl().args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    {
+        use std::io::Write as _;
+        let mut pipe = child.stdin.take().unwrap();
+        if let Some(input) = stdin {
+            pipe.write_all(input.as_bytes()).unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success(), "kubectl {args:?} succeeded: {}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn workloads_speak_kubectl() {
+    let cloud = Cloud::start(&[]);
+    // Discovery: apps/v1 and batch/v1 with kubectl's short names.
+    let resources = cloud.ok(&["api-resources", "--api-group=apps"]);
+    for (name, short) in
+        [("deployments", "deploy"), ("replicasets", "rs"), ("daemonsets", "ds"), ("statefulsets", "sts")]
+    {
+        assert!(resources.lines().any(|l| l.starts_with(name) && l.contains(short)), "{name}:\n{resources}");
+    }
+    assert!(cloud.ok(&["api-resources", "--api-group=batch"]).contains("cj"));
+
+    // `kubectl create deployment`, then the controllers' work as kubectl shows it.
+    cloud.ok(&["create", "deployment", "web", "--image=busybox", "--replicas=3"]);
+    wait_for("three pods", || cloud.json(&["get", "pods", "-l", "app=web"])["items"].as_array().unwrap().len() == 3);
+    let table = cloud.ok(&["get", "deploy", "web"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"], "{table}");
+    wait_for("the status", || cloud.ok(&["get", "deploy", "web"]).contains("0/3     3            0"));
+    let rs = cloud.ok(&["get", "rs", "-o", "wide"]);
+    assert!(rs.lines().next().unwrap().contains("DESIRED") && rs.contains("pod-template-hash="), "{rs}");
+
+    // The scale subresource, as `kubectl scale` and clients use it.
+    cloud.ok(&["scale", "deploy/web", "--replicas=1"]);
+    wait_for("one pod", || cloud.json(&["get", "pods", "-l", "app=web"])["items"].as_array().unwrap().len() == 1);
+    let scale: Value =
+        serde_json::from_str(&cloud.ok(&["get", "--raw", "/apis/apps/v1/namespaces/default/deployments/web/scale"]))
+            .unwrap();
+    assert_eq!((scale["kind"].as_str(), scale["spec"]["replicas"].as_i64()), (Some("Scale"), Some(1)), "{scale}");
+    assert_eq!(scale["status"]["selector"], "app=web", "{scale}");
+    let err = refused(&cloud, &["scale", "deploy/web", "--replicas=-1"], None);
+    assert!(err.contains("replicas"), "{err}");
+    let err = refused(&cloud, &["scale", "deploy/web", "--replicas=2", "--resource-version=1"], None);
+    assert!(err.contains("resource version") || err.contains("the object has been modified"), "{err}");
+
+    // Kubernetes' refusal of a Deployment without a selector.
+    let no_selector = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: bad}\nspec:\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: c, image: busybox}]}\n";
+    let err = refused(&cloud, &["apply", "-f", "-"], Some(no_selector));
+    assert!(
+        err.contains("The Deployment \"bad\" is invalid")
+            && err.contains("spec.selector: Required value")
+            && err.contains("spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"web\"}: `selector` does not match template `labels`"),
+        "{err}"
+    );
+    // A client cannot choose an object's uid.
+    let chosen = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: mine, uid: 00000000-0000-0000-0000-000000000001}\n";
+    cloud.ok_with(&["create", "-f", "-"], Some(chosen));
+    assert_ne!(cloud.json(&["get", "cm", "mine"])["metadata"]["uid"], "00000000-0000-0000-0000-000000000001");
+
+    // kubectl explain reads the published schemas.
+    let explain = cloud.ok(&["explain", "deployment.spec.strategy"]);
+    assert!(explain.contains("rollingUpdate") && explain.contains("type"), "{explain}");
+    let explain = cloud.ok(&["explain", "job.spec.backoffLimit"]);
+    assert!(explain.contains("integer"), "{explain}");
+
+    // `--cascade=orphan` keeps the ReplicaSet and lets go of it.
+    cloud.ok(&["delete", "deploy", "web", "--cascade=orphan"]);
+    let rs = cloud.json(&["get", "rs", "-l", "app=web"]);
+    let items = rs["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    wait_for("the set is orphaned", || {
+        cloud.json(&["get", "rs", "-l", "app=web"])["items"][0]["metadata"].get("ownerReferences").is_none()
+    });
+    let err = refused(&cloud, &["delete", "rs", "--all", "--cascade=sideways"], None);
+    assert!(err.contains("cascade"), "{err}");
+    cloud.ok(&["delete", "rs", "--all"]);
+    wait_for("the orphaned set's pods collected", || {
+        cloud.json(&["get", "pods", "-l", "app=web"])["items"].as_array().unwrap().is_empty()
+    });
+
+    // Jobs from kubectl, with their table.
+    cloud.ok(&["create", "job", "once", "--image=busybox", "--", "true"]);
+    let job = cloud.json(&["get", "job", "once"]);
+    assert_eq!(job["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"], job["metadata"]["uid"]);
+    let table = cloud.ok(&["get", "jobs"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"], "{table}");
+    wait_for("the job's pod", || {
+        cloud.json(&["get", "pods", "-l", "job-name=once"])["items"].as_array().unwrap().len() == 1
+    });
+}

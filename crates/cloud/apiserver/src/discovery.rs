@@ -3,12 +3,13 @@
 //! kubectl asks for first, and the OpenAPI v3 documents kubectl reads to learn
 //! that the server validates fields itself (`fieldValidation`).
 //!
-//! The OpenAPI documents describe only what kubectl looks at: one PATCH
-//! operation per kind, tagged with its group-version-kind, listing the
-//! `fieldValidation` parameter and the patch types served. Built-in kinds do
-//! not list `application/strategic-merge-patch+json` there, so kubectl builds
-//! strategic merge patches from its compiled-in types (which it knows) rather
-//! than from schemas this server does not publish; the server accepts them.
+//! The OpenAPI documents carry one PATCH operation per kind, tagged with its
+//! group-version-kind, listing the `fieldValidation` parameter and the patch
+//! types served, and the component schemas of the registry's Go-type tables
+//! ([`edgehive_registry::openapi`]), which `kubectl explain` walks. Built-in
+//! kinds do not list `application/strategic-merge-patch+json` there, so
+//! kubectl builds strategic merge patches from its compiled-in types (which
+//! it knows); the server accepts them.
 
 use edgehive_model::well_known::KUBERNETES_VERSION;
 use edgehive_store::resources::{ALL, ResourceDef};
@@ -53,10 +54,23 @@ fn subresources(res: &ResourceDef) -> Vec<(&'static str, &'static [&'static str]
     if res.status_subresource {
         subs.push(("status", SUB_VERBS));
     }
+    if res.scale_subresource {
+        subs.push(("scale", SUB_VERBS));
+    }
     if res.plural == "namespaces" && res.group.is_empty() {
         subs.push(("finalize", &["update"][..]));
     }
     subs
+}
+
+/// The group, version and kind a subresource answers with: a Namespace for
+/// `finalize`, an `autoscaling/v1` Scale for `scale`, else the resource's own.
+fn sub_kind(res: &ResourceDef, sub: &str) -> (&'static str, &'static str, &'static str) {
+    match sub {
+        "finalize" => ("", "v1", "Namespace"),
+        "scale" => ("autoscaling", "v1", "Scale"),
+        _ => (res.group, res.version, res.kind),
+    }
 }
 
 /// The groups served besides core, with their versions, in discovery order.
@@ -122,13 +136,19 @@ pub(crate) fn resource_list(group: &str, version: &str) -> Value {
         }
         resources.push(entry);
         for (sub, sub_verbs) in subresources(r) {
-            resources.push(json!({
+            let (group, version, kind) = sub_kind(r, sub);
+            let mut entry = json!({
                 "name": format!("{}/{sub}", r.plural),
                 "singularName": "",
                 "namespaced": r.namespaced,
-                "kind": if sub == "finalize" { "Namespace" } else { r.kind },
+                "kind": kind,
                 "verbs": sub_verbs,
-            }));
+            });
+            if sub == "scale" {
+                entry["group"] = json!(group);
+                entry["version"] = json!(version);
+            }
+            resources.push(entry);
         }
     }
     json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})
@@ -173,8 +193,8 @@ fn discovery_resource(r: &ResourceDef) -> Value {
     let subs: Vec<Value> = subresources(r)
         .into_iter()
         .map(|(sub, v)| {
-            let kind = if sub == "finalize" { "Namespace" } else { r.kind };
-            json!({"subresource": sub, "responseKind": {"group": r.group, "version": r.version, "kind": kind}, "verbs": v})
+            let (group, version, kind) = sub_kind(r, sub);
+            json!({"subresource": sub, "responseKind": {"group": group, "version": version, "kind": kind}, "verbs": v})
         })
         .collect();
     if !subs.is_empty() {
@@ -255,15 +275,38 @@ fn object_path(r: &ResourceDef) -> String {
 }
 
 /// The OpenAPI v3 document of one group-version; `None` if not served.
+///
+/// Each kind has one PATCH operation, tagged with its group-version-kind and
+/// listing the `fieldValidation` parameter; its request body is Kubernetes'
+/// `meta.v1.Patch` and its response the kind's schema. `components.schemas`
+/// holds the component schemas of the group-version as Kubernetes publishes
+/// them ([`edgehive_registry::openapi`]), which `kubectl explain` walks. The
+/// patch content types never include `application/strategic-merge-patch+json`:
+/// kubectl then builds strategic merge patches from its compiled-in types
+/// rather than from these schemas (which carry no patch strategies).
 pub(crate) fn openapi_group_version(group: &str, version: &str) -> Option<Value> {
+    const PATCH: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
     let served: Vec<&ResourceDef> = ALL.iter().copied().filter(|r| r.group == group && r.version == version).collect();
     if served.is_empty() {
         return None;
     }
+    let mut schemas = edgehive_registry::openapi::component_schemas(group, version);
     let mut paths = serde_json::Map::new();
+    let mut patch_used = false;
     for r in served {
         let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
-        let body = json!({"schema": {"type": "object"}});
+        let plain = json!({"schema": {"type": "object"}});
+        let described = edgehive_registry::openapi::schema_name(r.group, r.kind).filter(|n| schemas.contains_key(n));
+        let (request, response) = match described {
+            Some(name) => {
+                patch_used = true;
+                (
+                    json!({"schema": {"$ref": format!("#/components/schemas/{PATCH}")}}),
+                    json!({"schema": {"$ref": format!("#/components/schemas/{name}")}}),
+                )
+            }
+            None => (plain.clone(), plain),
+        };
         let patch = json!({
             "description": format!("partially update the specified {}", r.kind),
             "operationId": format!("patch{}", r.kind),
@@ -276,18 +319,24 @@ pub(crate) fn openapi_group_version(group: &str, version: &str) -> Option<Value>
                 {"name": "force", "in": "query", "schema": {"type": "boolean", "uniqueItems": true}},
             ],
             "requestBody": {"content": {
-                "application/json-patch+json": body,
-                "application/merge-patch+json": body,
+                "application/json-patch+json": request,
+                "application/merge-patch+json": request,
             }, "required": true},
-            "responses": {"200": {"description": "OK", "content": {"application/json": body}}},
+            "responses": {"200": {"description": "OK", "content": {"application/json": response}}},
         });
         paths.insert(object_path(r), json!({"patch": patch}));
+    }
+    if patch_used {
+        schemas.insert(
+            PATCH.to_string(),
+            json!({"description": "The body of a PATCH request, in the form its content type names.", "type": "object"}),
+        );
     }
     Some(json!({
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": KUBERNETES_VERSION},
         "paths": paths,
-        "components": {"schemas": {}},
+        "components": {"schemas": schemas},
     }))
 }
 
@@ -329,7 +378,16 @@ mod tests {
         let apis = aggregated(false, "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList");
         let groups: Vec<&str> =
             apis["items"].as_array().into_iter().flatten().filter_map(|i| i["metadata"]["name"].as_str()).collect();
-        assert_eq!(groups, ["coordination.k8s.io", "devices.kubeedge.io", "reliablesyncs.kubeedge.io"]);
+        assert_eq!(
+            groups,
+            ["apps", "batch", "coordination.k8s.io", "devices.kubeedge.io", "reliablesyncs.kubeedge.io"]
+        );
+        let apps = &apis["items"][0]["versions"][0]["resources"];
+        let deploy = apps.as_array().into_iter().flatten().find(|r| r["resource"] == "deployments").expect("served");
+        assert_eq!(deploy["shortNames"], json!(["deploy"]));
+        assert_eq!(deploy["subresources"][1]["subresource"], "scale");
+        assert_eq!(deploy["subresources"][1]["responseKind"]["kind"], "Scale");
+        assert_eq!(deploy["subresources"][1]["responseKind"]["group"], "autoscaling");
     }
 
     #[test]
@@ -344,6 +402,58 @@ mod tests {
         let p = &doc["paths"]["/apis/devices.kubeedge.io/v1beta1/namespaces/{namespace}/devices/{name}"]["patch"];
         assert_eq!(p["x-kubernetes-group-version-kind"]["kind"], "Device");
         assert!(p["parameters"].as_array().is_some_and(|ps| ps.iter().any(|x| x["name"] == "fieldValidation")));
-        assert!(openapi_group_version("apps", "v1").is_none());
+        assert!(openapi_group_version("apps", "v2").is_none());
+    }
+
+    /// The schema a `$ref` (direct or in a one-element `allOf`) names, as kubectl explain resolves it.
+    fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
+        let target = schema.get("$ref").or_else(|| schema["allOf"].get(0).and_then(|a| a.get("$ref")));
+        match target.and_then(Value::as_str).and_then(|r| r.strip_prefix("#/components/schemas/")) {
+            Some(name) => doc["components"]["schemas"].get(name).unwrap_or_else(|| panic!("no schema {name}")),
+            None => schema,
+        }
+    }
+
+    #[test]
+    fn openapi_has_the_schemas_kubectl_explain_follows() {
+        let doc = openapi_group_version("apps", "v1").expect("served");
+        // kubectl finds the kind through the patch operation's group-version-kind...
+        let op = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
+        let gvk = &op["x-kubernetes-group-version-kind"];
+        assert_eq!(gvk, &json!({"group": "apps", "version": "v1", "kind": "Deployment"}));
+        // ... then the schema carrying the same one, and walks its properties.
+        let schemas = doc["components"]["schemas"].as_object().expect("schemas");
+        let (name, deploy) = schemas
+            .iter()
+            .find(|(_, s)| s["x-kubernetes-group-version-kind"].as_array().is_some_and(|l| l.contains(gvk)))
+            .expect("a schema for the Deployment GVK");
+        assert_eq!(name, "io.k8s.api.apps.v1.Deployment");
+        let response = &op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"];
+        assert_eq!(response, "#/components/schemas/io.k8s.api.apps.v1.Deployment");
+        let mut s = deploy;
+        for field in ["spec", "strategy", "rollingUpdate", "maxSurge"] {
+            s = resolve(&doc, s);
+            s = s["properties"].get(field).unwrap_or_else(|| panic!("{field} not found"));
+        }
+        assert_eq!(resolve(&doc, s)["format"], "int-or-string");
+        assert!(s["description"].is_string());
+        // Strategic merge patches stay kubectl's compiled-in business.
+        let content = op["requestBody"]["content"].as_object().expect("content");
+        assert!(!content.contains_key("application/strategic-merge-patch+json"));
+        assert!(content.contains_key("application/merge-patch+json"));
+        assert!(op["parameters"].as_array().is_some_and(|ps| ps.iter().any(|x| x["name"] == "fieldValidation")));
+        // Every reference of every served document resolves.
+        for (g, v) in [("", "v1"), ("apps", "v1"), ("batch", "v1"), ("devices.kubeedge.io", "v1beta1")] {
+            let doc = openapi_group_version(g, v).expect("served");
+            let text = doc.to_string();
+            for piece in text.split("#/components/schemas/").skip(1) {
+                let target = piece.split('"').next().unwrap_or("");
+                assert!(doc["components"]["schemas"].get(target).is_some(), "{g}/{v}: dangling {target}");
+            }
+        }
+        let batch = openapi_group_version("batch", "v1").expect("served");
+        let job = &batch["components"]["schemas"]["io.k8s.api.batch.v1.Job"];
+        let spec = resolve(&batch, &job["properties"]["spec"]);
+        assert!(spec["properties"]["backoffLimit"]["description"].is_string());
     }
 }

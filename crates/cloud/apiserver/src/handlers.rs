@@ -7,7 +7,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use edgehive_store::resources::{NAMESPACES, ResourceDef};
 use edgehive_store::{
-    DeleteOptions, DeleteOutcome, ListOptions, Object, Store, StoreError, WatchEnd, WatchOptions, WatchStart,
+    DeleteOptions, DeleteOutcome, ListOptions, Object, Propagation, Store, StoreError, WatchEnd, WatchOptions,
+    WatchStart,
 };
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
@@ -84,6 +85,20 @@ pub(crate) async fn resource(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
     let format = body::response_format(req.headers(), query)?;
+    if target.subresource.as_deref() == Some("scale") {
+        return match verb {
+            "get" => crate::scale::get(shared, target).await,
+            "update" => {
+                let (parts, bytes) = crate::body::read_body(req, shared.config.max_body_bytes).await?;
+                crate::scale::update(shared, target, query, &parts.headers, &bytes).await
+            }
+            "patch" => {
+                let (parts, bytes) = crate::body::read_body(req, shared.config.max_body_bytes).await?;
+                crate::patching::patch(shared, target, query, &parts.headers, &bytes).await
+            }
+            _ => Err(ApiError::method_not_allowed(format!("verb {verb} is not supported on the scale subresource"))),
+        };
+    }
     match verb {
         "get" => get(shared, target, query, &format).await,
         "list" => list(shared, target, query, &format).await,
@@ -420,6 +435,13 @@ impl From<ApiError> for Refused {
     }
 }
 
+/// What a read-modify-write left: the stored object, or (dry run) the
+/// object it would have stored.
+pub(crate) enum Rewritten {
+    Stored(Object),
+    Preview(Value),
+}
+
 /// What PUT and PATCH share: a read-modify-write of `target` in which
 /// `change(current, current value)` gives the object the request asks for;
 /// then the status subresource rule, defaults and validation, and dry-run.
@@ -429,8 +451,21 @@ pub(crate) async fn rewrite(
     target: &Target,
     format: &Format,
     dry_run: bool,
-    mut change: impl FnMut(&Object, &Value) -> Result<Value, ApiError>,
+    change: impl FnMut(&Object, &Value) -> Result<Value, ApiError>,
 ) -> Result<Response<Body>, ApiError> {
+    match rewrite_object(shared, target, dry_run, change).await? {
+        Rewritten::Preview(p) => Ok(value_response(StatusCode::OK, &p)),
+        Rewritten::Stored(updated) => object_response(StatusCode::OK, &updated, format),
+    }
+}
+
+/// [`rewrite`], answering with what was written rather than a response.
+pub(crate) async fn rewrite_object(
+    shared: &ApiState,
+    target: &Target,
+    dry_run: bool,
+    mut change: impl FnMut(&Object, &Value) -> Result<Value, ApiError>,
+) -> Result<Rewritten, ApiError> {
     let res = target.resource;
     let mut preview = None;
     let updated = shared
@@ -451,16 +486,17 @@ pub(crate) async fn rewrite(
             Refused::Store(e) => store_err(res)(e),
             Refused::Api(e) => e,
         })?;
-    if let Some(p) = preview {
-        return Ok(value_response(StatusCode::OK, &p));
-    }
-    object_response(StatusCode::OK, &updated, format)
+    Ok(match preview {
+        Some(p) => Rewritten::Preview(p),
+        None => Rewritten::Stored(updated),
+    })
 }
 
 /// DeleteOptions from the body and the query.
 fn delete_options(query: &Query, headers: &HeaderMap, bytes: &Bytes) -> Result<(DeleteOptions, bool), ApiError> {
     let mut opts = DeleteOptions::default();
     let mut dry_run = body::dry_run(query)?;
+    let mut orphan_dependents = None;
     if !bytes.is_empty() {
         let v: Value = if body::content_type(headers) == "application/vnd.kubernetes.protobuf" {
             crate::protobuf::decode(bytes)
@@ -486,6 +522,37 @@ fn delete_options(query: &Query, headers: &HeaderMap, bytes: &Bytes) -> Result<(
         if let Some(d) = v.get("dryRun").and_then(Value::as_array) {
             dry_run |= d.iter().any(|x| x == "All");
         }
+        if let Some(p) = v.get("propagationPolicy").filter(|p| !p.is_null()) {
+            opts.propagation = Some(propagation(p.as_str().unwrap_or_default())?);
+        }
+        if let Some(orphan) = v.get("orphanDependents").and_then(Value::as_bool) {
+            orphan_dependents = Some(orphan);
+        }
+    }
+    if let Some(p) = query.get("propagationPolicy").filter(|p| !p.is_empty()) {
+        opts.propagation = Some(propagation(p)?);
+    }
+    if let Some(o) = query.get("orphanDependents").filter(|o| !o.is_empty()) {
+        orphan_dependents = Some(o == "true");
+    }
+    if let Some(orphan) = orphan_dependents {
+        // The deprecated form; both at once is refused, as Kubernetes does.
+        if let Some(p) = opts.propagation {
+            return Err(ApiError::invalid(
+                "DeleteOptions",
+                "",
+                "",
+                vec![Cause {
+                    reason: "FieldValueInvalid".into(),
+                    message: format!(
+                        "Invalid value: {:?}: orphanDependents and deletionPropagation cannot be both set",
+                        p.name()
+                    ),
+                    field: "propagationPolicy".into(),
+                }],
+            ));
+        }
+        opts.propagation = Some(if orphan { Propagation::Orphan } else { Propagation::Background });
     }
     if let Some(g) = query.int("gracePeriodSeconds")? {
         opts.grace_period_seconds = Some(g);
@@ -503,6 +570,25 @@ fn delete_options(query: &Query, headers: &HeaderMap, bytes: &Bytes) -> Result<(
         ));
     }
     Ok((opts, dry_run))
+}
+
+/// A `propagationPolicy`, or Kubernetes' refusal of another value.
+fn propagation(p: &str) -> Result<Propagation, ApiError> {
+    Propagation::parse(p).ok_or_else(|| {
+        ApiError::invalid(
+            "DeleteOptions",
+            "",
+            "",
+            vec![Cause {
+                reason: "FieldValueNotSupported".into(),
+                message: format!(
+                    "Unsupported value: {}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"",
+                    crate::validation::go_quote(p)
+                ),
+                field: "propagationPolicy".into(),
+            }],
+        )
+    })
 }
 
 fn success_status(obj: &Object) -> Value {

@@ -10,7 +10,9 @@
 //! kubectl's field validation, and for every resource in
 //! [`edgehive_store::resources::ALL`] the verbs get, list, watch, create,
 //! update, patch (JSON, merge, strategic merge), delete and deletecollection,
-//! with Table output for kubectl. Errors are Kubernetes `Status` objects.
+//! with Table output for kubectl, the `status` subresource and (Deployments,
+//! ReplicaSets, StatefulSets) the `scale` subresource. Errors are Kubernetes
+//! `Status` objects.
 
 mod body;
 mod context;
@@ -22,6 +24,7 @@ mod patching;
 mod protobuf;
 mod response;
 mod route;
+mod scale;
 mod server;
 mod serviceaccounts;
 pub mod table;

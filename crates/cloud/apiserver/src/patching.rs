@@ -76,7 +76,8 @@ pub(crate) async fn patch(
     let res = target.resource;
     let format = body::response_format(headers, query)?;
     let ty = patch_type(headers)?;
-    if ty == PatchType::Strategic && !patch::supports_strategic(res.group, res.kind) {
+    let scale = target.subresource.as_deref() == Some("scale");
+    if ty == PatchType::Strategic && !scale && !patch::supports_strategic(res.group, res.kind) {
         return Err(ApiError::unsupported_media_type(format!(
             "the body of the request was in an unknown format - accepted media types include: \
              application/json-patch+json, application/merge-patch+json (strategic merge patch is not supported for {})",
@@ -91,20 +92,28 @@ pub(crate) async fn patch(
     if ty == PatchType::Json && !doc.is_array() {
         return Err(ApiError::bad_request("a JSON patch must be an array of operations"));
     }
-    let dry_run = body::dry_run(query)?;
     let name = target.name.as_deref().unwrap_or_default();
-    let custom = body::is_custom_resource(res);
-    rewrite(shared, target, &format, dry_run, |cur, old| {
-        let mut patched = old.clone();
-        let applied = match ty {
+    let apply = |mut patched: Value, group: &str, kind: &str| -> Result<Value, ApiError> {
+        match ty {
             PatchType::Json => patch::json_patch(&mut patched, &doc),
             PatchType::Merge => {
                 patch::merge_patch(&mut patched, &doc);
                 Ok(())
             }
-            PatchType::Strategic => patch::strategic_merge_patch(&mut patched, &doc, res.group, res.kind),
-        };
-        applied.map_err(patch_error)?;
+            PatchType::Strategic => patch::strategic_merge_patch(&mut patched, &doc, group, kind),
+        }
+        .map_err(patch_error)?;
+        Ok(patched)
+    };
+    if target.subresource.as_deref() == Some("scale") {
+        // The patch applies to the Scale (a struct of scalars: strategic
+        // merge is a merge patch there).
+        return crate::scale::write(shared, target, query, |scale| apply(scale, "autoscaling", "Scale")).await;
+    }
+    let dry_run = body::dry_run(query)?;
+    let custom = body::is_custom_resource(res);
+    rewrite(shared, target, &format, dry_run, |cur, old| {
+        let patched = apply(old.clone(), res.group, res.kind)?;
         if custom && patched.get("kind").and_then(Value::as_str).is_none_or(str::is_empty) {
             return Err(kind_missing(&patched));
         }

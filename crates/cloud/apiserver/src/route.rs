@@ -106,6 +106,7 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Result<Route, Ap
             }
             let sub_ok = |s: &str| {
                 (s == "status" && resource.status_subresource)
+                    || (s == "scale" && resource.scale_subresource)
                     || (s == "finalize" && std::ptr::eq(resource, &NAMESPACES))
             };
             if sub.is_some_and(|s| !sub_ok(s)) {
@@ -247,6 +248,8 @@ mod tests {
         assert_eq!((t.resource, t.name.as_deref()), (&DEVICES, Some("d1")));
         let t = target("/api/v1/watch/namespaces/default/pods");
         assert!(t.watch_path);
+        let t = target("/apis/apps/v1/namespaces/default/deployments/web/scale");
+        assert_eq!(t.subresource.as_deref(), Some("scale"));
         assert_eq!(
             parse("/apis/devices.kubeedge.io/v1beta1").ok(),
             Some(Route::ResourceList { group: "devices.kubeedge.io".into(), version: "v1beta1".into() })
@@ -261,7 +264,9 @@ mod tests {
             "/api/v1/namespaces/default/nodes",
             "/api/v1/namespaces/default/pods/web/log",
             "/api/v1/namespaces/default/configmaps/c/status",
-            "/apis/apps/v1/deployments",
+            "/apis/apps/v1/deployments/web",
+            "/apis/apps/v1/namespaces/default/daemonsets/ds/scale",
+            "/apis/apps/v2/deployments",
             "/apis/devices.kubeedge.io/v1/devices",
             "/api/v1/pods/web",
             "/api/v1/namespaces/default/pods/a/b/c",

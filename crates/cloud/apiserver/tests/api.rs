@@ -269,9 +269,9 @@ async fn bad_input_gets_a_status_and_stores_nothing() {
     let proto = "application/vnd.kubernetes.protobuf";
     refused(&c, &client, "POST", cms, proto, b"no magic here", (400, "BadRequest")).await;
     refused(&c, &client, "POST", cms, proto, b"k8s\x00\x0a\xff\xff\xff\xff\x0f", (400, "BadRequest")).await;
-    // An envelope naming a type the decoder does not know: apps/v1 Deployment.
+    // An envelope naming a type the decoder does not know: networking.k8s.io/v1 Ingress.
     let mut env = b"k8s\x00".to_vec();
-    let type_meta = [&[0x0a, 7][..], b"apps/v1", &[0x12, 10][..], b"Deployment"].concat();
+    let type_meta = [&[0x0a, 20][..], b"networking.k8s.io/v1", &[0x12, 7][..], b"Ingress"].concat();
     env.extend_from_slice(&[0x0a, u8::try_from(type_meta.len()).unwrap()]);
     env.extend_from_slice(&type_meta);
     env.extend_from_slice(&[0x12, 0]);

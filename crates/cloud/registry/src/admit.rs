@@ -6,14 +6,33 @@
 use edgehive_store::resources::ResourceDef;
 use serde_json::Value;
 
-use crate::defaults::apply_defaults;
+use crate::defaults::{apply_defaults, prepare_for_create, prepare_for_update};
 use crate::status::{ApiError, Cause};
 use crate::validation::{self, FieldError, Origin};
 
-/// Fills in `obj`'s defaults and checks it as a new object of `res`.
+/// Gives `obj` a fresh `metadata.uid`, fills in its defaults, lets the kind's strategy prepare it (a Job's
+/// generated selector and labels, which need the uid) and checks it as a new object of `res`.
+///
+/// The uid replaces whatever the client sent, as Kubernetes' `FillObjectMetaSystemFields` does; the
+/// store keeps the uid it is given.
 pub fn create(res: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
+    assign_uid(obj);
     apply_defaults(res.group, res.kind, obj);
+    prepare_for_create(res.group, res.kind, obj);
     refuse(res, obj, validation::validate_create(res.group, res.kind, obj))
+}
+
+/// Sets `metadata.uid` to a fresh UUID (creating `metadata` when absent or null; a `metadata` of another
+/// JSON type is left for the decode check to refuse).
+fn assign_uid(obj: &mut Value) {
+    let Some(root) = obj.as_object_mut() else { return };
+    let meta = root.entry("metadata").or_insert(Value::Null);
+    if meta.is_null() {
+        *meta = Value::Object(serde_json::Map::new());
+    }
+    if let Some(meta) = meta.as_object_mut() {
+        meta.insert("uid".into(), Value::from(edgehive_model::new_msg_id().as_str()));
+    }
 }
 
 /// Fills in `new`'s defaults and checks it as a change of `old`, the
@@ -23,6 +42,7 @@ pub fn update(res: &ResourceDef, new: &mut Value, old: &Value) -> Result<(), Api
     apply_defaults(res.group, res.kind, new);
     let mut old = old.clone();
     apply_defaults(res.group, res.kind, &mut old);
+    prepare_for_update(res.group, res.kind, new, &old);
     refuse(res, new, validation::validate_update(res.group, res.kind, new, &old))
 }
 
@@ -60,7 +80,7 @@ pub fn refuse(res: &ResourceDef, obj: &Value, errors: Vec<FieldError>) -> Result
 
 #[cfg(test)]
 mod tests {
-    use edgehive_store::resources::{CONFIGMAPS, PODS};
+    use edgehive_store::resources::{CONFIGMAPS, JOBS, PODS};
     use serde_json::json;
 
     use super::*;
@@ -73,6 +93,34 @@ mod tests {
         create(&PODS, &mut pod).unwrap();
         assert_eq!(pod["spec"]["containers"][0]["ports"][0]["protocol"], "TCP");
         assert_eq!(pod["spec"]["restartPolicy"], "Always");
+    }
+
+    #[test]
+    fn a_create_gets_a_fresh_uid_whatever_the_client_sent() {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d", "uid": "mine"}});
+        let (mut a, mut b) = (cm.clone(), cm);
+        create(&CONFIGMAPS, &mut a).unwrap();
+        create(&CONFIGMAPS, &mut b).unwrap();
+        let uid = |o: &Value| o["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+        assert_ne!(uid(&a), "mine");
+        assert_eq!(uid(&a).len(), 36);
+        assert_ne!(uid(&a), uid(&b));
+        let mut bare = json!({"apiVersion": "v1", "kind": "Pod", "metadata": null,
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+        let _ = create(&PODS, &mut bare);
+        assert_eq!(uid(&bare).len(), 36, "metadata is created for the uid");
+    }
+
+    #[test]
+    fn a_job_create_generates_its_selector_from_the_new_uid() {
+        let mut job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pi", "namespace": "d", "uid": "mine"},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "perl"}]}}}});
+        create(&JOBS, &mut job).unwrap();
+        let uid = job["metadata"]["uid"].clone();
+        assert_ne!(uid, "mine");
+        assert_eq!(job["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"], uid);
+        assert_eq!(job["spec"]["template"]["metadata"]["labels"]["controller-uid"], uid);
+        assert_eq!(job["metadata"]["labels"]["batch.kubernetes.io/job-name"], "pi");
     }
 
     #[test]

@@ -1,6 +1,11 @@
 //! Kubernetes' defaults for new objects, applied in place to JSON, so that `kubectl get -o yaml` shows what
 //! a real cluster shows.
 //!
+//! The workloads (apps/v1 Deployment, ReplicaSet, DaemonSet, StatefulSet; batch/v1 Job, CronJob) get
+//! `pkg/apis/apps/v1/defaults.go` and `pkg/apis/batch/v1/defaults.go`, and their pod templates what
+//! `SetDefaults_PodSpec` gives a template; [`prepare_for_create`] adds what the Job strategy's
+//! `PrepareForCreate` does once the object has its uid (the generated selector and labels).
+//!
 //! Sources, all from Kubernetes unless noted: `pkg/apis/core/v1/defaults.go` and the declarative defaults
 //! (`+default=` tags) of core/v1; the create strategies that fill fields (Pod status and QoS class,
 //! Namespace finalizer and phase); the Priority admission plugin (Pod priority and preemption policy);
@@ -17,6 +22,11 @@
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
+pub(crate) mod workloads;
+
+pub use workloads::prepare_for_create;
+pub(crate) use workloads::prepare_for_update;
+
 /// Fill in Kubernetes' defaults for a new object of `group`/`kind` (the kinds `validation` knows), in place.
 pub fn apply_defaults(group: &str, kind: &str, obj: &mut Value) {
     let Some(root) = obj.as_object_mut() else { return };
@@ -32,6 +42,12 @@ pub fn apply_defaults(group: &str, kind: &str, obj: &mut Value) {
         ("", "Namespace") => namespace(root),
         ("", "Endpoints") => endpoints(root),
         ("", "Node") => node(root),
+        ("apps", "Deployment") => workloads::deployment(root),
+        ("apps", "ReplicaSet") => workloads::replica_set(root),
+        ("apps", "DaemonSet") => workloads::daemon_set(root),
+        ("apps", "StatefulSet") => workloads::stateful_set(root),
+        ("batch", "Job") => workloads::job(root),
+        ("batch", "CronJob") => workloads::cron_job(root),
         ("devices.kubeedge.io", "Device") => {
             if let Some(model_ref) = object_at(root, "spec").and_then(|s| object_at(s, "deviceModelRef")) {
                 set_if_absent(model_ref, "name", json!(""));
@@ -82,31 +98,41 @@ fn str_of<'a>(m: &'a Map<String, Value>, key: &str) -> &'a str {
 
 fn pod(root: &mut Map<String, Value>) {
     let Some(spec) = object_entry(root, "spec") else { return };
+    pod_spec(spec, true);
+    let qos = qos_class(spec);
+    if root.get("status").is_none_or(Value::is_null) {
+        root.insert("status".into(), json!({"phase": "Pending", "qosClass": qos}));
+    }
+}
+
+/// `SetDefaults_PodSpec` and the defaults of what a pod spec holds (containers, ports, probes, volumes).
+/// With `pod` (a Pod's own spec) also what only Pods get: `SetDefaults_Pod` (service links, requests from
+/// limits, host ports on the host network) and the Priority admission plugin; a pod template gets none of
+/// these (Kubernetes' `TestWorkloadDefaults` lists what a template gets).
+pub(crate) fn pod_spec(spec: &mut Map<String, Value>, pod: bool) {
     // SetDefaults_PodSpec
     set_if_empty(spec, "dnsPolicy", "ClusterFirst");
     set_if_empty(spec, "restartPolicy", "Always");
     set_if_absent(spec, "securityContext", json!({}));
     set_if_absent(spec, "terminationGracePeriodSeconds", json!(30));
     set_if_empty(spec, "schedulerName", "default-scheduler");
-    // SetDefaults_Pod
-    set_if_absent(spec, "enableServiceLinks", json!(true));
-    // The Priority admission plugin (no default PriorityClass in the cluster).
-    if str_of(spec, "priorityClassName").is_empty() {
-        set_if_absent(spec, "priority", json!(0));
+    if pod {
+        // SetDefaults_Pod
+        set_if_absent(spec, "enableServiceLinks", json!(true));
+        // The Priority admission plugin (no default PriorityClass in the cluster).
+        if str_of(spec, "priorityClassName").is_empty() {
+            set_if_absent(spec, "priority", json!(0));
+        }
+        set_if_empty(spec, "preemptionPolicy", "PreemptLowerPriority");
     }
-    set_if_empty(spec, "preemptionPolicy", "PreemptLowerPriority");
-    let host_network = spec.get("hostNetwork").and_then(Value::as_bool) == Some(true);
+    let host_network = pod && spec.get("hostNetwork").and_then(Value::as_bool) == Some(true);
     for list in ["containers", "initContainers", "ephemeralContainers"] {
         for c in objects_in(spec, list) {
-            container(c, list != "ephemeralContainers", host_network && list != "ephemeralContainers");
+            container(c, pod && list != "ephemeralContainers", host_network && list != "ephemeralContainers");
         }
     }
     for v in objects_in(spec, "volumes") {
         volume(v);
-    }
-    let qos = qos_class(spec);
-    if root.get("status").is_none_or(Value::is_null) {
-        root.insert("status".into(), json!({"phase": "Pending", "qosClass": qos}));
     }
 }
 

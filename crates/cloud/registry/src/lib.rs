@@ -7,7 +7,9 @@
 //!   messages (it validates what it is given: default first);
 //! - [`admit`]: the two together as a write needs them — defaults, then the
 //!   decode check and validation of the defaulted object;
+//! - [`openapi`]: the OpenAPI v3 component schemas of a group-version (for `kubectl explain`);
 //! - [`patch`]: JSON patch, JSON merge patch and strategic merge patch;
+//! - [`cron`]: CronJob schedules: parsed as Kubernetes parses them, and when they fire;
 //! - [`status`]: failures as Kubernetes `Status` errors ([`status::ApiError`]);
 //! - [`quantity`]: resource quantities (`100m`, `1Gi`).
 //!
@@ -20,7 +22,9 @@
 //! test).
 
 pub mod admit;
+pub mod cron;
 pub mod defaults;
+pub mod openapi;
 pub mod patch;
 pub mod quantity;
 pub mod status;

@@ -41,6 +41,9 @@ pub struct ResourceDef {
     pub namespaced: bool,
     /// Has a `/status` subresource (the main resource ignores status changes).
     pub status_subresource: bool,
+    /// Has a `/scale` subresource (`autoscaling/v1` Scale over
+    /// `spec.replicas`, `status.replicas` and the label selector).
+    pub scale_subresource: bool,
     /// Deletion is graceful (pods): a delete sets `deletionTimestamp` first.
     pub graceful: bool,
     /// Has `metadata.generation`: set to 1 on create and moved by every change
@@ -82,6 +85,8 @@ const EVENT_FIELDS: &[SelectableField] = &[
     field("type"),
 ];
 const DEVICE_FIELDS: &[SelectableField] = &[field("spec.nodeName")];
+const REPLICA_SET_FIELDS: &[SelectableField] = &[field("status.replicas")];
+const JOB_FIELDS: &[SelectableField] = &[field("status.successful")];
 
 macro_rules! def {
     ($group:expr, $version:expr, $kind:expr, $plural:expr, $singular:expr, $short:expr, $cat:expr,
@@ -97,6 +102,7 @@ macro_rules! def {
             categories: $cat,
             namespaced: $ns,
             status_subresource: $st,
+            scale_subresource: false,
             graceful: $gr,
             generation: $gen,
             fields: $fields,
@@ -148,6 +154,53 @@ pub static OBJECT_SYNCS: ResourceDef = def!("reliablesyncs.kubeedge.io", "v1alph
 pub static CLUSTER_OBJECT_SYNCS: ResourceDef = def!("reliablesyncs.kubeedge.io", "v1alpha1", "ClusterObjectSync", "clusterobjectsyncs", "clusterobjectsync", &[], &[],
     namespaced: false, status: true, graceful: false, generation: true, fields: &[], storage: "reliablesyncs.kubeedge.io/clusterobjectsyncs");
 
+/// A workload: namespaced, with status, generation and (`scale`) a scale subresource.
+const fn workload(
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    short_names: &'static [&'static str],
+    scale: bool,
+    fields: &'static [SelectableField],
+) -> ResourceDef {
+    ResourceDef {
+        group,
+        version: "v1",
+        kind,
+        plural,
+        singular,
+        short_names,
+        categories: &["all"],
+        namespaced: true,
+        status_subresource: true,
+        scale_subresource: scale,
+        graceful: false,
+        generation: true,
+        fields,
+        storage: plural,
+    }
+}
+
+/// Deployments (apps/v1).
+pub static DEPLOYMENTS: ResourceDef =
+    workload("apps", "Deployment", "deployments", "deployment", &["deploy"], true, &[]);
+/// ReplicaSets (apps/v1).
+pub static REPLICA_SETS: ResourceDef =
+    workload("apps", "ReplicaSet", "replicasets", "replicaset", &["rs"], true, REPLICA_SET_FIELDS);
+/// DaemonSets (apps/v1).
+pub static DAEMON_SETS: ResourceDef = workload("apps", "DaemonSet", "daemonsets", "daemonset", &["ds"], false, &[]);
+/// StatefulSets (apps/v1).
+pub static STATEFUL_SETS: ResourceDef =
+    workload("apps", "StatefulSet", "statefulsets", "statefulset", &["sts"], true, &[]);
+/// ControllerRevisions (apps/v1): the template history of DaemonSets and StatefulSets.
+pub static CONTROLLER_REVISIONS: ResourceDef = def!("apps", "v1", "ControllerRevision", "controllerrevisions", "controllerrevision", &[], &[],
+    namespaced: true, status: false, graceful: false, generation: false, fields: &[], storage: "controllerrevisions");
+/// Jobs (batch/v1).
+pub static JOBS: ResourceDef = workload("batch", "Job", "jobs", "job", &[], false, JOB_FIELDS);
+/// CronJobs (batch/v1).
+pub static CRON_JOBS: ResourceDef = workload("batch", "CronJob", "cronjobs", "cronjob", &["cj"], false, &[]);
+
 /// Every served resource, in discovery order.
 pub static ALL: &[&ResourceDef] = &[
     &NAMESPACES,
@@ -159,6 +212,13 @@ pub static ALL: &[&ResourceDef] = &[
     &ENDPOINTS,
     &EVENTS,
     &SERVICE_ACCOUNTS,
+    &DEPLOYMENTS,
+    &REPLICA_SETS,
+    &DAEMON_SETS,
+    &STATEFUL_SETS,
+    &CONTROLLER_REVISIONS,
+    &JOBS,
+    &CRON_JOBS,
     &LEASES,
     &DEVICES,
     &DEVICE_MODELS,

@@ -121,6 +121,76 @@ pub struct DeleteOptions {
     pub resource_version: Option<u64>,
     /// Grace period for graceful resources (pods); `Some(0)` deletes now.
     pub grace_period_seconds: Option<i64>,
+    /// What becomes of the object's dependents (`propagationPolicy`); `None`
+    /// is the kind's default ([`Propagation::default_for`]).
+    pub propagation: Option<Propagation>,
+}
+
+/// How a delete treats the objects that name the deleted one as an owner
+/// (Kubernetes' `DeletionPropagation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    /// The object goes now; the garbage collector deletes its dependents after.
+    Background,
+    /// The object stays (finalizer `foregroundDeletion`) until the garbage
+    /// collector has deleted the dependents that block its deletion.
+    Foreground,
+    /// The object stays (finalizer `orphan`) until the garbage collector has
+    /// removed it from its dependents' owner references; they stay.
+    Orphan,
+}
+
+/// The finalizer of a foreground deletion.
+pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+/// The finalizer of an orphaning deletion.
+pub const ORPHAN_FINALIZER: &str = "orphan";
+
+impl Propagation {
+    /// Parses `Background`, `Foreground` or `Orphan`.
+    pub fn parse(s: &str) -> Option<Propagation> {
+        match s {
+            "Background" => Some(Propagation::Background),
+            "Foreground" => Some(Propagation::Foreground),
+            "Orphan" => Some(Propagation::Orphan),
+            _ => None,
+        }
+    }
+
+    /// The policy's name (`Background`, `Foreground`, `Orphan`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Propagation::Background => "Background",
+            Propagation::Foreground => "Foreground",
+            Propagation::Orphan => "Orphan",
+        }
+    }
+
+    /// A delete without a policy: Jobs (batch/v1) orphan their pods, as
+    /// Kubernetes' Job strategy keeps for compatibility; everything else is
+    /// collected in the background.
+    pub fn default_for(res: &ResourceDef) -> Propagation {
+        if std::ptr::eq(res, &crate::resources::JOBS) { Propagation::Orphan } else { Propagation::Background }
+    }
+
+    /// The finalizers the object must carry for this policy (the two GC
+    /// finalizers set or cleared, others kept), as Kubernetes' store sets
+    /// them on delete. `None` when they already say it.
+    fn finalizers(self, obj: &Value) -> Option<Vec<Value>> {
+        let cur: Vec<Value> =
+            obj.pointer("/metadata/finalizers").and_then(Value::as_array).cloned().unwrap_or_default();
+        let want_fg = self == Propagation::Foreground;
+        let want_orphan = self == Propagation::Orphan;
+        let mut out: Vec<Value> =
+            cur.iter().filter(|f| *f != FOREGROUND_FINALIZER && *f != ORPHAN_FINALIZER).cloned().collect();
+        if want_orphan {
+            out.push(json!(ORPHAN_FINALIZER));
+        }
+        if want_fg {
+            out.push(json!(FOREGROUND_FINALIZER));
+        }
+        let same = out.len() == cur.len() && out.iter().all(|f| cur.contains(f));
+        (!same).then_some(out)
+    }
 }
 
 /// What a delete did.
@@ -292,7 +362,11 @@ fn prepare_create(res: &ResourceDef, mut obj: Value) -> Result<NewObject> {
     if !res.namespaced {
         meta.remove("namespace");
     }
-    meta.insert("uid".into(), Value::String(edgehive_model::new_msg_id().to_string()));
+    // A uid the writer's admission gave the object (a Job's generated
+    // selector names it) is kept; otherwise the store gives one.
+    if meta.get("uid").and_then(Value::as_str).is_none_or(str::is_empty) {
+        meta.insert("uid".into(), Value::String(edgehive_model::new_msg_id().to_string()));
+    }
     meta.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
     // A kind without a generation of its own keeps whatever the client
     // sent, as Kubernetes does (nothing on its create path clears it).
@@ -428,8 +502,8 @@ impl Store {
         Ok(raw)
     }
 
-    /// Creates `obj` (already validated): sets apiVersion, kind, uid,
-    /// creationTimestamp and, for kinds that have one, generation; a
+    /// Creates `obj` (already validated): sets apiVersion, kind, uid (unless
+    /// admission set one), creationTimestamp and, for kinds that have one, generation; a
     /// `generateName` gets its suffix.
     pub async fn create(&self, res: &'static ResourceDef, obj: Value) -> Result<Object> {
         let mut new = prepare_create(res, obj)?;
@@ -688,7 +762,13 @@ impl Store {
                 ));
             }
             let grace = if res.graceful { pod_grace(value, opts.grace_period_seconds) } else { 0 };
-            if grace == 0 && !has_finalizers(res, value) {
+            // The garbage collector's finalizers, as the policy asks (an
+            // object already terminating keeps the policy it was given,
+            // unless this delete names one).
+            let terminating = value.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+            let policy = opts.propagation.or((!terminating).then(|| Propagation::default_for(res)));
+            let finalizers = policy.and_then(|p| p.finalizers(value));
+            if grace == 0 && finalizers.is_none() && !has_finalizers(res, value) {
                 match self.inner.backend.delete(cur.key(), Some(cur.rev())).await {
                     Ok((rev, _)) => return Ok(DeleteOutcome::Deleted(cur.at_rev(rev))),
                     Err(WriteError::Stale(_)) => continue,
@@ -702,11 +782,19 @@ impl Store {
             // Already terminating at least this soon: nothing to change
             // (but a grace of 0 is written, so that removing the last
             // finalizer then completes the deletion).
-            if existing.is_some_and(|t| t <= deadline) && (grace > 0 || marked_grace == Some(0)) {
+            if existing.is_some_and(|t| t <= deadline) && (grace > 0 || marked_grace == Some(0)) && finalizers.is_none()
+            {
                 return Ok(DeleteOutcome::Pending(cur));
             }
             let mut new = value.clone();
             let meta = meta_mut(&mut new)?;
+            if let Some(f) = finalizers {
+                if f.is_empty() {
+                    meta.remove("finalizers");
+                } else {
+                    meta.insert("finalizers".into(), Value::Array(f));
+                }
+            }
             // The first mark changes what the object's controllers may do:
             // its generation (if it has one) moves, as Kubernetes'
             // `BeforeDelete` and `updateForGracefulDeletionAndFinalizers` do.

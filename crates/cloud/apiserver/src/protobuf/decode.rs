@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 use super::ProtoError;
 use super::schema::{Field, Kind, Message, Presence, Shape};
-use super::wellknown::{fields_v1, int_or_string, quantity, text, timestamp};
+use super::wellknown::{fields_v1, int_or_string, quantity, raw_extension, text, timestamp};
 use super::wire::{Reader, WireType};
 
 /// How deeply messages may nest before decoding stops with [`ProtoError::TooDeep`].
@@ -234,6 +234,7 @@ impl Decoder {
             Kind::IntOrString => Some(int_or_string(sub)?),
             Kind::Quantity => Some(quantity(sub)?),
             Kind::FieldsV1 => fields_v1(sub)?,
+            Kind::RawExtension => Some(raw_extension(sub)?),
             // Varint kinds returned above.
             Kind::Bool | Kind::Int32 | Kind::Int64 => None,
         })

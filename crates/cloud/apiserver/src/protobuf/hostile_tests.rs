@@ -1,6 +1,6 @@
 //! The stable-Rust stand-in for the `protobuf_decode` fuzz target (`fuzz/`): thousands of
 //! seeded, deterministic inputs made by mutating real bodies (kubectl's captures and the
-//! hand-built Pod) and by putting each body's object under every type. Decoding must
+//! hand-built Pod and workloads) and by putting each body's object under every type. Decoding must
 //! return, never panic, and what it returns must stay in proportion to the body: the
 //! module promises that hostile input cannot make it allocate without bound.
 
@@ -10,7 +10,7 @@ use super::testenc::{Enc, envelope};
 use super::tests::KINDS;
 use super::wire::{Reader, WireType};
 use super::{MAGIC, ProtoError, decode};
-use super::{kubectl_tests, tests};
+use super::{kubectl_tests, tests, workload_tests};
 
 /// JSON values a decoded object may hold per body byte, beyond [`VALUES_ALLOWANCE`]. A
 /// field takes at least two bytes (tag and value) and yields one value, a map entry one
@@ -39,11 +39,15 @@ fn seeds() -> Vec<Vec<u8>> {
         kubectl_tests::SERVICE_EXTERNAL_NAME,
         kubectl_tests::SERVICE_HEADLESS,
         kubectl_tests::DEPLOYMENT,
+        kubectl_tests::DEPLOYMENT_BUSYBOX,
+        kubectl_tests::JOB,
+        kubectl_tests::CRON_JOB,
     ]
     .map(<[u8]>::to_vec)
     .into();
     seeds.push(tests::config_map_body());
     seeds.push(tests::pod_body());
+    seeds.extend(workload_tests::bodies());
     seeds
 }
 

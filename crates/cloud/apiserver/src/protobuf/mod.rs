@@ -12,11 +12,13 @@
 //!
 //! Decoding is table-driven: [`schema`] holds a static descriptor per message, and
 //! [`decode()`] walks the bytes with the small reader in [`wire`]. Supported:
-//! core/v1 `ConfigMap`, `Secret`, `Namespace`, `Service`, `Endpoints`, `Event`, `Node`,
-//! `Pod`; coordination.k8s.io/v1 `Lease`; meta/v1 `DeleteOptions` (under any `apiVersion`,
-//! since every group version registers it). Every message these reach is described in full,
-//! so nothing inside them is dropped, except fields newer than the tables, which are
-//! skipped like any unknown field number.
+//! core/v1 `ConfigMap`, `Secret`, `Namespace`, `Service`, `ServiceAccount`, `Endpoints`,
+//! `Event`, `Node`, `Pod`; apps/v1 `Deployment`, `ReplicaSet`, `DaemonSet`, `StatefulSet`,
+//! `ControllerRevision`; batch/v1 `Job`, `CronJob`; autoscaling/v1 `Scale` (the body of a
+//! `scale` subresource); coordination.k8s.io/v1 `Lease`; meta/v1 `DeleteOptions` (under any
+//! `apiVersion`, since every group version registers it). Every message these reach is
+//! described in full, so nothing inside them is dropped, except fields newer than the
+//! tables, which are skipped like any unknown field number.
 //!
 //! **Architecture Invariant:** this module knows nothing of HTTP, the store or validation:
 //! bytes in, JSON out. Hostile input can only produce a [`ProtoError`]: every length is
@@ -35,6 +37,8 @@ mod tests;
 mod time;
 mod wellknown;
 mod wire;
+#[cfg(test)]
+mod workload_tests;
 
 use serde_json::Value;
 
@@ -120,6 +124,15 @@ fn lookup(api_version: &str, kind: &str) -> Option<&'static Message> {
         ("v1", "Event") => &schema::EVENT,
         ("v1", "Node") => &schema::NODE,
         ("v1", "Pod") => &schema::POD,
+        ("apps/v1", "Deployment") => &schema::DEPLOYMENT,
+        ("apps/v1", "ReplicaSet") => &schema::REPLICA_SET,
+        ("apps/v1", "DaemonSet") => &schema::DAEMON_SET,
+        ("apps/v1", "StatefulSet") => &schema::STATEFUL_SET,
+        ("apps/v1", "ControllerRevision") => &schema::CONTROLLER_REVISION,
+        ("batch/v1", "Job") => &schema::JOB,
+        ("batch/v1", "CronJob") => &schema::CRON_JOB,
+        // The `scale` subresource of every scalable resource takes this one type.
+        ("autoscaling/v1", "Scale") => &schema::SCALE,
         ("coordination.k8s.io/v1", "Lease") => &schema::LEASE,
         // metav1.AddToGroupVersion registers DeleteOptions in every group version, and
         // client-go encodes it with the version of the client that sends the delete.

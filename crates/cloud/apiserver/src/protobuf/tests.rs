@@ -695,10 +695,10 @@ fn envelope_rejects_content_encoding_and_tolerates_unknown_fields() {
 
 #[test]
 fn unsupported_kinds() {
-    let body = envelope("apps/v1", "Deployment", Enc::new().msg(1, new_object_meta("d", "default")));
+    let body = envelope("networking.k8s.io/v1", "Ingress", Enc::new().msg(1, new_object_meta("i", "default")));
     assert_eq!(
         decode(&body),
-        Err(ProtoError::Unsupported { api_version: "apps/v1".to_owned(), kind: "Deployment".to_owned() })
+        Err(ProtoError::Unsupported { api_version: "networking.k8s.io/v1".to_owned(), kind: "Ingress".to_owned() })
     );
     // The kind alone is not enough: the group must match too.
     let body = envelope("example.com/v1", "ConfigMap", Enc::new());
@@ -707,7 +707,8 @@ fn unsupported_kinds() {
     assert!(supports("coordination.k8s.io/v1", "Lease"));
     assert!(supports("meta.k8s.io/v1", "DeleteOptions"));
     assert!(!supports("v1", "Lease"));
-    assert!(!supports("apps/v1", "Deployment"));
+    assert!(supports("apps/v1", "Deployment"));
+    assert!(!supports("networking.k8s.io/v1", "Ingress"));
     assert!(!supports("", "DeleteOptions"));
 }
 
@@ -816,7 +817,7 @@ impl Rng {
 }
 
 /// Every type the decoder knows, and one it refuses.
-pub(super) const KINDS: [(&str, &str); 12] = [
+pub(super) const KINDS: [(&str, &str); 20] = [
     ("v1", "ConfigMap"),
     ("v1", "Secret"),
     ("v1", "Namespace"),
@@ -826,9 +827,17 @@ pub(super) const KINDS: [(&str, &str); 12] = [
     ("v1", "Event"),
     ("v1", "Node"),
     ("v1", "Pod"),
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "ReplicaSet"),
+    ("apps/v1", "DaemonSet"),
+    ("apps/v1", "StatefulSet"),
+    ("apps/v1", "ControllerRevision"),
+    ("batch/v1", "Job"),
+    ("batch/v1", "CronJob"),
+    ("autoscaling/v1", "Scale"),
     ("coordination.k8s.io/v1", "Lease"),
     ("v1", "DeleteOptions"),
-    ("apps/v1", "Deployment"),
+    ("networking.k8s.io/v1", "Ingress"),
 ];
 
 #[test]

@@ -1,11 +1,11 @@
 //! Decoders for the apimachinery types whose JSON is not an object: `Time`, `MicroTime`,
-//! `IntOrString`, `Quantity` and `FieldsV1`.
+//! `IntOrString`, `Quantity`, `FieldsV1` and `RawExtension`.
 //!
 //! Each takes a reader over the type's own message and follows the Go type's `Unmarshal`
 //! and `MarshalJSON`: an empty `Time` is the zero time (left out of JSON), a `Time` drops its
 //! nanoseconds, a `MicroTime` keeps microseconds, an `IntOrString` becomes a number or a
-//! string by its `type`, a `Quantity` is its string (`"0"` when absent), and `FieldsV1`
-//! carries raw JSON that is embedded as is.
+//! string by its `type`, a `Quantity` is its string (`"0"` when absent), and `FieldsV1` and
+//! `RawExtension` carry raw JSON that is embedded as is.
 
 use serde_json::Value;
 
@@ -90,8 +90,8 @@ pub(crate) fn quantity(mut reader: Reader<'_>) -> Result<Value, ProtoError> {
     }
 }
 
-/// meta/v1 `FieldsV1`: `Raw` = 1 holds JSON, embedded as is.
-pub(crate) fn fields_v1(mut reader: Reader<'_>) -> Result<Option<Value>, ProtoError> {
+/// The bytes of field 1 of a message holding only raw bytes (`FieldsV1`, `RawExtension`).
+fn raw_bytes<'a>(mut reader: Reader<'a>) -> Result<&'a [u8], ProtoError> {
     let mut raw: &[u8] = &[];
     while !reader.at_end() {
         let (number, wire) = reader.tag()?;
@@ -100,11 +100,33 @@ pub(crate) fn fields_v1(mut reader: Reader<'_>) -> Result<Option<Value>, ProtoEr
             _ => reader.skip(wire)?,
         }
     }
+    Ok(raw)
+}
+
+/// Parses raw bytes that must be JSON. serde_json has its own recursion limit, so hostile
+/// nesting is an error too.
+fn raw_json(raw: &[u8], what: &str) -> Result<Value, ProtoError> {
+    serde_json::from_slice(raw).map_err(|e| ProtoError::Invalid(format!("{what} is not JSON: {e}")))
+}
+
+/// meta/v1 `FieldsV1`: `Raw` = 1 holds JSON, embedded as is.
+pub(crate) fn fields_v1(reader: Reader<'_>) -> Result<Option<Value>, ProtoError> {
+    let raw = raw_bytes(reader)?;
     if raw.is_empty() {
         return Ok(None);
     }
-    // serde_json has its own recursion limit, so hostile nesting here is an error too.
-    serde_json::from_slice(raw).map(Some).map_err(|e| ProtoError::Invalid(format!("fieldsV1 is not JSON: {e}")))
+    raw_json(raw, "fieldsV1").map(Some)
+}
+
+/// runtime `RawExtension`: `raw` = 1 holds the embedded object, which Go's `MarshalJSON`
+/// writes as is when it is JSON and as `null` when there is none. Raw bytes in another
+/// encoding (CBOR, which Go would convert) are refused.
+pub(crate) fn raw_extension(reader: Reader<'_>) -> Result<Value, ProtoError> {
+    let raw = raw_bytes(reader)?;
+    if raw.is_empty() {
+        return Ok(Value::Null);
+    }
+    raw_json(raw, "RawExtension")
 }
 
 #[cfg(test)]
@@ -147,6 +169,21 @@ mod tests {
         assert_eq!(quantity(reader(&quantity_msg("250m").finish())), Ok(json!("250m")));
         assert_eq!(quantity(reader(&[])), Ok(json!("0")));
         assert!(matches!(quantity(reader(&quantity_msg("").finish())), Err(ProtoError::Invalid(_))));
+    }
+
+    #[test]
+    fn raw_extension_embeds_json() {
+        let raw = Enc::new().bytes(1, br#"{"spec":{"template":{"$patch":"replace"}}}"#).finish();
+        assert_eq!(raw_extension(reader(&raw)), Ok(json!({"spec": {"template": {"$patch": "replace"}}})));
+        assert_eq!(raw_extension(reader(&Enc::new().bytes(1, b" [1, 2]").finish())), Ok(json!([1, 2])));
+        // No object at all is Go's `null`.
+        assert_eq!(raw_extension(reader(&[])), Ok(Value::Null));
+        assert_eq!(raw_extension(reader(&Enc::new().bytes(1, b"").finish())), Ok(Value::Null));
+        // CBOR (self-described tag first) and other non-JSON bytes are refused.
+        let cbor = Enc::new().bytes(1, &[0xd9, 0xd9, 0xf7, 0xa0]).finish();
+        assert!(matches!(raw_extension(reader(&cbor)), Err(ProtoError::Invalid(_))));
+        let wrong = Enc::new().int(1, 3).finish();
+        assert_eq!(raw_extension(reader(&wrong)), Err(ProtoError::BadWireType { field: 1, wire: 0 }));
     }
 
     #[test]

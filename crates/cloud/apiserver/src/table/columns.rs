@@ -33,6 +33,11 @@ const fn wide(name: &'static str, description: &'static str) -> Column {
     Column { name, kind: "string", format: "", description, priority: 1 }
 }
 
+/// An integer column shown by default.
+const fn integer(name: &'static str, description: &'static str) -> Column {
+    Column { name, kind: "integer", format: "", description, priority: 0 }
+}
+
 /// core/v1 Pod.
 pub(super) const POD: &[Column] = &[
     NAME,
@@ -235,3 +240,167 @@ pub(super) const LEASE: &[Column] = &[
 /// human duration ("5s"), so kubectl, which prints cells as they come, shows an age.
 pub(super) const CUSTOM_RESOURCE: &[Column] =
     &[NAME, Column { name: "Age", kind: "date", format: "", description: AGE_DESC, priority: 0 }];
+
+// --- apps/v1 and batch/v1 workloads. Kubernetes takes most descriptions from the extensions/v1beta1,
+// apps/v1beta1 and batch/v1beta1 documentation of the fields, whatever version is served; so do these. ---
+
+/// The wide CONTAINERS column of every workload kind.
+const CONTAINERS: Column = wide("Containers", "Names of each container in the template.");
+
+/// The wide IMAGES column of every workload kind.
+const IMAGES: Column = wide("Images", "Images referenced by each container in the template.");
+
+/// The READY column of Deployment and StatefulSet ("ready/desired").
+const READY_PODS: Column = text("Ready", "Number of the pod with ready state");
+
+/// `spec.selector` documentation of batch Job, the description of the Job and CronJob SELECTOR columns.
+const JOB_SELECTOR_DESC: &str = "A label query over pods that should match the pod count. Normally, the system sets \
+this field for you. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
+
+/// apps/v1 Deployment. UP-TO-DATE and AVAILABLE are declared "string" although their cells are numbers.
+pub(super) const DEPLOYMENT: &[Column] = &[
+    NAME,
+    READY_PODS,
+    text(
+        "Up-to-date",
+        "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+    ),
+    text(
+        "Available",
+        "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+    ),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    wide(
+        "Selector",
+        "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by \
+         this deployment.",
+    ),
+];
+
+/// apps/v1 ReplicaSet.
+pub(super) const REPLICA_SET: &[Column] = &[
+    NAME,
+    integer(
+        "Desired",
+        "Replicas is the number of desired replicas. This is a pointer to distinguish between explicit zero and \
+         unspecified. Defaults to 1. More info: \
+         https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller/#what-is-a-replicationcontroller",
+    ),
+    integer(
+        "Current",
+        "Replicas is the most recently observed number of replicas. More info: \
+         https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller/#what-is-a-replicationcontroller",
+    ),
+    integer("Ready", "The number of ready replicas for this replica set."),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    wide(
+        "Selector",
+        "Selector is a label query over pods that should match the replica count. If the selector is empty, it is \
+         defaulted to the labels present on the pod template. Label keys and values that must match in order to be \
+         controlled by this replica set. More info: \
+         https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors",
+    ),
+];
+
+/// apps/v1 DaemonSet.
+pub(super) const DAEMON_SET: &[Column] = &[
+    NAME,
+    integer(
+        "Desired",
+        "The total number of nodes that should be running the daemon pod (including nodes correctly running the \
+         daemon pod). More info: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/",
+    ),
+    integer(
+        "Current",
+        "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod. More \
+         info: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/",
+    ),
+    integer(
+        "Ready",
+        "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running \
+         and ready.",
+    ),
+    integer("Up-to-date", "The total number of nodes that are running updated daemon pod"),
+    integer(
+        "Available",
+        "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running \
+         and available (ready for at least spec.minReadySeconds)",
+    ),
+    text(
+        "Node Selector",
+        "NodeSelector is a selector which must be true for the pod to fit on a node. Selector which must match a \
+         node's labels for the pod to be scheduled on that node. More info: \
+         https://kubernetes.io/docs/concepts/configuration/assign-pod-node/",
+    ),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    wide(
+        "Selector",
+        "A label query over pods that are managed by the daemon set. Must match in order to be controlled. If empty, \
+         defaulted to labels on Pod template. More info: \
+         https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors",
+    ),
+];
+
+/// apps/v1 StatefulSet: no SELECTOR column.
+pub(super) const STATEFUL_SET: &[Column] = &[NAME, READY_PODS, AGE, CONTAINERS, IMAGES];
+
+/// apps/v1 ControllerRevision. REVISION is declared "string" although its cell is a number.
+pub(super) const CONTROLLER_REVISION: &[Column] = &[
+    NAME,
+    text("Controller", "Controller of the object"),
+    text("Revision", "revision indicates the revision of the state represented by Data."),
+    AGE,
+];
+
+/// batch/v1 Job.
+pub(super) const JOB: &[Column] = &[
+    NAME,
+    text("Status", "Status of the job."),
+    text(
+        "Completions",
+        "The number of pods which reached phase Succeeded. The value increases monotonically for a given spec. \
+         However, it may decrease in reaction to scale down of elastic indexed jobs.",
+    ),
+    text("Duration", "Time required to complete the job."),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    wide("Selector", JOB_SELECTOR_DESC),
+];
+
+/// batch/v1 CronJob. SUSPEND is declared "boolean" although its cell is the string "True" or "False".
+pub(super) const CRON_JOB: &[Column] = &[
+    NAME,
+    text("Schedule", "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron."),
+    text(
+        "Timezone",
+        "The time zone name for the given schedule, see https://en.wikipedia.org/wiki/List_of_tz_database_time_zones. \
+         If not specified, this will default to the time zone of the kube-controller-manager process. The set of \
+         valid time zone names and the time zone offset is loaded from the system-wide time zone database by the API \
+         server during CronJob validation and the controller manager during execution. If no system-wide time zone \
+         database can be found a bundled version of the database is used instead. If the time zone name becomes \
+         invalid during the lifetime of a CronJob or due to a change in host configuration, the controller will stop \
+         creating new new Jobs and will create a system event with the reason UnknownTimeZone. More information can \
+         be found in https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/#time-zones",
+    ),
+    Column {
+        name: "Suspend",
+        kind: "boolean",
+        format: "",
+        description: "This flag tells the controller to suspend subsequent executions, it does not apply to already \
+                      started executions.  Defaults to false.",
+        priority: 0,
+    },
+    integer("Active", "A list of pointers to currently running jobs."),
+    text("Last Schedule", "Information when was the last time the job was successfully scheduled."),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    wide("Selector", JOB_SELECTOR_DESC),
+];

@@ -5,16 +5,20 @@
 //! every row with the wide columns included (its table convertor always asks its printers for `Wide: true`), so
 //! [`cells`] always returns one cell per entry of [`columns`].
 //!
-//! The rules follow `pkg/printers/internalversion/printers.go` (built-in kinds) and the apiextensions table
-//! convertor (custom resources without `additionalPrinterColumns`). Times are rendered as Kubernetes'
-//! `duration.HumanDuration` relative to a `now` the caller passes in; nothing here reads the clock.
+//! The rules follow `pkg/printers/internalversion/printers.go` of Kubernetes 1.32 (built-in kinds, including the
+//! apps/v1 and batch/v1 workloads) and the apiextensions table convertor (custom resources without
+//! `additionalPrinterColumns`). Times are rendered as Kubernetes' `duration.HumanDuration` relative to a `now` the
+//! caller passes in; nothing here reads the clock.
 //!
 //! **Invariant:** no input makes these functions panic. A missing or mistyped field reads as absent and prints
-//! the way Kubernetes prints an absent field (`<none>`, `<unknown>`, `0`, or an empty string).
+//! the way Kubernetes prints an absent field (`<none>`, `<unknown>`, `0`, or an empty string), or as the default
+//! the API server would have filled in (a Service's type, a Deployment's replicas).
 
 mod columns;
 mod objects;
 mod pod;
+mod selector;
+mod workloads;
 
 use serde_json::{Map, Value, json};
 use time::format_description::well_known::Rfc3339;
@@ -66,6 +70,13 @@ enum Printer {
     Endpoints,
     Event,
     Lease,
+    Deployment,
+    ReplicaSet,
+    DaemonSet,
+    StatefulSet,
+    ControllerRevision,
+    Job,
+    CronJob,
     /// A custom resource (KubeEdge's Device, DeviceModel, ObjectSync, ...) or any kind without a printer.
     CustomResource,
 }
@@ -82,6 +93,13 @@ impl Printer {
             ("", "Endpoints") => Self::Endpoints,
             ("", "Event") => Self::Event,
             ("coordination.k8s.io", "Lease") => Self::Lease,
+            ("apps", "Deployment") => Self::Deployment,
+            ("apps", "ReplicaSet") => Self::ReplicaSet,
+            ("apps", "DaemonSet") => Self::DaemonSet,
+            ("apps", "StatefulSet") => Self::StatefulSet,
+            ("apps", "ControllerRevision") => Self::ControllerRevision,
+            ("batch", "Job") => Self::Job,
+            ("batch", "CronJob") => Self::CronJob,
             // devices.kubeedge.io Device/DeviceModel and reliablesyncs.kubeedge.io ObjectSync/ClusterObjectSync
             // declare no additionalPrinterColumns, so Kubernetes serves them the CRD default table.
             _ => Self::CustomResource,
@@ -107,6 +125,13 @@ pub fn columns(group: &str, kind: &str) -> &'static [Column] {
         Printer::Endpoints => columns::ENDPOINTS,
         Printer::Event => columns::EVENT,
         Printer::Lease => columns::LEASE,
+        Printer::Deployment => columns::DEPLOYMENT,
+        Printer::ReplicaSet => columns::REPLICA_SET,
+        Printer::DaemonSet => columns::DAEMON_SET,
+        Printer::StatefulSet => columns::STATEFUL_SET,
+        Printer::ControllerRevision => columns::CONTROLLER_REVISION,
+        Printer::Job => columns::JOB,
+        Printer::CronJob => columns::CRON_JOB,
         Printer::CustomResource => columns::CUSTOM_RESOURCE,
     }
 }
@@ -132,6 +157,13 @@ pub fn cells(group: &str, kind: &str, obj: &Value, now: OffsetDateTime) -> Vec<V
         Printer::Endpoints => objects::endpoints(obj, now),
         Printer::Event => objects::event(obj, now),
         Printer::Lease => objects::lease(obj, now),
+        Printer::Deployment => workloads::deployment(obj, now),
+        Printer::ReplicaSet => workloads::replica_set(obj, now),
+        Printer::DaemonSet => workloads::daemon_set(obj, now),
+        Printer::StatefulSet => workloads::stateful_set(obj, now),
+        Printer::ControllerRevision => workloads::controller_revision(obj, now),
+        Printer::Job => workloads::job(obj, now),
+        Printer::CronJob => workloads::cron_job(obj, now),
         Printer::CustomResource => objects::custom_resource(obj, now),
     }
 }
@@ -224,7 +256,12 @@ fn object<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a Map<String, Value>> {
 
 /// The integer at `path`, or 0 when absent. A float (as some encoders write whole numbers) is truncated.
 fn int(obj: &Value, path: &[&str]) -> i64 {
-    field(obj, path).and_then(|v| v.as_i64().or_else(|| v.as_f64().map(|f| f as i64))).unwrap_or(0)
+    opt_int(obj, path).unwrap_or(0)
+}
+
+/// The integer at `path`, `None` when absent (Go's nil `*int32`). A float is truncated.
+fn opt_int(obj: &Value, path: &[&str]) -> Option<i64> {
+    field(obj, path).and_then(|v| v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)))
 }
 
 /// The boolean at `path`, or false when absent.
@@ -249,6 +286,12 @@ fn is_go_zero(t: OffsetDateTime) -> bool {
 /// The timestamp at `path`, if set.
 fn timestamp(obj: &Value, path: &[&str]) -> Option<OffsetDateTime> {
     parse_time(text(obj, path))
+}
+
+/// The timestamp at an optional (`*metav1.Time`) field: `Some` whenever the field holds a timestamp, Go's zero time
+/// included, as Kubernetes' nil checks see it; `None` when absent or not a timestamp.
+fn present_time(obj: &Value, path: &[&str]) -> Option<OffsetDateTime> {
+    OffsetDateTime::parse(text(obj, path), &Rfc3339).ok()
 }
 
 /// Elapsed time since `t` as Kubernetes' `translateTimestampSince` prints it: "<unknown>" when unset.
@@ -374,6 +417,13 @@ mod tests {
             ("", "Endpoints"),
             ("", "Event"),
             ("coordination.k8s.io", "Lease"),
+            ("apps", "Deployment"),
+            ("apps", "ReplicaSet"),
+            ("apps", "DaemonSet"),
+            ("apps", "StatefulSet"),
+            ("apps", "ControllerRevision"),
+            ("batch", "Job"),
+            ("batch", "CronJob"),
             ("devices.kubeedge.io", "Device"),
             ("devices.kubeedge.io", "DeviceModel"),
             ("reliablesyncs.kubeedge.io", "ObjectSync"),
@@ -391,6 +441,13 @@ mod tests {
                    "status": {"containerStatuses": [null, 3, {"state": []}], "initContainerStatuses": [{}],
                               "conditions": "Ready", "addresses": [{}], "podIPs": [3]},
                    "subsets": [{"addresses": [{}], "ports": [{}]}], "data": "x", "series": {"count": "3"}}),
+            json!({"metadata": {"ownerReferences": [null, {"controller": true, "apiVersion": 7}],
+                                "deletionTimestamp": 1},
+                   "spec": {"replicas": "3", "selector": {"matchLabels": [], "matchExpressions": {}},
+                            "template": {"spec": {"containers": [null, {"name": 1}], "nodeSelector": []}},
+                            "jobTemplate": [], "completions": true, "timeZone": 3, "suspend": "yes"},
+                   "status": {"conditions": [null, {"type": 5}], "active": {}, "startTime": [],
+                              "lastScheduleTime": "never", "readyReplicas": -1}}),
         ];
         for (group, kind) in kinds {
             let want = columns(group, kind).len();
@@ -407,6 +464,11 @@ mod tests {
         assert_eq!(Printer::of("example.com", "Pod"), Printer::CustomResource);
         assert_eq!(Printer::of("", "Lease"), Printer::CustomResource);
         assert_eq!(Printer::of("devices.kubeedge.io", "Device"), Printer::CustomResource);
+        assert_eq!(Printer::of("apps", "Deployment"), Printer::Deployment);
+        assert_eq!(Printer::of("batch", "CronJob"), Printer::CronJob);
+        // The old extensions/v1beta1 and batch/v1beta1 groups are not served here.
+        assert_eq!(Printer::of("extensions", "Deployment"), Printer::CustomResource);
+        assert_eq!(Printer::of("", "Job"), Printer::CustomResource);
     }
 
     #[test]

@@ -7,6 +7,9 @@
 //! - `k8s.io/apimachinery/pkg/apis/meta/v1/types.go` (`ObjectMeta`)
 //! - `k8s.io/api/coordination/v1/types.go` (`Lease`: no tagged field)
 //! - `k8s.io/api/events/v1/types.go` (`Event`: no tagged field)
+//! - `k8s.io/api/apps/v1/types.go` (Deployment, ReplicaSet, DaemonSet, StatefulSet: their pod
+//!   templates and status conditions; ControllerRevision: no tagged field)
+//! - `k8s.io/api/batch/v1/types.go` (Job, CronJob: pod templates and Job conditions)
 //!
 //! One [`TypeMeta`] stands for one Go struct and lists only the fields that matter to a
 //! strategic merge patch: fields carrying a patch strategy, and the struct-valued fields that
@@ -227,6 +230,39 @@ static EVENT: TypeMeta = TypeMeta { name: "Event", fields: &[nested("metadata", 
 /// `Lease` (coordination/v1).
 static LEASE: TypeMeta = TypeMeta { name: "Lease", fields: &[nested("metadata", &OBJECT_META)] };
 
+// ---- apps/v1, batch/v1: workloads ------------------------------------------------------
+
+/// `PodTemplateSpec` (core/v1).
+static POD_TEMPLATE_SPEC: TypeMeta =
+    TypeMeta { name: "PodTemplateSpec", fields: &[nested("metadata", &OBJECT_META), nested("spec", &POD_SPEC)] };
+
+/// A workload's spec as far as strategic merge goes: its pod template.
+static WORKLOAD_SPEC: TypeMeta = TypeMeta { name: "WorkloadSpec", fields: &[nested("template", &POD_TEMPLATE_SPEC)] };
+
+/// `DeploymentStatus`, `ReplicaSetStatus`, `DaemonSetStatus`, `StatefulSetStatus`, `JobStatus`:
+/// `conditions` merge by type.
+static WORKLOAD_STATUS: TypeMeta = TypeMeta { name: "WorkloadStatus", fields: &[merge_by("conditions", "type", None)] };
+
+/// Deployment, ReplicaSet, DaemonSet, StatefulSet (apps/v1) and Job (batch/v1).
+static WORKLOAD: TypeMeta = TypeMeta {
+    name: "Workload",
+    fields: &[nested("metadata", &OBJECT_META), nested("spec", &WORKLOAD_SPEC), nested("status", &WORKLOAD_STATUS)],
+};
+
+/// `JobTemplateSpec` (batch/v1).
+static JOB_TEMPLATE_SPEC: TypeMeta =
+    TypeMeta { name: "JobTemplateSpec", fields: &[nested("metadata", &OBJECT_META), nested("spec", &WORKLOAD_SPEC)] };
+
+/// `CronJobSpec` (batch/v1). `CronJobStatus.active` has no tag.
+static CRON_JOB_SPEC: TypeMeta = TypeMeta { name: "CronJobSpec", fields: &[nested("jobTemplate", &JOB_TEMPLATE_SPEC)] };
+
+static CRON_JOB: TypeMeta =
+    TypeMeta { name: "CronJob", fields: &[nested("metadata", &OBJECT_META), nested("spec", &CRON_JOB_SPEC)] };
+
+/// `ControllerRevision` (apps/v1): `data` is raw, replaced whole.
+static CONTROLLER_REVISION: TypeMeta =
+    TypeMeta { name: "ControllerRevision", fields: &[nested("metadata", &OBJECT_META)] };
+
 /// The kinds served with strategic merge patch: (API group, kind, root type).
 static KINDS: &[(&str, &str, &TypeMeta)] = &[
     ("", "Pod", &POD),
@@ -239,6 +275,13 @@ static KINDS: &[(&str, &str, &TypeMeta)] = &[
     ("", "Event", &EVENT),
     ("events.k8s.io", "Event", &EVENT),
     ("coordination.k8s.io", "Lease", &LEASE),
+    ("apps", "Deployment", &WORKLOAD),
+    ("apps", "ReplicaSet", &WORKLOAD),
+    ("apps", "DaemonSet", &WORKLOAD),
+    ("apps", "StatefulSet", &WORKLOAD),
+    ("apps", "ControllerRevision", &CONTROLLER_REVISION),
+    ("batch", "Job", &WORKLOAD),
+    ("batch", "CronJob", &CRON_JOB),
 ];
 
 /// The root metadata of `kind` in API group `group` ("" for core), if it is a built-in kind
@@ -263,6 +306,26 @@ mod tests {
         assert!(spec.field("tolerations").is_none());
         assert!(kind_meta("devices.kubeedge.io", "Device").is_none());
         assert!(kind_meta("coordination.k8s.io", "Lease").is_some());
+        let deploy = kind_meta("apps", "Deployment").expect("Deployment is served");
+        let containers = deploy
+            .field("spec")
+            .and_then(|f| f.ty)
+            .and_then(|s| s.field("template"))
+            .and_then(|t| t.ty)
+            .and_then(|t| t.field("spec"))
+            .and_then(|s| s.ty)
+            .and_then(|s| s.field("containers"))
+            .expect("a Deployment's containers");
+        assert_eq!(containers.strategy, ListStrategy::Merge { key: Some("name") });
+        let cron = kind_meta("batch", "CronJob").expect("CronJob is served");
+        assert!(
+            cron.field("spec")
+                .and_then(|f| f.ty)
+                .and_then(|s| s.field("jobTemplate"))
+                .and_then(|j| j.ty)
+                .and_then(|j| j.field("spec"))
+                .is_some()
+        );
     }
 
     #[test]

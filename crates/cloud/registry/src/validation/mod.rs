@@ -8,7 +8,8 @@
 //!    (`"containers": "x"`) is what makes Kubernetes fail decoding with 400 BadRequest, so such errors come
 //!    back alone and flagged ([`FieldError::is_decode_error`]). KubeEdge kinds are custom resources, whose
 //!    type errors are ordinary 422 causes (`FieldValueTypeInvalid`), as the CRD schema gives them.
-//! 2. **Validation** ([`meta`], [`pod`], [`core`], [`kubeedge`]): every rule, all errors collected.
+//! 2. **Validation** ([`meta`], [`pod`], [`core`], [`apps`], [`batch`], [`kubeedge`]): every rule, all errors
+//!    collected.
 //!
 //! Whether a kind is namespaced comes from the store's table ([`edgehive_store::resources`]); this module
 //! adds each kind's naming rule.
@@ -20,6 +21,8 @@
 use names::NameRule;
 use serde_json::Value;
 
+pub(crate) mod apps;
+pub(crate) mod batch;
 pub(crate) mod container;
 pub(crate) mod core;
 pub(crate) mod json;
@@ -28,6 +31,8 @@ pub(crate) mod meta;
 pub(crate) mod names;
 pub(crate) mod pod;
 pub(crate) mod schema;
+pub(crate) mod tz_names;
+pub(crate) mod workloads;
 
 #[cfg(test)]
 mod tests;
@@ -164,6 +169,11 @@ impl FieldError {
         FieldError::new(ErrorType::TooMany, field, Some(Value::from(actual)), format!("must have at most {max} items"))
     }
 
+    /// `field.Invalid` with the value omitted (Go's `field.OmitValueType{}`): `Invalid value: <detail>`.
+    pub fn invalid_omit(field: &str, detail: impl Into<String>) -> FieldError {
+        FieldError::new(ErrorType::Invalid, field, None, detail).with_value_text("")
+    }
+
     /// `field.Forbidden`.
     pub fn forbidden(field: &str, detail: impl Into<String>) -> FieldError {
         FieldError::new(ErrorType::Forbidden, field, None, detail)
@@ -189,7 +199,7 @@ impl FieldError {
         FieldError { origin: Origin::Webhook(webhook), ..FieldError::new(ErrorType::Invalid, field, None, detail) }
     }
 
-    /// Replaces how the value is printed (Go struct or slice syntax).
+    /// Replaces how the value is printed (Go struct or slice syntax); an empty text omits the value.
     pub fn with_value_text(mut self, text: impl Into<String>) -> FieldError {
         self.value_text = Some(text.into());
         self
@@ -228,6 +238,7 @@ impl FieldError {
         let mut s = match self.kind {
             ErrorType::Required | ErrorType::Forbidden | ErrorType::TooLong => self.kind.text().to_string(),
             _ => match (&self.value_text, &self.value) {
+                (Some(text), _) if text.is_empty() => self.kind.text().to_string(),
                 (Some(text), _) => format!("{}: {text}", self.kind.text()),
                 (None, Some(v)) => format!("{}: {}", self.kind.text(), render_value(v)),
                 (None, None) => format!("{}: null", self.kind.text()),
@@ -305,6 +316,11 @@ pub fn kind_info(group: &str, kind: &str) -> Option<KindInfo> {
         ("", "Service") => (NameRule::Dns1035, false),
         ("", "Pod" | "ConfigMap" | "Secret" | "Endpoints" | "Event") => (NameRule::Subdomain, false),
         ("coordination.k8s.io", "Lease") => (NameRule::Subdomain, false),
+        // StatefulSet names become pod host names: a DNS label since 1.27; Jobs and CronJobs use the
+        // ReplicationController rule (a subdomain).
+        ("apps", "StatefulSet") => (NameRule::Label, false),
+        ("apps", "Deployment" | "ReplicaSet" | "DaemonSet" | "ControllerRevision") => (NameRule::Subdomain, false),
+        ("batch", "Job" | "CronJob") => (NameRule::Subdomain, false),
         ("devices.kubeedge.io", "Device" | "DeviceModel") => (NameRule::Subdomain, true),
         ("reliablesyncs.kubeedge.io", "ObjectSync" | "ClusterObjectSync") => (NameRule::Subdomain, true),
         _ => return None,
@@ -331,12 +347,15 @@ fn validate_kind(group: &str, kind: &str, info: KindInfo, obj: &Value) -> Vec<Fi
         ("", "Pod") => pod::validate_pod(obj, info),
         ("", "Namespace" | "Node" | "ConfigMap" | "Secret" | "Service" | "Endpoints" | "Event")
         | ("coordination.k8s.io", "Lease") => core::validate(kind, obj, info),
+        ("apps", _) => apps::validate(kind, obj, info),
+        ("batch", _) => batch::validate(kind, obj, info),
         _ => kubeedge::validate(kind, obj, info),
     }
 }
 
 /// Validation of a new object of `group`/`kind`, as defaulted ([`crate::admit::create`]) (group "" for core; kinds: Namespace, Node, Pod, ConfigMap,
-/// Secret, Service, Endpoints, Event; coordination.k8s.io Lease; devices.kubeedge.io Device, DeviceModel;
+/// Secret, Service, Endpoints, Event; coordination.k8s.io Lease; apps Deployment, ReplicaSet, DaemonSet,
+/// StatefulSet, ControllerRevision; batch Job, CronJob; devices.kubeedge.io Device, DeviceModel;
 /// reliablesyncs.kubeedge.io ObjectSync, ClusterObjectSync). Whether metadata.namespace must be set follows
 /// from the kind. Returns all errors found (empty = valid); an unknown kind is not checked.
 ///
@@ -364,8 +383,13 @@ fn webhooks_last(errs: Vec<FieldError>) -> Vec<FieldError> {
 
 /// Validation of an update: everything [`validate_create`] checks plus what may not change (metadata name,
 /// namespace, uid, creationTimestamp; the Pod spec outside Kubernetes' mutable fields; immutable ConfigMaps
-/// and Secrets; a Secret's type; a Service's clusterIP once set; a Node's podCIDRs once set; Event fields).
-/// `old` is the stored object, assumed valid and already defaulted.
+/// and Secrets; a Secret's type; a Service's clusterIP once set; a Node's podCIDRs once set; Event fields;
+/// the selector of a Deployment, ReplicaSet, DaemonSet or Job; a StatefulSet's spec outside replicas,
+/// template, updateStrategy, minReadySeconds, ordinals and its PVC retention policy; a ControllerRevision's
+/// data; a Job's template (but a suspended Job's scheduling directives), completions (an Indexed Job's move
+/// with parallelism), completion mode, failure and success policies, per-index backoff and managedBy). A
+/// CronJob's name may exceed 52 characters on update. `old` is the stored object, assumed valid and already
+/// defaulted.
 pub fn validate_update(group: &str, kind: &str, new: &Value, old: &Value) -> Vec<FieldError> {
     let Some(info) = kind_info(group, kind) else { return Vec::new() };
     let mut errs = match decoded(group, kind, info, new) {
@@ -375,6 +399,8 @@ pub fn validate_update(group: &str, kind: &str, new: &Value, old: &Value) -> Vec
     errs.extend(meta::validate_update(json::get(new, "metadata"), json::get(old, "metadata")));
     errs.extend(match (group, kind) {
         ("", "Pod") => pod::validate_pod_update(new, old, info),
+        ("apps", _) => apps::validate_update(kind, new, old, info),
+        ("batch", _) => batch::validate_update(kind, new, old, info),
         ("", _) | ("coordination.k8s.io", _) => {
             let mut e = core::validate_update(kind, new, old);
             e.extend(core::validate(kind, new, info));

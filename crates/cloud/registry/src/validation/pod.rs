@@ -68,16 +68,7 @@ fn metadata_and_spec(pod: &Value, info: KindInfo) -> Vec<FieldError> {
     let spec = get(pod, "spec");
     let rules = MetaRules { namespaced: info.namespaced, name_rule: NameRule::Subdomain, kube_finalizers: true };
     let mut errs = meta::validate(meta, rules);
-    let annotations = string_map(meta, "annotations");
-    for &(k, v) in &annotations {
-        let path = key("metadata.annotations", k);
-        if k == "kubernetes.io/config.mirror" && str_at(spec, "nodeName").is_empty() {
-            errs.push(FieldError::invalid(&path, v, "must set spec.nodeName if mirror pod annotation is set"));
-        }
-        if k == "controller.kubernetes.io/pod-deletion-cost" && v.parse::<i32>().is_err() {
-            errs.push(FieldError::invalid(&path, v, "must be a 32bit integer"));
-        }
-    }
+    errs.extend(pod_specific_annotations(meta, spec, "metadata.annotations"));
     errs.extend(validate_pod_spec(spec, "spec"));
     for list in ["containers", "initContainers"] {
         for (i, c) in arr_at(spec, list).iter().enumerate() {
@@ -89,6 +80,22 @@ fn metadata_and_spec(pod: &Value, info: KindInfo) -> Vec<FieldError> {
                     "must not have leading or trailing whitespace",
                 ));
             }
+        }
+    }
+    errs
+}
+
+/// `ValidatePodSpecificAnnotations` (the mirror pod and deletion cost annotations) of `meta` at `path` (a
+/// Pod's `metadata.annotations`, a template's `spec.template.annotations`).
+pub(crate) fn pod_specific_annotations(meta: &Value, spec: &Value, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for (k, v) in string_map(meta, "annotations") {
+        let at = key(path, k);
+        if k == "kubernetes.io/config.mirror" && str_at(spec, "nodeName").is_empty() {
+            errs.push(FieldError::invalid(&at, v, "must set spec.nodeName if mirror pod annotation is set"));
+        }
+        if k == "controller.kubernetes.io/pod-deletion-cost" && v.parse::<i32>().is_err() {
+            errs.push(FieldError::invalid(&at, v, "must be a 32bit integer"));
         }
     }
     errs

@@ -24,6 +24,10 @@ pub(crate) enum Ty {
     Quantity,
     /// `[]byte`, base64 in JSON.
     Bytes,
+    /// `metav1.Time`: an RFC 3339 string (or null).
+    Time,
+    /// `runtime.RawExtension`: any JSON, kept as it is.
+    Raw,
     /// Anything (raw extensions, CRD fields that preserve unknown fields, fields not described here).
     Any,
     /// A string restricted to listed values (CRD `enum`).
@@ -33,42 +37,74 @@ pub(crate) enum Ty {
     Map(&'static Ty),
 }
 
-/// A Go struct (or CRD object schema): its Go name, its fields, and its CRD-required fields.
+/// The Go package of a struct, which names its OpenAPI schema (`io.k8s.api.apps.v1.Deployment`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pkg {
+    /// `k8s.io/api/core/v1`.
+    Core,
+    /// `k8s.io/apimachinery/pkg/apis/meta/v1`.
+    Meta,
+    /// `k8s.io/api/apps/v1`.
+    Apps,
+    /// `k8s.io/api/batch/v1`.
+    Batch,
+    /// `k8s.io/api/coordination/v1`.
+    Coordination,
+    /// A KubeEdge CRD schema (no Go name; inlined in OpenAPI).
+    Crd,
+}
+
+/// A Go struct (or CRD object schema): its Go name, its fields, and its required fields. The required
+/// fields are checked only for CRD schemas (the Go decoder never requires a field); for Go structs they
+/// are what Kubernetes' OpenAPI lists as `required` (fields without `omitempty`/`+optional`).
 #[derive(Debug)]
 pub(crate) struct Struct {
     pub(crate) go: &'static str,
+    pub(crate) pkg: Pkg,
     pub(crate) fields: &'static [(&'static str, Ty)],
     pub(crate) required: &'static [&'static str],
 }
 
 const fn st(go: &'static str, fields: &'static [(&'static str, Ty)]) -> Struct {
-    Struct { go, fields, required: &[] }
+    let pkg = if go.is_empty() { Pkg::Crd } else { Pkg::Core };
+    Struct { go, pkg, fields, required: &[] }
+}
+
+/// A struct of another package than core/v1.
+const fn st_in(pkg: Pkg, go: &'static str, fields: &'static [(&'static str, Ty)]) -> Struct {
+    Struct { go, pkg, fields, required: &[] }
 }
 
 // --- metav1 ---------------------------------------------------------------------------------------------
 
-static OWNER_REFERENCE: Struct = st(
-    "OwnerReference",
-    &[
-        ("apiVersion", Ty::Str),
-        ("kind", Ty::Str),
-        ("name", Ty::Str),
-        ("uid", Ty::Str),
-        ("controller", Ty::Bool),
-        ("blockOwnerDeletion", Ty::Bool),
-    ],
-);
-static OBJECT_META: Struct = st(
+static OWNER_REFERENCE: Struct = Struct {
+    required: &["apiVersion", "kind", "name", "uid"],
+    ..st_in(
+        Pkg::Meta,
+        "OwnerReference",
+        &[
+            ("apiVersion", Ty::Str),
+            ("kind", Ty::Str),
+            ("name", Ty::Str),
+            ("uid", Ty::Str),
+            ("controller", Ty::Bool),
+            ("blockOwnerDeletion", Ty::Bool),
+        ],
+    )
+};
+static OBJECT_META: Struct = st_in(
+    Pkg::Meta,
     "ObjectMeta",
     &[
         ("name", Ty::Str),
         ("generateName", Ty::Str),
         ("namespace", Ty::Str),
+        ("selfLink", Ty::Str),
         ("uid", Ty::Str),
         ("resourceVersion", Ty::Str),
         ("generation", Ty::I64),
-        ("creationTimestamp", Ty::Any),
-        ("deletionTimestamp", Ty::Any),
+        ("creationTimestamp", Ty::Time),
+        ("deletionTimestamp", Ty::Time),
         ("deletionGracePeriodSeconds", Ty::I64),
         ("labels", Ty::Map(&Ty::Str)),
         ("annotations", Ty::Map(&Ty::Str)),
@@ -80,10 +116,19 @@ static OBJECT_META: Struct = st(
 
 // --- core/v1: Pod ---------------------------------------------------------------------------------------
 
-static CONTAINER_PORT: Struct = st(
-    "ContainerPort",
-    &[("name", Ty::Str), ("hostPort", Ty::I32), ("containerPort", Ty::I32), ("protocol", Ty::Str), ("hostIP", Ty::Str)],
-);
+static CONTAINER_PORT: Struct = Struct {
+    required: &["containerPort"],
+    ..st(
+        "ContainerPort",
+        &[
+            ("name", Ty::Str),
+            ("hostPort", Ty::I32),
+            ("containerPort", Ty::I32),
+            ("protocol", Ty::Str),
+            ("hostIP", Ty::Str),
+        ],
+    )
+};
 static LOCAL_REF: Struct = st("LocalObjectReference", &[("name", Ty::Str)]);
 static CONFIG_MAP_ENV_SOURCE: Struct = st("ConfigMapEnvSource", &[("name", Ty::Str), ("optional", Ty::Bool)]);
 static SECRET_ENV_SOURCE: Struct = st("SecretEnvSource", &[("name", Ty::Str), ("optional", Ty::Bool)]);
@@ -111,38 +156,47 @@ static ENV_VAR_SOURCE: Struct = st(
         ("secretKeyRef", Ty::Obj(&SECRET_KEY_SELECTOR)),
     ],
 );
-static ENV_VAR: Struct =
-    st("EnvVar", &[("name", Ty::Str), ("value", Ty::Str), ("valueFrom", Ty::Obj(&ENV_VAR_SOURCE))]);
+static ENV_VAR: Struct = Struct {
+    required: &["name"],
+    ..st("EnvVar", &[("name", Ty::Str), ("value", Ty::Str), ("valueFrom", Ty::Obj(&ENV_VAR_SOURCE))])
+};
 static RESOURCES: Struct = st(
     "ResourceRequirements",
     &[("limits", Ty::Map(&Ty::Quantity)), ("requests", Ty::Map(&Ty::Quantity)), ("claims", Ty::Any)],
 );
-static VOLUME_MOUNT: Struct = st(
-    "VolumeMount",
-    &[
-        ("name", Ty::Str),
-        ("readOnly", Ty::Bool),
-        ("mountPath", Ty::Str),
-        ("subPath", Ty::Str),
-        ("mountPropagation", Ty::Str),
-        ("subPathExpr", Ty::Str),
-        ("recursiveReadOnly", Ty::Str),
-    ],
-);
+static VOLUME_MOUNT: Struct = Struct {
+    required: &["name", "mountPath"],
+    ..st(
+        "VolumeMount",
+        &[
+            ("name", Ty::Str),
+            ("readOnly", Ty::Bool),
+            ("mountPath", Ty::Str),
+            ("subPath", Ty::Str),
+            ("mountPropagation", Ty::Str),
+            ("subPathExpr", Ty::Str),
+            ("recursiveReadOnly", Ty::Str),
+        ],
+    )
+};
 static VOLUME_DEVICE: Struct = st("VolumeDevice", &[("name", Ty::Str), ("devicePath", Ty::Str)]);
 static EXEC_ACTION: Struct = st("ExecAction", &[("command", Ty::List(&Ty::Str))]);
 static HTTP_HEADER: Struct = st("HTTPHeader", &[("name", Ty::Str), ("value", Ty::Str)]);
-static HTTP_GET: Struct = st(
-    "HTTPGetAction",
-    &[
-        ("path", Ty::Str),
-        ("port", Ty::IntOrStr),
-        ("host", Ty::Str),
-        ("scheme", Ty::Str),
-        ("httpHeaders", Ty::List(&Ty::Obj(&HTTP_HEADER))),
-    ],
-);
-static TCP_SOCKET: Struct = st("TCPSocketAction", &[("port", Ty::IntOrStr), ("host", Ty::Str)]);
+static HTTP_GET: Struct = Struct {
+    required: &["port"],
+    ..st(
+        "HTTPGetAction",
+        &[
+            ("path", Ty::Str),
+            ("port", Ty::IntOrStr),
+            ("host", Ty::Str),
+            ("scheme", Ty::Str),
+            ("httpHeaders", Ty::List(&Ty::Obj(&HTTP_HEADER))),
+        ],
+    )
+};
+static TCP_SOCKET: Struct =
+    Struct { required: &["port"], ..st("TCPSocketAction", &[("port", Ty::IntOrStr), ("host", Ty::Str)]) };
 static GRPC_ACTION: Struct = st("GRPCAction", &[("port", Ty::I32), ("service", Ty::Str)]);
 static PROBE: Struct = st(
     "Probe",
@@ -159,6 +213,21 @@ static PROBE: Struct = st(
         ("terminationGracePeriodSeconds", Ty::I64),
     ],
 );
+static CAPABILITIES: Struct = st("Capabilities", &[("add", Ty::List(&Ty::Str)), ("drop", Ty::List(&Ty::Str))]);
+static SLEEP_ACTION: Struct = Struct { required: &["seconds"], ..st("SleepAction", &[("seconds", Ty::I64)]) };
+static LIFECYCLE_HANDLER: Struct = st(
+    "LifecycleHandler",
+    &[
+        ("exec", Ty::Obj(&EXEC_ACTION)),
+        ("httpGet", Ty::Obj(&HTTP_GET)),
+        ("tcpSocket", Ty::Obj(&TCP_SOCKET)),
+        ("sleep", Ty::Obj(&SLEEP_ACTION)),
+    ],
+);
+static LIFECYCLE: Struct = st(
+    "Lifecycle",
+    &[("postStart", Ty::Obj(&LIFECYCLE_HANDLER)), ("preStop", Ty::Obj(&LIFECYCLE_HANDLER)), ("stopSignal", Ty::Str)],
+);
 static SECURITY_CONTEXT: Struct = st(
     "SecurityContext",
     &[
@@ -168,40 +237,44 @@ static SECURITY_CONTEXT: Struct = st(
         ("runAsNonRoot", Ty::Bool),
         ("readOnlyRootFilesystem", Ty::Bool),
         ("allowPrivilegeEscalation", Ty::Bool),
-        ("capabilities", Ty::Any),
+        ("capabilities", Ty::Obj(&CAPABILITIES)),
         ("procMount", Ty::Str),
     ],
 );
-static CONTAINER: Struct = st(
-    "Container",
-    &[
-        ("name", Ty::Str),
-        ("image", Ty::Str),
-        ("command", Ty::List(&Ty::Str)),
-        ("args", Ty::List(&Ty::Str)),
-        ("workingDir", Ty::Str),
-        ("ports", Ty::List(&Ty::Obj(&CONTAINER_PORT))),
-        ("envFrom", Ty::List(&Ty::Obj(&ENV_FROM))),
-        ("env", Ty::List(&Ty::Obj(&ENV_VAR))),
-        ("resources", Ty::Obj(&RESOURCES)),
-        ("volumeMounts", Ty::List(&Ty::Obj(&VOLUME_MOUNT))),
-        ("volumeDevices", Ty::List(&Ty::Obj(&VOLUME_DEVICE))),
-        ("livenessProbe", Ty::Obj(&PROBE)),
-        ("readinessProbe", Ty::Obj(&PROBE)),
-        ("startupProbe", Ty::Obj(&PROBE)),
-        ("lifecycle", Ty::Any),
-        ("terminationMessagePath", Ty::Str),
-        ("terminationMessagePolicy", Ty::Str),
-        ("imagePullPolicy", Ty::Str),
-        ("securityContext", Ty::Obj(&SECURITY_CONTEXT)),
-        ("stdin", Ty::Bool),
-        ("stdinOnce", Ty::Bool),
-        ("tty", Ty::Bool),
-        ("restartPolicy", Ty::Str),
-        ("resizePolicy", Ty::Any),
-    ],
-);
-static KEY_TO_PATH: Struct = st("KeyToPath", &[("key", Ty::Str), ("path", Ty::Str), ("mode", Ty::I32)]);
+static CONTAINER: Struct = Struct {
+    required: &["name"],
+    ..st(
+        "Container",
+        &[
+            ("name", Ty::Str),
+            ("image", Ty::Str),
+            ("command", Ty::List(&Ty::Str)),
+            ("args", Ty::List(&Ty::Str)),
+            ("workingDir", Ty::Str),
+            ("ports", Ty::List(&Ty::Obj(&CONTAINER_PORT))),
+            ("envFrom", Ty::List(&Ty::Obj(&ENV_FROM))),
+            ("env", Ty::List(&Ty::Obj(&ENV_VAR))),
+            ("resources", Ty::Obj(&RESOURCES)),
+            ("volumeMounts", Ty::List(&Ty::Obj(&VOLUME_MOUNT))),
+            ("volumeDevices", Ty::List(&Ty::Obj(&VOLUME_DEVICE))),
+            ("livenessProbe", Ty::Obj(&PROBE)),
+            ("readinessProbe", Ty::Obj(&PROBE)),
+            ("startupProbe", Ty::Obj(&PROBE)),
+            ("lifecycle", Ty::Obj(&LIFECYCLE)),
+            ("terminationMessagePath", Ty::Str),
+            ("terminationMessagePolicy", Ty::Str),
+            ("imagePullPolicy", Ty::Str),
+            ("securityContext", Ty::Obj(&SECURITY_CONTEXT)),
+            ("stdin", Ty::Bool),
+            ("stdinOnce", Ty::Bool),
+            ("tty", Ty::Bool),
+            ("restartPolicy", Ty::Str),
+            ("resizePolicy", Ty::Any),
+        ],
+    )
+};
+static KEY_TO_PATH: Struct =
+    Struct { required: &["key", "path"], ..st("KeyToPath", &[("key", Ty::Str), ("path", Ty::Str), ("mode", Ty::I32)]) };
 static SECRET_VOLUME: Struct = st(
     "SecretVolumeSource",
     &[
@@ -216,7 +289,8 @@ static CONFIG_MAP_VOLUME: Struct = st(
     &[("name", Ty::Str), ("items", Ty::List(&Ty::Obj(&KEY_TO_PATH))), ("defaultMode", Ty::I32), ("optional", Ty::Bool)],
 );
 static EMPTY_DIR: Struct = st("EmptyDirVolumeSource", &[("medium", Ty::Str), ("sizeLimit", Ty::Quantity)]);
-static HOST_PATH: Struct = st("HostPathVolumeSource", &[("path", Ty::Str), ("type", Ty::Str)]);
+static HOST_PATH: Struct =
+    Struct { required: &["path"], ..st("HostPathVolumeSource", &[("path", Ty::Str), ("type", Ty::Str)]) };
 static PVC_SOURCE: Struct = st("PersistentVolumeClaimVolumeSource", &[("claimName", Ty::Str), ("readOnly", Ty::Bool)]);
 static NFS_SOURCE: Struct = st("NFSVolumeSource", &[("server", Ty::Str), ("path", Ty::Str), ("readOnly", Ty::Bool)]);
 static DOWNWARD_FILE: Struct = st(
@@ -231,20 +305,23 @@ static DOWNWARD_FILE: Struct = st(
 static DOWNWARD_API: Struct =
     st("DownwardAPIVolumeSource", &[("items", Ty::List(&Ty::Obj(&DOWNWARD_FILE))), ("defaultMode", Ty::I32)]);
 static PROJECTED: Struct = st("ProjectedVolumeSource", &[("sources", Ty::Any), ("defaultMode", Ty::I32)]);
-static VOLUME: Struct = st(
-    "Volume",
-    &[
-        ("name", Ty::Str),
-        ("emptyDir", Ty::Obj(&EMPTY_DIR)),
-        ("hostPath", Ty::Obj(&HOST_PATH)),
-        ("secret", Ty::Obj(&SECRET_VOLUME)),
-        ("configMap", Ty::Obj(&CONFIG_MAP_VOLUME)),
-        ("persistentVolumeClaim", Ty::Obj(&PVC_SOURCE)),
-        ("nfs", Ty::Obj(&NFS_SOURCE)),
-        ("downwardAPI", Ty::Obj(&DOWNWARD_API)),
-        ("projected", Ty::Obj(&PROJECTED)),
-    ],
-);
+static VOLUME: Struct = Struct {
+    required: &["name"],
+    ..st(
+        "Volume",
+        &[
+            ("name", Ty::Str),
+            ("emptyDir", Ty::Obj(&EMPTY_DIR)),
+            ("hostPath", Ty::Obj(&HOST_PATH)),
+            ("secret", Ty::Obj(&SECRET_VOLUME)),
+            ("configMap", Ty::Obj(&CONFIG_MAP_VOLUME)),
+            ("persistentVolumeClaim", Ty::Obj(&PVC_SOURCE)),
+            ("nfs", Ty::Obj(&NFS_SOURCE)),
+            ("downwardAPI", Ty::Obj(&DOWNWARD_API)),
+            ("projected", Ty::Obj(&PROJECTED)),
+        ],
+    )
+};
 static TOLERATION: Struct = st(
     "Toleration",
     &[("key", Ty::Str), ("operator", Ty::Str), ("value", Ty::Str), ("effect", Ty::Str), ("tolerationSeconds", Ty::I64)],
@@ -264,47 +341,50 @@ static POD_SECURITY_CONTEXT: Struct = st(
 );
 static POD_DNS_CONFIG: Struct =
     st("PodDNSConfig", &[("nameservers", Ty::List(&Ty::Str)), ("searches", Ty::List(&Ty::Str)), ("options", Ty::Any)]);
-static POD_SPEC: Struct = st(
-    "PodSpec",
-    &[
-        ("volumes", Ty::List(&Ty::Obj(&VOLUME))),
-        ("initContainers", Ty::List(&Ty::Obj(&CONTAINER))),
-        ("containers", Ty::List(&Ty::Obj(&CONTAINER))),
-        ("ephemeralContainers", Ty::List(&Ty::Any)),
-        ("restartPolicy", Ty::Str),
-        ("terminationGracePeriodSeconds", Ty::I64),
-        ("activeDeadlineSeconds", Ty::I64),
-        ("dnsPolicy", Ty::Str),
-        ("nodeSelector", Ty::Map(&Ty::Str)),
-        ("serviceAccountName", Ty::Str),
-        ("serviceAccount", Ty::Str),
-        ("automountServiceAccountToken", Ty::Bool),
-        ("nodeName", Ty::Str),
-        ("hostNetwork", Ty::Bool),
-        ("hostPID", Ty::Bool),
-        ("hostIPC", Ty::Bool),
-        ("shareProcessNamespace", Ty::Bool),
-        ("securityContext", Ty::Obj(&POD_SECURITY_CONTEXT)),
-        ("imagePullSecrets", Ty::List(&Ty::Obj(&LOCAL_REF))),
-        ("hostname", Ty::Str),
-        ("subdomain", Ty::Str),
-        ("affinity", Ty::Any),
-        ("schedulerName", Ty::Str),
-        ("tolerations", Ty::List(&Ty::Obj(&TOLERATION))),
-        ("hostAliases", Ty::List(&Ty::Obj(&HOST_ALIAS))),
-        ("priorityClassName", Ty::Str),
-        ("priority", Ty::I32),
-        ("dnsConfig", Ty::Obj(&POD_DNS_CONFIG)),
-        ("readinessGates", Ty::Any),
-        ("runtimeClassName", Ty::Str),
-        ("enableServiceLinks", Ty::Bool),
-        ("preemptionPolicy", Ty::Str),
-        ("overhead", Ty::Map(&Ty::Quantity)),
-        ("topologySpreadConstraints", Ty::Any),
-        ("os", Ty::Any),
-        ("schedulingGates", Ty::Any),
-    ],
-);
+static POD_SPEC: Struct = Struct {
+    required: &["containers"],
+    ..st(
+        "PodSpec",
+        &[
+            ("volumes", Ty::List(&Ty::Obj(&VOLUME))),
+            ("initContainers", Ty::List(&Ty::Obj(&CONTAINER))),
+            ("containers", Ty::List(&Ty::Obj(&CONTAINER))),
+            ("ephemeralContainers", Ty::List(&Ty::Any)),
+            ("restartPolicy", Ty::Str),
+            ("terminationGracePeriodSeconds", Ty::I64),
+            ("activeDeadlineSeconds", Ty::I64),
+            ("dnsPolicy", Ty::Str),
+            ("nodeSelector", Ty::Map(&Ty::Str)),
+            ("serviceAccountName", Ty::Str),
+            ("serviceAccount", Ty::Str),
+            ("automountServiceAccountToken", Ty::Bool),
+            ("nodeName", Ty::Str),
+            ("hostNetwork", Ty::Bool),
+            ("hostPID", Ty::Bool),
+            ("hostIPC", Ty::Bool),
+            ("shareProcessNamespace", Ty::Bool),
+            ("securityContext", Ty::Obj(&POD_SECURITY_CONTEXT)),
+            ("imagePullSecrets", Ty::List(&Ty::Obj(&LOCAL_REF))),
+            ("hostname", Ty::Str),
+            ("subdomain", Ty::Str),
+            ("affinity", Ty::Any),
+            ("schedulerName", Ty::Str),
+            ("tolerations", Ty::List(&Ty::Obj(&TOLERATION))),
+            ("hostAliases", Ty::List(&Ty::Obj(&HOST_ALIAS))),
+            ("priorityClassName", Ty::Str),
+            ("priority", Ty::I32),
+            ("dnsConfig", Ty::Obj(&POD_DNS_CONFIG)),
+            ("readinessGates", Ty::Any),
+            ("runtimeClassName", Ty::Str),
+            ("enableServiceLinks", Ty::Bool),
+            ("preemptionPolicy", Ty::Str),
+            ("overhead", Ty::Map(&Ty::Quantity)),
+            ("topologySpreadConstraints", Ty::Any),
+            ("os", Ty::Any),
+            ("schedulingGates", Ty::Any),
+        ],
+    )
+};
 static POD_STATUS: Struct = st(
     "PodStatus",
     &[
@@ -400,7 +480,7 @@ static NAMESPACE: Struct = st(
     &[("metadata", Ty::Obj(&OBJECT_META)), ("spec", Ty::Obj(&NAMESPACE_SPEC)), ("status", Ty::Obj(&NAMESPACE_STATUS))],
 );
 static TAINT: Struct =
-    st("Taint", &[("key", Ty::Str), ("value", Ty::Str), ("effect", Ty::Str), ("timeAdded", Ty::Any)]);
+    st("Taint", &[("key", Ty::Str), ("value", Ty::Str), ("effect", Ty::Str), ("timeAdded", Ty::Time)]);
 static NODE_SPEC: Struct = st(
     "NodeSpec",
     &[
@@ -446,8 +526,8 @@ static EVENT: Struct = st(
         ("reason", Ty::Str),
         ("message", Ty::Str),
         ("source", Ty::Obj(&EVENT_SOURCE)),
-        ("firstTimestamp", Ty::Any),
-        ("lastTimestamp", Ty::Any),
+        ("firstTimestamp", Ty::Time),
+        ("lastTimestamp", Ty::Time),
         ("count", Ty::I32),
         ("type", Ty::Str),
         ("eventTime", Ty::Any),
@@ -458,7 +538,8 @@ static EVENT: Struct = st(
         ("reportingInstance", Ty::Str),
     ],
 );
-static LEASE_SPEC: Struct = st(
+static LEASE_SPEC: Struct = st_in(
+    Pkg::Coordination,
     "LeaseSpec",
     &[
         ("holderIdentity", Ty::Str),
@@ -470,13 +551,444 @@ static LEASE_SPEC: Struct = st(
         ("preferredHolder", Ty::Str),
     ],
 );
-static LEASE: Struct = st("Lease", &[("metadata", Ty::Obj(&OBJECT_META)), ("spec", Ty::Obj(&LEASE_SPEC))]);
+static LEASE: Struct =
+    st_in(Pkg::Coordination, "Lease", &[("metadata", Ty::Obj(&OBJECT_META)), ("spec", Ty::Obj(&LEASE_SPEC))]);
+
+// --- core/v1 and meta/v1 types of the workloads -----------------------------------------------------------
+
+static POD_TEMPLATE_SPEC: Struct =
+    st("PodTemplateSpec", &[("metadata", Ty::Obj(&OBJECT_META)), ("spec", Ty::Obj(&POD_SPEC))]);
+static LABEL_SELECTOR_REQUIREMENT: Struct = Struct {
+    required: &["key", "operator"],
+    ..st_in(
+        Pkg::Meta,
+        "LabelSelectorRequirement",
+        &[("key", Ty::Str), ("operator", Ty::Str), ("values", Ty::List(&Ty::Str))],
+    )
+};
+static LABEL_SELECTOR: Struct = st_in(
+    Pkg::Meta,
+    "LabelSelector",
+    &[("matchLabels", Ty::Map(&Ty::Str)), ("matchExpressions", Ty::List(&Ty::Obj(&LABEL_SELECTOR_REQUIREMENT)))],
+);
+/// `PersistentVolumeClaim`, as far as a StatefulSet's `volumeClaimTemplates` go (refused by validation:
+/// this server has no persistent volumes).
+static PERSISTENT_VOLUME_CLAIM: Struct = st(
+    "PersistentVolumeClaim",
+    &[
+        ("apiVersion", Ty::Str),
+        ("kind", Ty::Str),
+        ("metadata", Ty::Obj(&OBJECT_META)),
+        ("spec", Ty::Any),
+        ("status", Ty::Any),
+    ],
+);
+
+// --- apps/v1 ----------------------------------------------------------------------------------------------
+
+static ROLLING_UPDATE_DEPLOYMENT: Struct =
+    st_in(Pkg::Apps, "RollingUpdateDeployment", &[("maxUnavailable", Ty::IntOrStr), ("maxSurge", Ty::IntOrStr)]);
+static DEPLOYMENT_STRATEGY: Struct = st_in(
+    Pkg::Apps,
+    "DeploymentStrategy",
+    &[("type", Ty::Str), ("rollingUpdate", Ty::Obj(&ROLLING_UPDATE_DEPLOYMENT))],
+);
+static DEPLOYMENT_SPEC: Struct = Struct {
+    required: &["selector", "template"],
+    ..st_in(
+        Pkg::Apps,
+        "DeploymentSpec",
+        &[
+            ("replicas", Ty::I32),
+            ("selector", Ty::Obj(&LABEL_SELECTOR)),
+            ("template", Ty::Obj(&POD_TEMPLATE_SPEC)),
+            ("strategy", Ty::Obj(&DEPLOYMENT_STRATEGY)),
+            ("minReadySeconds", Ty::I32),
+            ("revisionHistoryLimit", Ty::I32),
+            ("paused", Ty::Bool),
+            ("progressDeadlineSeconds", Ty::I32),
+        ],
+    )
+};
+static DEPLOYMENT_CONDITION: Struct = Struct {
+    required: &["type", "status"],
+    ..st_in(
+        Pkg::Apps,
+        "DeploymentCondition",
+        &[
+            ("type", Ty::Str),
+            ("status", Ty::Str),
+            ("lastUpdateTime", Ty::Time),
+            ("lastTransitionTime", Ty::Time),
+            ("reason", Ty::Str),
+            ("message", Ty::Str),
+        ],
+    )
+};
+static DEPLOYMENT_STATUS: Struct = st_in(
+    Pkg::Apps,
+    "DeploymentStatus",
+    &[
+        ("observedGeneration", Ty::I64),
+        ("replicas", Ty::I32),
+        ("updatedReplicas", Ty::I32),
+        ("readyReplicas", Ty::I32),
+        ("availableReplicas", Ty::I32),
+        ("unavailableReplicas", Ty::I32),
+        ("conditions", Ty::List(&Ty::Obj(&DEPLOYMENT_CONDITION))),
+        ("collisionCount", Ty::I32),
+    ],
+);
+static DEPLOYMENT: Struct = st_in(
+    Pkg::Apps,
+    "Deployment",
+    &[
+        ("metadata", Ty::Obj(&OBJECT_META)),
+        ("spec", Ty::Obj(&DEPLOYMENT_SPEC)),
+        ("status", Ty::Obj(&DEPLOYMENT_STATUS)),
+    ],
+);
+static REPLICA_SET_SPEC: Struct = Struct {
+    required: &["selector"],
+    ..st_in(
+        Pkg::Apps,
+        "ReplicaSetSpec",
+        &[
+            ("replicas", Ty::I32),
+            ("minReadySeconds", Ty::I32),
+            ("selector", Ty::Obj(&LABEL_SELECTOR)),
+            ("template", Ty::Obj(&POD_TEMPLATE_SPEC)),
+        ],
+    )
+};
+static REPLICA_SET_CONDITION: Struct = Struct {
+    required: &["type", "status"],
+    ..st_in(
+        Pkg::Apps,
+        "ReplicaSetCondition",
+        &[
+            ("type", Ty::Str),
+            ("status", Ty::Str),
+            ("lastTransitionTime", Ty::Time),
+            ("reason", Ty::Str),
+            ("message", Ty::Str),
+        ],
+    )
+};
+static REPLICA_SET_STATUS: Struct = Struct {
+    required: &["replicas"],
+    ..st_in(
+        Pkg::Apps,
+        "ReplicaSetStatus",
+        &[
+            ("replicas", Ty::I32),
+            ("fullyLabeledReplicas", Ty::I32),
+            ("readyReplicas", Ty::I32),
+            ("availableReplicas", Ty::I32),
+            ("observedGeneration", Ty::I64),
+            ("conditions", Ty::List(&Ty::Obj(&REPLICA_SET_CONDITION))),
+        ],
+    )
+};
+static REPLICA_SET: Struct = st_in(
+    Pkg::Apps,
+    "ReplicaSet",
+    &[
+        ("metadata", Ty::Obj(&OBJECT_META)),
+        ("spec", Ty::Obj(&REPLICA_SET_SPEC)),
+        ("status", Ty::Obj(&REPLICA_SET_STATUS)),
+    ],
+);
+static ROLLING_UPDATE_DAEMON_SET: Struct =
+    st_in(Pkg::Apps, "RollingUpdateDaemonSet", &[("maxUnavailable", Ty::IntOrStr), ("maxSurge", Ty::IntOrStr)]);
+static DAEMON_SET_UPDATE_STRATEGY: Struct = st_in(
+    Pkg::Apps,
+    "DaemonSetUpdateStrategy",
+    &[("type", Ty::Str), ("rollingUpdate", Ty::Obj(&ROLLING_UPDATE_DAEMON_SET))],
+);
+static DAEMON_SET_SPEC: Struct = Struct {
+    required: &["selector", "template"],
+    ..st_in(
+        Pkg::Apps,
+        "DaemonSetSpec",
+        &[
+            ("selector", Ty::Obj(&LABEL_SELECTOR)),
+            ("template", Ty::Obj(&POD_TEMPLATE_SPEC)),
+            ("updateStrategy", Ty::Obj(&DAEMON_SET_UPDATE_STRATEGY)),
+            ("minReadySeconds", Ty::I32),
+            ("revisionHistoryLimit", Ty::I32),
+        ],
+    )
+};
+static DAEMON_SET_CONDITION: Struct = Struct {
+    required: &["type", "status"],
+    ..st_in(
+        Pkg::Apps,
+        "DaemonSetCondition",
+        &[
+            ("type", Ty::Str),
+            ("status", Ty::Str),
+            ("lastTransitionTime", Ty::Time),
+            ("reason", Ty::Str),
+            ("message", Ty::Str),
+        ],
+    )
+};
+static DAEMON_SET_STATUS: Struct = Struct {
+    required: &["currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady"],
+    ..st_in(
+        Pkg::Apps,
+        "DaemonSetStatus",
+        &[
+            ("currentNumberScheduled", Ty::I32),
+            ("numberMisscheduled", Ty::I32),
+            ("desiredNumberScheduled", Ty::I32),
+            ("numberReady", Ty::I32),
+            ("observedGeneration", Ty::I64),
+            ("updatedNumberScheduled", Ty::I32),
+            ("numberAvailable", Ty::I32),
+            ("numberUnavailable", Ty::I32),
+            ("collisionCount", Ty::I32),
+            ("conditions", Ty::List(&Ty::Obj(&DAEMON_SET_CONDITION))),
+        ],
+    )
+};
+static DAEMON_SET: Struct = st_in(
+    Pkg::Apps,
+    "DaemonSet",
+    &[
+        ("metadata", Ty::Obj(&OBJECT_META)),
+        ("spec", Ty::Obj(&DAEMON_SET_SPEC)),
+        ("status", Ty::Obj(&DAEMON_SET_STATUS)),
+    ],
+);
+static ROLLING_UPDATE_STATEFUL_SET: Struct =
+    st_in(Pkg::Apps, "RollingUpdateStatefulSetStrategy", &[("partition", Ty::I32), ("maxUnavailable", Ty::IntOrStr)]);
+static STATEFUL_SET_UPDATE_STRATEGY: Struct = st_in(
+    Pkg::Apps,
+    "StatefulSetUpdateStrategy",
+    &[("type", Ty::Str), ("rollingUpdate", Ty::Obj(&ROLLING_UPDATE_STATEFUL_SET))],
+);
+static PVC_RETENTION_POLICY: Struct = st_in(
+    Pkg::Apps,
+    "StatefulSetPersistentVolumeClaimRetentionPolicy",
+    &[("whenDeleted", Ty::Str), ("whenScaled", Ty::Str)],
+);
+static STATEFUL_SET_ORDINALS: Struct = st_in(Pkg::Apps, "StatefulSetOrdinals", &[("start", Ty::I32)]);
+static STATEFUL_SET_SPEC: Struct = Struct {
+    required: &["selector", "template", "serviceName"],
+    ..st_in(
+        Pkg::Apps,
+        "StatefulSetSpec",
+        &[
+            ("replicas", Ty::I32),
+            ("selector", Ty::Obj(&LABEL_SELECTOR)),
+            ("template", Ty::Obj(&POD_TEMPLATE_SPEC)),
+            ("volumeClaimTemplates", Ty::List(&Ty::Obj(&PERSISTENT_VOLUME_CLAIM))),
+            ("serviceName", Ty::Str),
+            ("podManagementPolicy", Ty::Str),
+            ("updateStrategy", Ty::Obj(&STATEFUL_SET_UPDATE_STRATEGY)),
+            ("revisionHistoryLimit", Ty::I32),
+            ("minReadySeconds", Ty::I32),
+            ("persistentVolumeClaimRetentionPolicy", Ty::Obj(&PVC_RETENTION_POLICY)),
+            ("ordinals", Ty::Obj(&STATEFUL_SET_ORDINALS)),
+        ],
+    )
+};
+static STATEFUL_SET_CONDITION: Struct = Struct {
+    required: &["type", "status"],
+    ..st_in(
+        Pkg::Apps,
+        "StatefulSetCondition",
+        &[
+            ("type", Ty::Str),
+            ("status", Ty::Str),
+            ("lastTransitionTime", Ty::Time),
+            ("reason", Ty::Str),
+            ("message", Ty::Str),
+        ],
+    )
+};
+static STATEFUL_SET_STATUS: Struct = Struct {
+    required: &["replicas"],
+    ..st_in(
+        Pkg::Apps,
+        "StatefulSetStatus",
+        &[
+            ("observedGeneration", Ty::I64),
+            ("replicas", Ty::I32),
+            ("readyReplicas", Ty::I32),
+            ("currentReplicas", Ty::I32),
+            ("updatedReplicas", Ty::I32),
+            ("currentRevision", Ty::Str),
+            ("updateRevision", Ty::Str),
+            ("collisionCount", Ty::I32),
+            ("conditions", Ty::List(&Ty::Obj(&STATEFUL_SET_CONDITION))),
+            ("availableReplicas", Ty::I32),
+        ],
+    )
+};
+static STATEFUL_SET: Struct = st_in(
+    Pkg::Apps,
+    "StatefulSet",
+    &[
+        ("metadata", Ty::Obj(&OBJECT_META)),
+        ("spec", Ty::Obj(&STATEFUL_SET_SPEC)),
+        ("status", Ty::Obj(&STATEFUL_SET_STATUS)),
+    ],
+);
+static CONTROLLER_REVISION: Struct = Struct {
+    required: &["revision"],
+    ..st_in(
+        Pkg::Apps,
+        "ControllerRevision",
+        &[("metadata", Ty::Obj(&OBJECT_META)), ("data", Ty::Raw), ("revision", Ty::I64)],
+    )
+};
+
+// --- batch/v1 ---------------------------------------------------------------------------------------------
+
+static ON_EXIT_CODES: Struct = Struct {
+    required: &["operator", "values"],
+    ..st_in(
+        Pkg::Batch,
+        "PodFailurePolicyOnExitCodesRequirement",
+        &[("containerName", Ty::Str), ("operator", Ty::Str), ("values", Ty::List(&Ty::I32))],
+    )
+};
+static ON_POD_CONDITIONS: Struct = Struct {
+    required: &["type", "status"],
+    ..st_in(Pkg::Batch, "PodFailurePolicyOnPodConditionsPattern", &[("type", Ty::Str), ("status", Ty::Str)])
+};
+static POD_FAILURE_POLICY_RULE: Struct = Struct {
+    required: &["action"],
+    ..st_in(
+        Pkg::Batch,
+        "PodFailurePolicyRule",
+        &[
+            ("action", Ty::Str),
+            ("onExitCodes", Ty::Obj(&ON_EXIT_CODES)),
+            ("onPodConditions", Ty::List(&Ty::Obj(&ON_POD_CONDITIONS))),
+        ],
+    )
+};
+static POD_FAILURE_POLICY: Struct = Struct {
+    required: &["rules"],
+    ..st_in(Pkg::Batch, "PodFailurePolicy", &[("rules", Ty::List(&Ty::Obj(&POD_FAILURE_POLICY_RULE)))])
+};
+static SUCCESS_POLICY_RULE: Struct =
+    st_in(Pkg::Batch, "SuccessPolicyRule", &[("succeededIndexes", Ty::Str), ("succeededCount", Ty::I32)]);
+static SUCCESS_POLICY: Struct = Struct {
+    required: &["rules"],
+    ..st_in(Pkg::Batch, "SuccessPolicy", &[("rules", Ty::List(&Ty::Obj(&SUCCESS_POLICY_RULE)))])
+};
+static JOB_SPEC: Struct = Struct {
+    required: &["template"],
+    ..st_in(
+        Pkg::Batch,
+        "JobSpec",
+        &[
+            ("parallelism", Ty::I32),
+            ("completions", Ty::I32),
+            ("activeDeadlineSeconds", Ty::I64),
+            ("podFailurePolicy", Ty::Obj(&POD_FAILURE_POLICY)),
+            ("successPolicy", Ty::Obj(&SUCCESS_POLICY)),
+            ("backoffLimit", Ty::I32),
+            ("backoffLimitPerIndex", Ty::I32),
+            ("maxFailedIndexes", Ty::I32),
+            ("selector", Ty::Obj(&LABEL_SELECTOR)),
+            ("manualSelector", Ty::Bool),
+            ("template", Ty::Obj(&POD_TEMPLATE_SPEC)),
+            ("ttlSecondsAfterFinished", Ty::I32),
+            ("completionMode", Ty::Str),
+            ("suspend", Ty::Bool),
+            ("podReplacementPolicy", Ty::Str),
+            ("managedBy", Ty::Str),
+        ],
+    )
+};
+static JOB_CONDITION: Struct = Struct {
+    required: &["type", "status"],
+    ..st_in(
+        Pkg::Batch,
+        "JobCondition",
+        &[
+            ("type", Ty::Str),
+            ("status", Ty::Str),
+            ("lastProbeTime", Ty::Time),
+            ("lastTransitionTime", Ty::Time),
+            ("reason", Ty::Str),
+            ("message", Ty::Str),
+        ],
+    )
+};
+static UNCOUNTED_TERMINATED_PODS: Struct =
+    st_in(Pkg::Batch, "UncountedTerminatedPods", &[("succeeded", Ty::List(&Ty::Str)), ("failed", Ty::List(&Ty::Str))]);
+static JOB_STATUS: Struct = st_in(
+    Pkg::Batch,
+    "JobStatus",
+    &[
+        ("conditions", Ty::List(&Ty::Obj(&JOB_CONDITION))),
+        ("startTime", Ty::Time),
+        ("completionTime", Ty::Time),
+        ("active", Ty::I32),
+        ("succeeded", Ty::I32),
+        ("failed", Ty::I32),
+        ("terminating", Ty::I32),
+        ("completedIndexes", Ty::Str),
+        ("failedIndexes", Ty::Str),
+        ("uncountedTerminatedPods", Ty::Obj(&UNCOUNTED_TERMINATED_PODS)),
+        ("ready", Ty::I32),
+    ],
+);
+static JOB: Struct = st_in(
+    Pkg::Batch,
+    "Job",
+    &[("metadata", Ty::Obj(&OBJECT_META)), ("spec", Ty::Obj(&JOB_SPEC)), ("status", Ty::Obj(&JOB_STATUS))],
+);
+static JOB_TEMPLATE_SPEC: Struct =
+    st_in(Pkg::Batch, "JobTemplateSpec", &[("metadata", Ty::Obj(&OBJECT_META)), ("spec", Ty::Obj(&JOB_SPEC))]);
+static CRON_JOB_SPEC: Struct = Struct {
+    required: &["schedule", "jobTemplate"],
+    ..st_in(
+        Pkg::Batch,
+        "CronJobSpec",
+        &[
+            ("schedule", Ty::Str),
+            ("timeZone", Ty::Str),
+            ("startingDeadlineSeconds", Ty::I64),
+            ("concurrencyPolicy", Ty::Str),
+            ("suspend", Ty::Bool),
+            ("jobTemplate", Ty::Obj(&JOB_TEMPLATE_SPEC)),
+            ("successfulJobsHistoryLimit", Ty::I32),
+            ("failedJobsHistoryLimit", Ty::I32),
+        ],
+    )
+};
+static CRON_JOB_STATUS: Struct = st_in(
+    Pkg::Batch,
+    "CronJobStatus",
+    &[
+        ("active", Ty::List(&Ty::Obj(&OBJECT_REFERENCE))),
+        ("lastScheduleTime", Ty::Time),
+        ("lastSuccessfulTime", Ty::Time),
+    ],
+);
+static CRON_JOB: Struct = st_in(
+    Pkg::Batch,
+    "CronJob",
+    &[("metadata", Ty::Obj(&OBJECT_META)), ("spec", Ty::Obj(&CRON_JOB_SPEC)), ("status", Ty::Obj(&CRON_JOB_STATUS))],
+);
 
 // --- KubeEdge CRDs (build/crds, v1beta1 / v1alpha1 openAPI schemas) --------------------------------------
 
 static CRD_META: Struct = st("", &[("name", Ty::Str), ("namespace", Ty::Str), ("generateName", Ty::Str)]);
-static TWIN_PROPERTY: Struct =
-    Struct { go: "", fields: &[("value", Ty::Str), ("metadata", Ty::Map(&Ty::Str))], required: &["value"] };
+static TWIN_PROPERTY: Struct = Struct {
+    go: "",
+    pkg: Pkg::Crd,
+    fields: &[("value", Ty::Str), ("metadata", Ty::Map(&Ty::Str))],
+    required: &["value"],
+};
 static VISITOR: Struct = st("", &[("protocolName", Ty::Str), ("configData", Ty::Any)]);
 static PUSH_HTTP: Struct =
     st("", &[("hostName", Ty::Str), ("port", Ty::I64), ("requestPath", Ty::Str), ("timeout", Ty::I64)]);
@@ -551,8 +1063,16 @@ static OBJECT_SYNC: Struct = st(
     &[("metadata", Ty::Obj(&CRD_META)), ("spec", Ty::Obj(&OBJECT_SYNC_SPEC)), ("status", Ty::Obj(&OBJECT_SYNC_STATUS))],
 );
 
-fn root(group: &str, kind: &str) -> Option<&'static Struct> {
+/// The schema of a kind's objects; `None` for a kind not described here.
+pub(crate) fn root(group: &str, kind: &str) -> Option<&'static Struct> {
     Some(match (group, kind) {
+        ("apps", "Deployment") => &DEPLOYMENT,
+        ("apps", "ReplicaSet") => &REPLICA_SET,
+        ("apps", "DaemonSet") => &DAEMON_SET,
+        ("apps", "StatefulSet") => &STATEFUL_SET,
+        ("apps", "ControllerRevision") => &CONTROLLER_REVISION,
+        ("batch", "Job") => &JOB,
+        ("batch", "CronJob") => &CRON_JOB,
         ("", "Pod") => &POD,
         ("", "ConfigMap") => &CONFIG_MAP,
         ("", "Secret") => &SECRET,
@@ -636,6 +1156,8 @@ fn go_type(t: &Ty) -> String {
         Ty::IntOrStr => "intstr.IntOrString".into(),
         Ty::Quantity => "resource.Quantity".into(),
         Ty::Bytes => "[]uint8".into(),
+        Ty::Time => "v1.Time".into(),
+        Ty::Raw => "runtime.RawExtension".into(),
         Ty::Any => "interface {}".into(),
         Ty::Obj(s) => format!("v1.{}", s.go),
         Ty::List(inner) => format!("[]{}", go_type(inner)),
@@ -645,7 +1167,8 @@ fn go_type(t: &Ty) -> String {
 
 fn crd_type(t: &Ty) -> &'static str {
     match t {
-        Ty::Str | Ty::Enum(_) | Ty::Bytes | Ty::Quantity | Ty::IntOrStr | Ty::Any => "string",
+        Ty::Str | Ty::Enum(_) | Ty::Bytes | Ty::Quantity | Ty::IntOrStr | Ty::Any | Ty::Time => "string",
+        Ty::Raw => "object",
         Ty::Bool => "boolean",
         Ty::I32 | Ty::I64 => "integer",
         Ty::Obj(_) | Ty::Map(_) => "object",
@@ -702,7 +1225,20 @@ impl Walker<'_> {
             return;
         }
         match ty {
-            Ty::Any => {}
+            Ty::Any | Ty::Raw => {}
+            Ty::Time => {
+                // metav1.Time decodes a JSON string (its own unmarshaller, so no struct field is named).
+                if !v.is_string() {
+                    if self.custom {
+                        self.mismatch(v, ty, go_struct, go_path, path);
+                    } else {
+                        self.out.push(FieldError::decode(
+                            path,
+                            format!("json: cannot unmarshal {} into Go value of type string", json_kind_go(v)),
+                        ));
+                    }
+                }
+            }
             Ty::Str => {
                 if !v.is_string() {
                     self.mismatch(v, ty, go_struct, go_path, path);

@@ -1,4 +1,5 @@
-//! Descriptors for core/v1 `Pod`: spec, status, scheduling (affinity, tolerations, spread) and pod-level security.
+//! Descriptors for core/v1 `Pod` and `PodTemplateSpec`: spec, status, scheduling (affinity, tolerations, spread)
+//! and pod-level security.
 //!
 //! Field numbers come from `generated.proto`; JSON names, `omitempty` and pointer-ness
 //! from the Go structs in `types.go` (see the parent module for what each constructor means).
@@ -18,6 +19,15 @@ pub(crate) static POD: Message = Message::new(
         opt(1, "metadata", msg(&OBJECT_META)),
         opt(2, "spec", msg(&POD_SPEC)),
         opt(3, "status", msg(&POD_STATUS)),
+    ],
+);
+
+/// core/v1 `PodTemplateSpec` (the pod template of workload controllers).
+pub(crate) static POD_TEMPLATE_SPEC: Message = Message::new(
+    "PodTemplateSpec",
+    &[
+        opt(1, "metadata", msg(&OBJECT_META)),
+        opt(2, "spec", msg(&POD_SPEC)),
     ],
 );
 

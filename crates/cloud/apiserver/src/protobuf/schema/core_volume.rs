@@ -1,10 +1,12 @@
-//! Descriptors for core/v1 `Volume` and every volume source a pod can name.
+//! Descriptors for core/v1 `Volume`, every volume source a pod can name, and `PersistentVolumeClaim`
+//! (the claim templates of a `StatefulSet`).
 //!
 //! Field numbers come from `generated.proto`; JSON names, `omitempty` and pointer-ness
 //! from the Go structs in `types.go` (see the parent module for what each constructor means).
 
+use super::core_pod::VOLUME_HEALTH_CONDITION;
 use super::meta::{LABEL_SELECTOR, OBJECT_META};
-use super::{BOOL, I32, I64, Message, QUANTITY, STR, inline, map, msg, opt, ptr, rep, req};
+use super::{BOOL, I32, I64, Message, QUANTITY, STR, TIME, inline, map, msg, opt, ptr, rep, req};
 
 /// core/v1 `Volume`.
 pub(crate) static VOLUME: Message = Message::new(
@@ -75,6 +77,63 @@ pub(crate) static PERSISTENT_VOLUME_CLAIM_TEMPLATE: Message = Message::new(
     &[
         opt(1, "metadata", msg(&OBJECT_META)),
         opt(2, "spec", msg(&PERSISTENT_VOLUME_CLAIM_SPEC)),
+    ],
+);
+
+/// core/v1 `PersistentVolumeClaim`.
+pub(crate) static PERSISTENT_VOLUME_CLAIM: Message = Message::new(
+    "PersistentVolumeClaim",
+    &[
+        opt(1, "metadata", msg(&OBJECT_META)),
+        opt(2, "spec", msg(&PERSISTENT_VOLUME_CLAIM_SPEC)),
+        opt(3, "status", msg(&PERSISTENT_VOLUME_CLAIM_STATUS)),
+    ],
+);
+
+/// core/v1 `PersistentVolumeClaimStatus`.
+pub(crate) static PERSISTENT_VOLUME_CLAIM_STATUS: Message = Message::new(
+    "PersistentVolumeClaimStatus",
+    &[
+        opt(1, "phase", STR),
+        rep(2, "accessModes", STR),
+        map(3, "capacity", QUANTITY),
+        rep(4, "conditions", msg(&PERSISTENT_VOLUME_CLAIM_CONDITION)),
+        map(5, "allocatedResources", QUANTITY),
+        map(7, "allocatedResourceStatuses", STR),
+        ptr(8, "currentVolumeAttributesClassName", STR),
+        opt(9, "modifyVolumeStatus", msg(&MODIFY_VOLUME_STATUS)),
+        opt(10, "healthStatus", msg(&VOLUME_HEALTH_STATUS)),
+    ],
+);
+
+/// core/v1 `VolumeHealthStatus`.
+pub(crate) static VOLUME_HEALTH_STATUS: Message = Message::new(
+    "VolumeHealthStatus",
+    &[
+        rep(1, "healthConditions", msg(&VOLUME_HEALTH_CONDITION)),
+        opt(2, "lastTransitionTime", TIME),
+    ],
+);
+
+/// core/v1 `ModifyVolumeStatus`.
+pub(crate) static MODIFY_VOLUME_STATUS: Message = Message::new(
+    "ModifyVolumeStatus",
+    &[
+        opt(1, "targetVolumeAttributesClassName", STR),
+        req(2, "status", STR),
+    ],
+);
+
+/// core/v1 `PersistentVolumeClaimCondition`.
+pub(crate) static PERSISTENT_VOLUME_CLAIM_CONDITION: Message = Message::new(
+    "PersistentVolumeClaimCondition",
+    &[
+        req(1, "type", STR),
+        req(2, "status", STR),
+        opt(3, "lastProbeTime", TIME),
+        opt(4, "lastTransitionTime", TIME),
+        opt(5, "reason", STR),
+        opt(6, "message", STR),
     ],
 );
 

@@ -6,8 +6,9 @@
 //! nothing about a type lives anywhere else.
 //!
 //! The tables in the sub-modules were transcribed from the Kubernetes sources: field numbers
-//! and protobuf types from `generated.proto` (k8s.io/api `core/v1`, `coordination/v1`;
-//! k8s.io/apimachinery `pkg/apis/meta/v1`), and from the Go structs in `types.go` the JSON
+//! and protobuf types from `generated.proto` (k8s.io/api `core/v1`, `coordination/v1`,
+//! `apps/v1`, `batch/v1`, `autoscaling/v1`, `scheduling/v1alpha3`; k8s.io/apimachinery
+//! `pkg/apis/meta/v1`, `pkg/runtime`), and from the Go structs in `types.go` the JSON
 //! name, whether the Go field is a pointer, whether its `json` tag says `omitempty`, and
 //! whether it is an embedded (inlined) struct. The sources were k8s.io/api at commit
 //! `10b39a39` and k8s.io/apimachinery at `eed236ce` (both July 2026); fields added to
@@ -15,12 +16,19 @@
 //! messages the same way and register the top-level one in the parent module.
 //!
 //! Nothing reachable from the registered types is left out: every message they can contain
-//! (186 of them, 831 fields) is described, down to the rarely used volume sources.
+//! (245 of them, 1,057 fields) is described, down to the rarely used volume sources and the
+//! alpha scheduling policies of a `Job`.
 //!
 //! **Architecture Invariant:** the messages form no cycle, so the nesting depth of any decoded
 //! object is bounded by these tables; the decoder's depth limit is a second line of defence.
 
 // The tables keep one field per line (rustfmt would pack short messages onto one line).
+#[rustfmt::skip]
+mod apps;
+#[rustfmt::skip]
+mod autoscaling;
+#[rustfmt::skip]
+mod batch;
 #[rustfmt::skip]
 mod coordination;
 #[rustfmt::skip]
@@ -36,6 +44,9 @@ mod core_volume;
 #[rustfmt::skip]
 mod meta;
 
+pub(crate) use apps::{CONTROLLER_REVISION, DAEMON_SET, DEPLOYMENT, REPLICA_SET, STATEFUL_SET};
+pub(crate) use autoscaling::SCALE;
+pub(crate) use batch::{CRON_JOB, JOB};
 pub(crate) use coordination::LEASE;
 pub(crate) use core_node::NODE;
 pub(crate) use core_objects::{CONFIG_MAP, ENDPOINTS, EVENT, NAMESPACE, SECRET, SERVICE, SERVICE_ACCOUNT};
@@ -110,6 +121,8 @@ pub(crate) enum Kind {
     Quantity,
     /// meta/v1 `FieldsV1` (`Raw`=1): the raw bytes are JSON and are embedded as such.
     FieldsV1,
+    /// runtime `RawExtension` (`raw`=1): JSON bytes embedded as such, `null` when empty.
+    RawExtension,
 }
 
 /// How a field's values are laid out in JSON.
@@ -159,6 +172,8 @@ pub(crate) const INT_OR_STRING: Kind = Kind::IntOrString;
 pub(crate) const QUANTITY: Kind = Kind::Quantity;
 /// `FieldsV1`.
 pub(crate) const FIELDS_V1: Kind = Kind::FieldsV1;
+/// runtime `RawExtension`.
+pub(crate) const RAW_EXTENSION: Kind = Kind::RawExtension;
 
 /// A nested message.
 pub(crate) const fn msg(message: &'static Message) -> Kind {
@@ -202,7 +217,7 @@ mod tests {
 
     /// Every message reachable from the registered roots.
     fn all_messages() -> Vec<&'static Message> {
-        let roots: [&'static Message; 11] = [
+        let roots: [&'static Message; 19] = [
             &CONFIG_MAP,
             &SECRET,
             &NAMESPACE,
@@ -214,6 +229,14 @@ mod tests {
             &POD,
             &LEASE,
             &DELETE_OPTIONS,
+            &DEPLOYMENT,
+            &REPLICA_SET,
+            &DAEMON_SET,
+            &STATEFUL_SET,
+            &CONTROLLER_REVISION,
+            &JOB,
+            &CRON_JOB,
+            &SCALE,
         ];
         let mut seen: HashSet<*const Message> = HashSet::new();
         let mut out = Vec::new();
@@ -246,8 +269,8 @@ mod tests {
     fn numbers_and_json_keys_are_unique_and_valid() {
         let all = all_messages();
         // The counts the module documentation states.
-        assert_eq!(all.len(), 186, "messages reachable");
-        assert_eq!(all.iter().map(|m| m.fields.len()).sum::<usize>(), 831, "fields described");
+        assert_eq!(all.len(), 245, "messages reachable");
+        assert_eq!(all.iter().map(|m| m.fields.len()).sum::<usize>(), 1057, "fields described");
         for m in all {
             let mut numbers = BTreeSet::new();
             for f in m.fields {

@@ -2,6 +2,7 @@
 
 mod kinds;
 mod pod;
+mod workloads;
 
 use super::*;
 use serde_json::json;

@@ -1,0 +1,88 @@
+//! The workload controllers of the cloud process: ReplicaSets keep their
+//! pods, Deployments roll their ReplicaSets, DaemonSets keep one pod per
+//! matching node, Jobs run pods to completion, CronJobs make Jobs on a
+//! schedule, and the garbage collector
+//! removes what lost its owners — the part of Kubernetes' controller manager
+//! an edge platform needs, in the cloud process, over the store.
+//!
+//! - [`world`]: what the controllers know (workload objects; a slim record
+//!   per pod), fed by informers and by their own writes;
+//! - [`replicaset`], [`deployment`], [`daemonset`], [`job`], [`cronjob`]: each a sync function of the world and
+//!   the time that returns a [`plan::Plan`] of writes — state machines that
+//!   tests drive with a fake clock and compare plans;
+//! - [`nodes`]: node selector, node affinity and taint predicates;
+//! - [`gc`]: the garbage collector's graph of owner references;
+//! - `run`: the loop — a work queue, the informers, and the executor that
+//!   writes plans through the store with Kubernetes' defaults and validation
+//!   ([`edgehive_registry::admit`]).
+//!
+//! **Architecture Invariant:** the controllers never call the API server;
+//! they write the store through the registry's object semantics, as API
+//! writes do (checked by the architecture test).
+
+pub mod cronjob;
+pub mod daemonset;
+pub mod deployment;
+pub mod gc;
+pub mod job;
+mod metrics;
+pub mod nodes;
+pub mod plan;
+pub mod replicaset;
+mod run;
+pub mod template;
+pub mod world;
+
+use std::sync::Arc;
+
+use edgehive_store::Store;
+use tokio_util::sync::CancellationToken;
+
+pub use metrics::{ControllerLabel, Metrics, WriteLabels};
+
+/// What time it is; a fake in tests.
+pub trait Clock: Send + Sync + 'static {
+    /// Now.
+    fn now(&self) -> time::OffsetDateTime;
+}
+
+/// The system clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> time::OffsetDateTime {
+        time::OffsetDateTime::now_utc()
+    }
+}
+
+/// The workload controllers and the garbage collector, run as one loop.
+#[allow(missing_debug_implementations)] // holds a store and a clock; nothing to show
+pub struct Workloads {
+    store: Store,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
+}
+
+impl Workloads {
+    /// Controllers over `store`.
+    pub fn new(store: Store) -> Workloads {
+        Workloads { store, clock: Arc::new(SystemClock), metrics: Arc::new(Metrics::default()) }
+    }
+
+    /// With another clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Workloads {
+        self.clock = clock;
+        self
+    }
+
+    /// The metrics, to register in the process's registry.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Runs until `stop`.
+    pub async fn run(self, stop: CancellationToken) {
+        run::Runner::new(self.store, self.clock, self.metrics).run(stop).await;
+    }
+}

@@ -1,0 +1,656 @@
+//! What the controllers know: the workload objects as they are stored, and a
+//! slim record of each pod (what choosing, counting and owning pods needs,
+//! not the pod's JSON: a fleet's pods stay a few hundred bytes each).
+//!
+//! The world is fed by informers and by the controllers' own writes (write
+//! through: a created pod is known before its watch event arrives, so no
+//! controller creates a pod twice while its event is on the way). A record
+//! only ever moves forward in resourceVersion; a deletion leaves a tombstone
+//! until the watch reports it, so a late event cannot bring it back.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use edgehive_store::Object;
+use edgehive_store::resources::{self, ResourceDef};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use crate::nodes::NodeInfo;
+
+/// `namespace/name`.
+pub type Key = (String, String);
+
+/// An owner reference as controllers compare them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerRef {
+    /// `apiVersion`.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// `name`.
+    pub name: String,
+    /// `uid`.
+    pub uid: String,
+    /// `controller: true`.
+    pub controller: bool,
+    /// `blockOwnerDeletion: true`.
+    pub block: bool,
+}
+
+impl OwnerRef {
+    /// The owner references in `metadata.ownerReferences` of `obj`.
+    pub fn all_of(obj: &Value) -> Vec<OwnerRef> {
+        obj.pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+                let b = |k: &str| r.get(k).and_then(Value::as_bool).unwrap_or(false);
+                OwnerRef {
+                    api_version: s("apiVersion"),
+                    kind: s("kind"),
+                    name: s("name"),
+                    uid: s("uid"),
+                    controller: b("controller"),
+                    block: b("blockOwnerDeletion"),
+                }
+            })
+            .collect()
+    }
+
+    /// The controlling owner of `obj`, if any.
+    pub fn controller_of(obj: &Value) -> Option<OwnerRef> {
+        OwnerRef::all_of(obj).into_iter().find(|r| r.controller)
+    }
+
+    /// A controller reference to `owner` (a stored object of `res`), with
+    /// `blockOwnerDeletion`, as Kubernetes' controllers set it.
+    pub fn controller_to(res: &ResourceDef, owner: &Value) -> Value {
+        serde_json::json!({
+            "apiVersion": res.api_version(),
+            "kind": res.kind,
+            "name": str_at(owner, "/metadata/name"),
+            "uid": str_at(owner, "/metadata/uid"),
+            "controller": true,
+            "blockOwnerDeletion": true,
+        })
+    }
+}
+
+/// A string field of `v` (`""` when absent or not a string).
+pub fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// An integer field of `v`.
+pub fn int_at(v: &Value, pointer: &str) -> Option<i64> {
+    v.pointer(pointer).and_then(Value::as_i64)
+}
+
+/// Labels of an object as a sorted map.
+pub fn labels_of(v: &Value, pointer: &str) -> BTreeMap<String, String> {
+    v.pointer(pointer)
+        .and_then(Value::as_object)
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
+        .unwrap_or_default()
+}
+
+/// A pod's phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    /// `Pending` (or no phase yet).
+    Pending,
+    /// `Unknown`.
+    Unknown,
+    /// `Running`.
+    Running,
+    /// `Succeeded`.
+    Succeeded,
+    /// `Failed`.
+    Failed,
+}
+
+/// What the controllers keep of a pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodInfo {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// uid.
+    pub uid: String,
+    /// resourceVersion.
+    pub rev: u64,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Every owner reference.
+    pub owners: Vec<OwnerRef>,
+    /// `spec.nodeName`.
+    pub node: String,
+    /// `status.phase`.
+    pub phase: Phase,
+    /// Since when the Ready condition is True; `None` when not ready.
+    pub ready_since: Option<OffsetDateTime>,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// `metadata.creationTimestamp`.
+    pub created: Option<OffsetDateTime>,
+    /// Sum of the containers' restart counts.
+    pub restarts: i64,
+    /// Carries the Job controller's tracking finalizer.
+    pub tracked: bool,
+    /// Its other finalizers (kept when the tracking one is removed; usually none).
+    pub other_finalizers: Vec<String>,
+    /// When its last container finished (terminal pods).
+    pub finished: Option<OffsetDateTime>,
+    /// `batch.kubernetes.io/job-completion-index` (Indexed Jobs).
+    pub index: Option<u32>,
+}
+
+/// The finalizer that keeps a Job's pod until the Job has counted it.
+pub const JOB_TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
+/// The annotation (and label) with an Indexed Job pod's completion index.
+pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+
+impl PodInfo {
+    /// The record of a stored pod.
+    pub fn of(namespace: &str, name: &str, rev: u64, pod: &Value) -> PodInfo {
+        let phase = match str_at(pod, "/status/phase") {
+            "Running" => Phase::Running,
+            "Succeeded" => Phase::Succeeded,
+            "Failed" => Phase::Failed,
+            "Unknown" => Phase::Unknown,
+            _ => Phase::Pending,
+        };
+        let ready_since = pod
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+            .filter(|c| c.get("status").and_then(Value::as_str) == Some("True"))
+            .map(|c| {
+                c.get("lastTransitionTime")
+                    .and_then(Value::as_str)
+                    .and_then(edgehive_store::parse_rfc3339)
+                    .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+            });
+        let restarts = pod
+            .pointer("/status/containerStatuses")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
+            .sum();
+        PodInfo {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            uid: str_at(pod, "/metadata/uid").to_string(),
+            rev,
+            labels: labels_of(pod, "/metadata/labels"),
+            owners: OwnerRef::all_of(pod),
+            node: str_at(pod, "/spec/nodeName").to_string(),
+            phase,
+            ready_since,
+            deleting: pod.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()),
+            created: pod
+                .pointer("/metadata/creationTimestamp")
+                .and_then(Value::as_str)
+                .and_then(edgehive_store::parse_rfc3339),
+            restarts,
+            tracked: pod
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|f| f.iter().any(|x| x == JOB_TRACKING_FINALIZER)),
+            other_finalizers: pod
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .filter(|f| *f != JOB_TRACKING_FINALIZER)
+                .map(str::to_string)
+                .collect(),
+            finished: pod
+                .pointer("/status/containerStatuses")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.pointer("/state/terminated/finishedAt").and_then(Value::as_str))
+                .filter_map(edgehive_store::parse_rfc3339)
+                .max(),
+            index: pod
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(COMPLETION_INDEX))
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse().ok()),
+        }
+    }
+
+    /// Not terminal and not being deleted (Kubernetes' `IsPodActive`).
+    pub fn active(&self) -> bool {
+        !self.deleting && !matches!(self.phase, Phase::Succeeded | Phase::Failed)
+    }
+
+    /// Ready.
+    pub fn ready(&self) -> bool {
+        self.ready_since.is_some()
+    }
+
+    /// Ready for at least `min_ready` seconds at `now` (`IsPodAvailable`).
+    pub fn available(&self, min_ready: i64, now: OffsetDateTime) -> bool {
+        match self.ready_since {
+            None => false,
+            Some(_) if min_ready <= 0 => true,
+            Some(since) => since + time::Duration::seconds(min_ready) <= now,
+        }
+    }
+
+    /// The uid of the controlling owner.
+    pub fn controller_uid(&self) -> Option<&str> {
+        self.owners.iter().find(|o| o.controller).map(|o| o.uid.as_str())
+    }
+}
+
+/// One stored workload object (Deployment, ReplicaSet, ...).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    /// resourceVersion.
+    pub rev: u64,
+    /// The object (with `metadata.resourceVersion`).
+    pub value: Value,
+}
+
+impl Stored {
+    /// uid.
+    pub fn uid(&self) -> &str {
+        str_at(&self.value, "/metadata/uid")
+    }
+
+    /// Name.
+    pub fn name(&self) -> &str {
+        str_at(&self.value, "/metadata/name")
+    }
+
+    /// Being deleted.
+    pub fn deleting(&self) -> bool {
+        self.value.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
+    }
+}
+
+/// The objects of one workload kind, by key, with their controllers
+/// indexed (and those without one, by namespace).
+#[derive(Debug, Default)]
+pub struct Objects {
+    items: BTreeMap<Key, Stored>,
+    tombstones: HashMap<Key, u64>,
+    by_owner: HashMap<String, BTreeSet<Key>>,
+    orphans: BTreeSet<Key>,
+}
+
+impl Objects {
+    /// One object.
+    pub fn get(&self, ns: &str, name: &str) -> Option<&Stored> {
+        self.items.get(&(ns.to_string(), name.to_string()))
+    }
+
+    /// Every object, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Key, &Stored)> {
+        self.items.iter()
+    }
+
+    /// Objects of namespace `ns`.
+    pub fn in_namespace<'a>(&'a self, ns: &str) -> impl Iterator<Item = &'a Stored> + use<'a> {
+        let ns = ns.to_string();
+        self.items.range((ns.clone(), String::new())..).take_while(move |(k, _)| k.0 == ns).map(|(_, v)| v)
+    }
+
+    /// Objects whose controller is `owner_uid`.
+    pub fn owned_by<'a>(&'a self, owner_uid: &str) -> impl Iterator<Item = &'a Stored> + use<'a> {
+        self.by_owner.get(owner_uid).into_iter().flatten().filter_map(|k| self.items.get(k))
+    }
+
+    /// Objects of namespace `ns` without a controller.
+    pub fn orphans_in<'a>(&'a self, ns: &str) -> impl Iterator<Item = &'a Stored> + use<'a> {
+        let ns = ns.to_string();
+        self.orphans
+            .range((ns.clone(), String::new())..)
+            .take_while(move |k| k.0 == ns)
+            .filter_map(|k| self.items.get(k))
+    }
+
+    /// Number of objects.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// No objects.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    fn index(&mut self, key: &Key, value: &Value, add: bool) {
+        let Some(owner) = OwnerRef::controller_of(value) else {
+            if add {
+                self.orphans.insert(key.clone());
+            } else {
+                self.orphans.remove(key);
+            }
+            return;
+        };
+        {
+            if add {
+                self.by_owner.entry(owner.uid).or_default().insert(key.clone());
+            } else if let Some(set) = self.by_owner.get_mut(&owner.uid) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.by_owner.remove(&owner.uid);
+                }
+            }
+        }
+    }
+
+    /// Records `value` at `rev` unless something newer is known. True when it changed.
+    pub fn upsert(&mut self, key: Key, rev: u64, value: Value) -> bool {
+        if self.tombstones.get(&key).is_some_and(|t| rev <= *t) || self.items.get(&key).is_some_and(|s| s.rev >= rev) {
+            return false;
+        }
+        if let Some(old) = self.items.remove(&key) {
+            self.index(&key, &old.value, false);
+        }
+        self.index(&key, &value, true);
+        self.items.insert(key, Stored { rev, value });
+        true
+    }
+
+    /// Forgets `key`, deleted at `rev`; `watched` when the watch reported it
+    /// (no later event about it can come, so no tombstone is needed).
+    pub fn remove(&mut self, key: &Key, rev: u64, watched: bool) -> Option<Stored> {
+        if watched {
+            self.tombstones.remove(key);
+        } else {
+            self.tombstones.insert(key.clone(), rev);
+        }
+        let old = self.items.remove(key)?;
+        self.index(key, &old.value, false);
+        Some(old)
+    }
+
+    /// Replaces everything with a relist.
+    pub fn relist(&mut self, objects: impl IntoIterator<Item = (Key, Stored)>) {
+        self.items.clear();
+        self.by_owner.clear();
+        self.orphans.clear();
+        self.tombstones.clear();
+        for (k, s) in objects {
+            self.index(&k, &s.value, true);
+            self.items.insert(k, s);
+        }
+    }
+}
+
+/// Every pod, as [`PodInfo`], indexed by controlling owner (and those
+/// without one, by namespace, for adoption).
+#[derive(Debug, Default)]
+pub struct Pods {
+    items: BTreeMap<Key, PodInfo>,
+    tombstones: HashMap<Key, u64>,
+    by_owner: HashMap<String, BTreeSet<Key>>,
+    orphans: BTreeSet<Key>,
+}
+
+impl Pods {
+    /// One pod.
+    pub fn get(&self, ns: &str, name: &str) -> Option<&PodInfo> {
+        self.items.get(&(ns.to_string(), name.to_string()))
+    }
+
+    /// Pods of namespace `ns`.
+    pub fn in_namespace<'a>(&'a self, ns: &str) -> impl Iterator<Item = &'a PodInfo> + use<'a> {
+        let ns = ns.to_string();
+        self.items.range((ns.clone(), String::new())..).take_while(move |(k, _)| k.0 == ns).map(|(_, v)| v)
+    }
+
+    /// Pods whose controller is `owner_uid`.
+    pub fn owned_by<'a>(&'a self, owner_uid: &str) -> impl Iterator<Item = &'a PodInfo> + use<'a> {
+        self.by_owner.get(owner_uid).into_iter().flatten().filter_map(|k| self.items.get(k))
+    }
+
+    /// Pods of namespace `ns` without a controller.
+    pub fn orphans_in<'a>(&'a self, ns: &str) -> impl Iterator<Item = &'a PodInfo> + use<'a> {
+        let ns = ns.to_string();
+        self.orphans
+            .range((ns.clone(), String::new())..)
+            .take_while(move |k| k.0 == ns)
+            .filter_map(|k| self.items.get(k))
+    }
+
+    /// Every pod.
+    pub fn iter(&self) -> impl Iterator<Item = &PodInfo> {
+        self.items.values()
+    }
+
+    /// Number of pods.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// No pods.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    fn index(&mut self, key: &Key, pod: &PodInfo, add: bool) {
+        match pod.controller_uid() {
+            None if add => {
+                self.orphans.insert(key.clone());
+            }
+            None => {
+                self.orphans.remove(key);
+            }
+            Some(uid) => {
+                if add {
+                    self.by_owner.entry(uid.to_string()).or_default().insert(key.clone());
+                } else if let Some(set) = self.by_owner.get_mut(uid) {
+                    set.remove(key);
+                    if set.is_empty() {
+                        self.by_owner.remove(uid);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Records a pod unless something newer is known; the old record when it changed.
+    pub fn upsert(&mut self, pod: PodInfo) -> Option<Option<PodInfo>> {
+        let key = (pod.namespace.clone(), pod.name.clone());
+        if self.tombstones.get(&key).is_some_and(|t| pod.rev <= *t)
+            || self.items.get(&key).is_some_and(|p| p.rev >= pod.rev)
+        {
+            return None;
+        }
+        let old = self.items.remove(&key);
+        if let Some(o) = &old {
+            self.index(&key, o, false);
+        }
+        self.index(&key, &pod, true);
+        self.items.insert(key, pod);
+        Some(old)
+    }
+
+    /// Forgets a pod (see [`Objects::remove`]).
+    pub fn remove(&mut self, key: &Key, rev: u64, watched: bool) -> Option<PodInfo> {
+        if watched {
+            self.tombstones.remove(key);
+        } else {
+            self.tombstones.insert(key.clone(), rev);
+        }
+        let old = self.items.remove(key)?;
+        self.index(key, &old, false);
+        Some(old)
+    }
+
+    /// Replaces everything with a relist.
+    pub fn relist(&mut self, pods: impl IntoIterator<Item = PodInfo>) {
+        self.items.clear();
+        self.by_owner.clear();
+        self.orphans.clear();
+        self.tombstones.clear();
+        for p in pods {
+            let key = (p.namespace.clone(), p.name.clone());
+            self.index(&key, &p, true);
+            self.items.insert(key, p);
+        }
+    }
+}
+
+/// Everything the workload controllers read.
+#[derive(Debug, Default)]
+pub struct World {
+    /// Pods.
+    pub pods: Pods,
+    /// ReplicaSets.
+    pub replica_sets: Objects,
+    /// Deployments.
+    pub deployments: Objects,
+    /// DaemonSets.
+    pub daemon_sets: Objects,
+    /// Jobs.
+    pub jobs: Objects,
+    /// CronJobs.
+    pub cron_jobs: Objects,
+    /// ControllerRevisions (DaemonSet and StatefulSet template history).
+    pub revisions: Objects,
+    /// Nodes, by name.
+    pub nodes: BTreeMap<String, NodeInfo>,
+}
+
+impl World {
+    /// The object table of a workload resource.
+    pub fn objects(&self, res: &ResourceDef) -> Option<&Objects> {
+        if std::ptr::eq(res, &resources::REPLICA_SETS) {
+            Some(&self.replica_sets)
+        } else if std::ptr::eq(res, &resources::DEPLOYMENTS) {
+            Some(&self.deployments)
+        } else if std::ptr::eq(res, &resources::DAEMON_SETS) {
+            Some(&self.daemon_sets)
+        } else if std::ptr::eq(res, &resources::CONTROLLER_REVISIONS) {
+            Some(&self.revisions)
+        } else if std::ptr::eq(res, &resources::JOBS) {
+            Some(&self.jobs)
+        } else if std::ptr::eq(res, &resources::CRON_JOBS) {
+            Some(&self.cron_jobs)
+        } else {
+            None
+        }
+    }
+
+    fn objects_mut(&mut self, res: &ResourceDef) -> Option<&mut Objects> {
+        if std::ptr::eq(res, &resources::REPLICA_SETS) {
+            Some(&mut self.replica_sets)
+        } else if std::ptr::eq(res, &resources::DEPLOYMENTS) {
+            Some(&mut self.deployments)
+        } else if std::ptr::eq(res, &resources::DAEMON_SETS) {
+            Some(&mut self.daemon_sets)
+        } else if std::ptr::eq(res, &resources::CONTROLLER_REVISIONS) {
+            Some(&mut self.revisions)
+        } else if std::ptr::eq(res, &resources::JOBS) {
+            Some(&mut self.jobs)
+        } else if std::ptr::eq(res, &resources::CRON_JOBS) {
+            Some(&mut self.cron_jobs)
+        } else {
+            None
+        }
+    }
+
+    /// Records a stored object (from a watch or from a write). Returns what
+    /// it replaced, for the caller to see what moved; `None` when it was not
+    /// news.
+    pub fn upsert(&mut self, obj: &Object) -> Option<Update> {
+        let res = obj.resource();
+        let value = obj.value().ok()?;
+        let key = (obj.namespace().to_string(), obj.name().to_string());
+        if std::ptr::eq(res, &resources::PODS) {
+            let pod = PodInfo::of(&key.0, &key.1, obj.rev(), value);
+            return self
+                .pods
+                .upsert(pod.clone())
+                .map(|old| Update::Pod { old: old.map(Box::new), new: Some(Box::new(pod)) });
+        }
+        if std::ptr::eq(res, &resources::NODES) {
+            let node = NodeInfo::of(&key.1, obj.rev(), value);
+            if self.nodes.get(&key.1).is_some_and(|n| n.rev >= node.rev) {
+                return None;
+            }
+            let old = self.nodes.insert(key.1, node.clone());
+            return Some(Update::Node { old, new: Some(node) });
+        }
+        let table = self.objects_mut(res)?;
+        let old = table.get(&key.0, &key.1).map(|s| s.value.clone());
+        table.upsert(key, obj.rev(), value.clone()).then(|| Update::Object { res, old, new: Some(value.clone()) })
+    }
+
+    /// Forgets a deleted object.
+    pub fn remove(&mut self, obj: &Object, watched: bool) -> Option<Update> {
+        let res = obj.resource();
+        let key = (obj.namespace().to_string(), obj.name().to_string());
+        if std::ptr::eq(res, &resources::PODS) {
+            let old = self.pods.remove(&key, obj.rev(), watched)?;
+            return Some(Update::Pod { old: Some(Box::new(old)), new: None });
+        }
+        if std::ptr::eq(res, &resources::NODES) {
+            let old = self.nodes.remove(&key.1)?;
+            return Some(Update::Node { old: Some(old), new: None });
+        }
+        let old = self.objects_mut(res)?.remove(&key, obj.rev(), watched)?;
+        Some(Update::Object { res, old: Some(old.value), new: None })
+    }
+
+    /// Replaces what is known of `res` with a relist.
+    pub fn relist(&mut self, res: &'static ResourceDef, objects: &[Object]) {
+        if std::ptr::eq(res, &resources::PODS) {
+            self.pods.relist(
+                objects.iter().filter_map(|o| Some(PodInfo::of(o.namespace(), o.name(), o.rev(), o.value().ok()?))),
+            );
+        } else if std::ptr::eq(res, &resources::NODES) {
+            self.nodes = objects
+                .iter()
+                .filter_map(|o| Some((o.name().to_string(), NodeInfo::of(o.name(), o.rev(), o.value().ok()?))))
+                .collect();
+        } else if let Some(table) = self.objects_mut(res) {
+            table.relist(objects.iter().filter_map(|o| {
+                let key = (o.namespace().to_string(), o.name().to_string());
+                Some((key, Stored { rev: o.rev(), value: o.value().ok()?.clone() }))
+            }));
+        }
+    }
+}
+
+/// A change the world took in, for deciding which controllers to wake.
+#[derive(Debug, Clone)]
+pub enum Update {
+    /// A pod appeared, changed or went.
+    Pod {
+        /// Before.
+        old: Option<Box<PodInfo>>,
+        /// After.
+        new: Option<Box<PodInfo>>,
+    },
+    /// A node appeared, changed or went.
+    Node {
+        /// Before.
+        old: Option<NodeInfo>,
+        /// After.
+        new: Option<NodeInfo>,
+    },
+    /// A workload object appeared, changed or went.
+    Object {
+        /// Its resource.
+        res: &'static ResourceDef,
+        /// Before.
+        old: Option<Value>,
+        /// After.
+        new: Option<Value>,
+    },
+}
