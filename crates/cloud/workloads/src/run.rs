@@ -6,7 +6,7 @@
 //! Nothing is decided before the informers' first lists are in: a
 //! ReplicaSet synced before its pods are known would create them again.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,12 +53,15 @@ impl Task {
     }
 }
 
-/// A work queue: each task at most once, and tasks due later.
+/// A work queue: each task at most once, and tasks due later (each at
+/// most once, at its earliest time), so it holds no more than two entries
+/// per object however often a sync asks to look again.
 #[derive(Debug, Default)]
 pub(crate) struct Queue {
     ready: VecDeque<Task>,
     queued: HashSet<Task>,
     later: BTreeMap<Instant, Vec<Task>>,
+    due: HashMap<Task, Instant>,
 }
 
 impl Queue {
@@ -69,6 +72,20 @@ impl Queue {
     }
 
     pub(crate) fn add_after(&mut self, t: Task, at: Instant) {
+        match self.due.get(&t) {
+            Some(cur) if *cur <= at => return,
+            Some(cur) => {
+                let cur = *cur;
+                if let Some(v) = self.later.get_mut(&cur) {
+                    v.retain(|x| x != &t);
+                    if v.is_empty() {
+                        self.later.remove(&cur);
+                    }
+                }
+            }
+            None => {}
+        }
+        self.due.insert(t.clone(), at);
         self.later.entry(at).or_default().push(t);
     }
 
@@ -79,6 +96,7 @@ impl Queue {
                 return Some(*entry.key());
             }
             for t in entry.remove() {
+                self.due.remove(&t);
                 self.add(t);
             }
         }
@@ -92,7 +110,28 @@ impl Queue {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.ready.len() + self.later.values().map(Vec::len).sum::<usize>()
+        self.ready.len() + self.due.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_asked_for_again_and_again_is_queued_once_at_its_earliest_time() {
+        let mut q = Queue::default();
+        let t = Task::Job(("ns".into(), "j".into()));
+        let now = Instant::now();
+        for i in 0..1000u64 {
+            q.add_after(t.clone(), now + Duration::from_secs(10 + i % 7));
+        }
+        q.add_after(t.clone(), now + Duration::from_secs(3));
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.promote(now + Duration::from_secs(2)), Some(now + Duration::from_secs(3)));
+        assert_eq!(q.promote(now + Duration::from_secs(3)), None);
+        assert_eq!(q.pop(), Some(t));
+        assert_eq!(q.len(), 0);
     }
 }
 
