@@ -340,7 +340,9 @@ impl Controller {
                 self.index.unscheduled.remove(&key);
             }
             let before = self.index.pod(obj.namespace(), obj.name()).map(|p| p.node.clone());
+            let held = self.index.pod(obj.namespace(), obj.name()).is_some_and(|p| p.requests.pods > 0);
             let changes = self.index.set_pod(obj.namespace(), obj.name(), value);
+            let freed = held && self.index.pod(obj.namespace(), obj.name()).is_none_or(|p| p.requests.pods == 0);
             for (node, r) in &changes.gained {
                 if self.index.is_edge(node) {
                     self.send_ref(node, r, op::INSERT).await;
@@ -364,6 +366,10 @@ impl Controller {
                 if self.index.is_edge(node) {
                     self.delete_ref(node, r).await;
                 }
+            }
+            if freed && !self.index.unscheduled.is_empty() {
+                // A pod that ended left room on its node.
+                self.retry_unscheduled().await;
             }
             return;
         }
@@ -394,15 +400,19 @@ impl Controller {
             self.index.unscheduled.remove(&(obj.namespace().to_owned(), obj.name().to_owned()));
             let node = self.index.pod(obj.namespace(), obj.name()).map(|p| p.node.clone());
             let changes = self.index.remove_pod(obj.namespace(), obj.name());
-            if let Some(node) = node
-                && self.index.is_edge(&node)
+            if let Some(node) = &node
+                && self.index.is_edge(node)
             {
-                self.send(delete_of(&node, obj, false)).await;
+                self.send(delete_of(node, obj, false)).await;
             }
             for (node, r) in &changes.lost {
                 if self.index.is_edge(node) {
                     self.delete_ref(node, r).await;
                 }
+            }
+            if node.is_some() && !self.index.unscheduled.is_empty() {
+                // Its node has room again.
+                self.retry_unscheduled().await;
             }
             return;
         }
@@ -443,12 +453,20 @@ impl Controller {
             Placement::Node(node) => {
                 self.index.unscheduled.remove(&key);
                 tracing::info!(pod = %name, namespace, %node, "scheduled");
-                self.store
+                let bound = self
+                    .store
                     .update_with(&PODS, namespace, name, |cur| {
                         let v = cur.value()?;
                         Ok(scheduler::wants_scheduling(v).then(|| scheduler::bind(v, &node, &now)))
                     })
-                    .await
+                    .await;
+                if let Ok(obj) = &bound
+                    && let Ok(v) = obj.value()
+                {
+                    // Counted at once: the next pod placed sees this one.
+                    self.index.assume(namespace, name, v);
+                }
+                bound
             }
             Placement::Unschedulable(why) => {
                 self.index.unscheduled.insert(key);

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use edgehive_registry::scheduling::{self, NodeInfo, Resources};
 use serde_json::Value;
 
 /// A configmap or secret a pod uses.
@@ -26,21 +27,16 @@ pub struct PodEntry {
     pub uid: String,
     /// What it uses.
     pub refs: BTreeSet<Ref>,
+    /// Labels (for anti-affinity).
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// What it asks of its node; zero once it ended (a finished pod holds nothing).
+    pub requests: Resources,
+    /// Its required pod anti-affinity terms.
+    pub anti_affinity: Vec<Value>,
 }
 
 /// Label that marks an edge node.
 pub const EDGE_LABEL: &str = "node-role.kubernetes.io/edge";
-
-/// What scheduling needs of a node.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NodeInfo {
-    /// Labels.
-    pub labels: std::collections::BTreeMap<String, String>,
-    /// Ready condition is True.
-    pub ready: bool,
-    /// `spec.unschedulable`.
-    pub unschedulable: bool,
-}
 
 /// What the node lifecycle needs of a node, kept from the informers so that
 /// a check reads nothing from the store.
@@ -73,6 +69,11 @@ pub struct Index {
     pub unscheduled: BTreeSet<(String, String)>,
     pods: HashMap<(String, String), PodEntry>,
     pods_by_node: HashMap<String, BTreeSet<(String, String)>>,
+    requested: HashMap<String, Resources>,
+    /// Pods the scheduler bound whose bound state the watch has not brought
+    /// yet: placement counts them, so pods scheduled one after another see
+    /// each other.
+    assumed: HashMap<(String, String), PodEntry>,
     users: HashMap<Ref, HashMap<String, u32>>,
 }
 
@@ -100,18 +101,7 @@ impl Index {
         } else {
             self.edge_nodes.remove(name);
         }
-        let labels = node
-            .pointer("/metadata/labels")
-            .and_then(Value::as_object)
-            .map(|l| l.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
-            .unwrap_or_default();
-        let ready = node
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
-            .is_some_and(|c| c["status"] == "True");
-        let unschedulable = node.pointer("/spec/unschedulable").and_then(Value::as_bool).unwrap_or(false);
-        self.nodes.insert(name.to_owned(), NodeInfo { labels, ready, unschedulable });
+        self.nodes.insert(name.to_owned(), NodeInfo::of(name, 0, node));
         let live = self.liveness.entry(name.to_owned()).or_default();
         live.status_beat = crate::lifecycle::status_heartbeat(node);
         live.unknown = crate::lifecycle::ready_status(node) == Some("Unknown");
@@ -144,6 +134,32 @@ impl Index {
     /// Pods bound to `node`, counted.
     pub fn pod_count(&self, node: &str) -> usize {
         self.pods_by_node.get(node).map_or(0, BTreeSet::len)
+    }
+
+    /// What the pods bound to `node` (or just bound by the scheduler) that
+    /// have not ended ask of it.
+    pub fn requested(&self, node: &str) -> Resources {
+        self.assumed
+            .values()
+            .filter(|p| p.node == node)
+            .fold(self.requested.get(node).copied().unwrap_or_default(), |sum, p| sum + p.requests)
+    }
+
+    /// The pods on `node`, with those the scheduler just bound there.
+    pub fn placed_on<'a>(&'a self, node: &'a str) -> impl Iterator<Item = (&'a (String, String), &'a PodEntry)> + 'a {
+        self.pods_on(node)
+            .filter_map(|k| Some((k, self.pods.get(k)?)))
+            .chain(self.assumed.iter().filter(move |(_, p)| p.node == node))
+    }
+
+    /// Counts a pod the scheduler bound (`pod`, as written) until its
+    /// bound state arrives through [`Index::set_pod`].
+    pub fn assume(&mut self, namespace: &str, name: &str, pod: &Value) {
+        let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or_default();
+        let key = (namespace.to_owned(), name.to_owned());
+        if !node.is_empty() && !self.pods.contains_key(&key) {
+            self.assumed.insert(key, entry_of(namespace, node, pod));
+        }
     }
 
     /// Edge nodes known.
@@ -185,17 +201,20 @@ impl Index {
     pub fn set_pod(&mut self, namespace: &str, name: &str, pod: &Value) -> RefChanges {
         let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or_default();
         if node.is_empty() {
-            return self.remove_pod(namespace, name);
+            // Not bound (yet): a binding the scheduler just wrote stays assumed.
+            return self.unbind(namespace, name);
         }
-        let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_owned();
-        let entry = PodEntry { node: node.to_owned(), uid, refs: pod_refs(namespace, pod) };
+        let entry = entry_of(namespace, node, pod);
         let key = (namespace.to_owned(), name.to_owned());
+        self.assumed.remove(&key);
         let old = self.pods.insert(key.clone(), entry.clone());
         let mut changes = RefChanges::default();
         if let Some(old) = &old {
             self.unuse(old, &key, &mut changes);
         }
         self.pods_by_node.entry(entry.node.clone()).or_default().insert(key);
+        let sum = self.requested.entry(entry.node.clone()).or_default();
+        *sum = *sum + entry.requests;
         for r in &entry.refs {
             let n = self.users.entry(r.clone()).or_default().entry(entry.node.clone()).or_insert(0);
             *n += 1;
@@ -217,6 +236,11 @@ impl Index {
 
     /// Forgets a pod; says which refs its node lost.
     pub fn remove_pod(&mut self, namespace: &str, name: &str) -> RefChanges {
+        self.assumed.remove(&(namespace.to_owned(), name.to_owned()));
+        self.unbind(namespace, name)
+    }
+
+    fn unbind(&mut self, namespace: &str, name: &str) -> RefChanges {
         let key = (namespace.to_owned(), name.to_owned());
         let mut changes = RefChanges::default();
         if let Some(old) = self.pods.remove(&key) {
@@ -230,6 +254,9 @@ impl Index {
             set.remove(key);
             if set.is_empty() {
                 self.pods_by_node.remove(&old.node);
+                self.requested.remove(&old.node);
+            } else if let Some(sum) = self.requested.get_mut(&old.node) {
+                *sum = *sum - old.requests;
             }
         }
         for r in &old.refs {
@@ -246,6 +273,24 @@ impl Index {
                 }
             }
         }
+    }
+}
+
+/// The index's record of a pod bound to `node`.
+fn entry_of(namespace: &str, node: &str, pod: &Value) -> PodEntry {
+    let spec = pod.get("spec").unwrap_or(&Value::Null);
+    let ended = matches!(pod.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
+    PodEntry {
+        node: node.to_owned(),
+        uid: pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        refs: pod_refs(namespace, pod),
+        labels: pod
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|l| l.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
+            .unwrap_or_default(),
+        requests: if ended { Resources::default() } else { scheduling::pod_requests(spec) },
+        anti_affinity: scheduling::anti_affinity_terms(spec),
     }
 }
 

@@ -1,11 +1,27 @@
-//! A simple scheduler for edge pods: a pod without `spec.nodeName` whose
-//! `nodeSelector` matches Ready, schedulable edge nodes is bound to the one
-//! with the fewest pods; otherwise it stays Pending with a `PodScheduled`
-//! condition that says why.
+//! The scheduler for edge pods: a pod without `spec.nodeName` is bound to
+//! the best edge node that passes Kubernetes' filters, in Kubernetes'
+//! order (NodeUnschedulable, TaintToleration, NodeAffinity,
+//! NodeResourcesFit, InterPodAffinity; and, for edge nodes, Ready), or left
+//! Pending with `PodScheduled=False` and Kubernetes' message counting why
+//! each node refused (`0/3 nodes are available: 1 Insufficient cpu, 2
+//! node(s) didn't match Pod's node affinity/selector.`).
+//!
+//! Among the nodes that fit, the best has the highest preferred node
+//! affinity weight, then the fewest untolerated `PreferNoSchedule` taints,
+//! then the fewest pods (then the name, so the choice is stable).
 
+use std::collections::BTreeMap;
+
+use edgehive_registry::scheduling::{
+    NodeInfo, Placed, Resources, anti_affinity_conflict, pod_requests, preferred_affinity_score, selects_node,
+    untolerated,
+};
 use serde_json::{Value, json};
 
 use crate::index::{EDGE_LABEL, Index};
+
+/// The taint a cordoned node carries (tolerating it lets a pod past `unschedulable`).
+pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
 
 /// Where a pod goes, or why nowhere.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,52 +43,106 @@ pub fn wants_scheduling(pod: &Value) -> bool {
     unbound && alive && ours
 }
 
-/// Picks a node: edge, Ready, schedulable, labels matching the selector;
-/// among those the one with the fewest pods (then by name, so the choice is
-/// stable).
+/// The pod being placed.
+struct Candidate<'a> {
+    namespace: &'a str,
+    labels: BTreeMap<String, String>,
+    spec: &'a Value,
+    requests: Resources,
+}
+
+/// Why `node` cannot take the pod (the first filter that refuses, as
+/// Kubernetes stops at it; resources may name several), or its score.
+fn fit(index: &Index, node: &NodeInfo, pod: &Candidate<'_>) -> Result<(i64, i64, i64), Vec<String>> {
+    let tolerates_cordon = pod.spec.get("tolerations").and_then(Value::as_array).into_iter().flatten().any(|t| {
+        edgehive_registry::scheduling::tolerates(
+            t,
+            &edgehive_registry::scheduling::Taint {
+                key: UNSCHEDULABLE_TAINT.into(),
+                value: String::new(),
+                effect: "NoSchedule".into(),
+            },
+        )
+    });
+    if node.unschedulable && !tolerates_cordon {
+        return Err(vec!["node(s) were unschedulable".into()]);
+    }
+    if !node.ready {
+        return Err(vec!["node(s) were not ready".into()]);
+    }
+    if let Some(t) = untolerated(pod.spec, node, &["NoSchedule", "NoExecute"]).first() {
+        return Err(vec![format!("node(s) had untolerated taint {{{}: {}}}", t.key, t.value)]);
+    }
+    if !selects_node(pod.spec, node) {
+        return Err(vec!["node(s) didn't match Pod's node affinity/selector".into()]);
+    }
+    let used = index.requested(&node.name);
+    if let Some(alloc) = node.allocatable {
+        let mut short = Vec::new();
+        if used.pods + 1 > alloc.pods {
+            short.push("Too many pods".to_string());
+        }
+        if pod.requests.cpu > 0 && used.cpu + pod.requests.cpu > alloc.cpu {
+            short.push("Insufficient cpu".to_string());
+        }
+        if pod.requests.memory > 0 && used.memory + pod.requests.memory > alloc.memory {
+            short.push("Insufficient memory".to_string());
+        }
+        if !short.is_empty() {
+            return Err(short);
+        }
+    }
+    let placed: Vec<Placed<'_>> = index
+        .placed_on(&node.name)
+        .filter(|(_, p)| p.requests.pods > 0)
+        .map(|((ns, _), p)| Placed { namespace: ns, labels: &p.labels, anti_affinity: &p.anti_affinity })
+        .collect();
+    if let Some(why) = anti_affinity_conflict(pod.namespace, &pod.labels, pod.spec, &placed) {
+        return Err(vec![why.to_string()]);
+    }
+    let soft_taints = i64::try_from(untolerated(pod.spec, node, &["PreferNoSchedule"]).len()).unwrap_or(i64::MAX);
+    Ok((preferred_affinity_score(pod.spec, node), -soft_taints, -used.pods))
+}
+
+/// Picks a node among the edge nodes (see the module's documentation).
 pub fn place(index: &Index, pod: &Value) -> Placement {
-    let selector: Vec<(String, String)> = pod
-        .pointer("/spec/nodeSelector")
-        .and_then(Value::as_object)
-        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
-        .unwrap_or_default();
-    let (mut total, mut not_ready, mut mismatch, mut cordoned) = (0, 0, 0, 0);
-    let mut best: Option<(usize, &String)> = None;
+    let spec = pod.get("spec").unwrap_or(&Value::Null);
+    let candidate = Candidate {
+        namespace: pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default"),
+        labels: pod
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
+            .unwrap_or_default(),
+        spec,
+        requests: pod_requests(spec),
+    };
+    let mut total = 0;
+    let mut refusals: BTreeMap<String, usize> = BTreeMap::new();
+    let mut best: Option<((i64, i64, i64), &String)> = None;
     let mut nodes: Vec<&String> = index.edge_nodes().collect();
     nodes.sort();
     for name in nodes {
         let Some(info) = index.node_info(name) else { continue };
         total += 1;
-        if !selector.iter().all(|(k, v)| info.labels.get(k) == Some(v)) {
-            mismatch += 1;
-            continue;
-        }
-        if !info.ready {
-            not_ready += 1;
-            continue;
-        }
-        if info.unschedulable {
-            cordoned += 1;
-            continue;
-        }
-        let count = index.pod_count(name);
-        if best.is_none_or(|(c, _)| count < c) {
-            best = Some((count, name));
+        match fit(index, info, &candidate) {
+            Ok(score) => {
+                if best.as_ref().is_none_or(|(b, _)| score > *b) {
+                    best = Some((score, name));
+                }
+            }
+            Err(reasons) => {
+                for r in reasons {
+                    *refusals.entry(r).or_default() += 1;
+                }
+            }
         }
     }
     if let Some((_, name)) = best {
         return Placement::Node(name.clone());
     }
-    let mut reasons = Vec::new();
-    if mismatch > 0 {
-        reasons.push(format!("{mismatch} node(s) didn't match Pod's node affinity/selector"));
-    }
-    if not_ready > 0 {
-        reasons.push(format!("{not_ready} node(s) were not ready"));
-    }
-    if cordoned > 0 {
-        reasons.push(format!("{cordoned} node(s) were unschedulable"));
-    }
+    let mut reasons: Vec<String> = refusals.into_iter().map(|(r, n)| format!("{n} {r}")).collect();
+    reasons.sort();
     if total == 0 {
         reasons.push(format!("no node is labelled {EDGE_LABEL}"));
     }
@@ -132,6 +202,102 @@ mod tests {
             name,
             &json!({"metadata": {"labels": {EDGE_LABEL: "", "zone": zone}}, "status": {"conditions": [{"type": "Ready", "status": status}]}}),
         );
+    }
+
+    fn full_node(ix: &mut Index, name: &str, spec: Value, allocatable: Value) {
+        ix.set_node(
+            name,
+            &json!({"metadata": {"labels": {EDGE_LABEL: "", "kubernetes.io/hostname": name}}, "spec": spec,
+                "status": {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": allocatable}}),
+        );
+    }
+
+    fn why(ix: &Index, pod: &Value) -> String {
+        match place(ix, pod) {
+            Placement::Unschedulable(why) => why,
+            Placement::Node(n) => panic!("placed on {n}"),
+        }
+    }
+
+    #[test]
+    fn every_filter_refuses_with_kubernetes_words_counted_per_node() {
+        let mut ix = Index::default();
+        let alloc = json!({"cpu": "1", "memory": "1Gi", "pods": "110"});
+        full_node(&mut ix, "cordoned", json!({"unschedulable": true}), alloc.clone());
+        full_node(
+            &mut ix,
+            "tainted",
+            json!({"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]}),
+            alloc.clone(),
+        );
+        full_node(&mut ix, "small", json!({}), json!({"cpu": "500m", "memory": "64Mi", "pods": "110"}));
+        full_node(&mut ix, "full", json!({}), json!({"cpu": "4", "memory": "4Gi", "pods": "1"}));
+        ix.set_pod("default", "resident", &json!({"spec": {"nodeName": "full"}}));
+        let pod = json!({"metadata": {"namespace": "default"}, "spec": {"containers": [{"resources": {"requests": {"cpu": "750m", "memory": "128Mi"}}}]}});
+        assert_eq!(
+            why(&ix, &pod),
+            "0/4 nodes are available: 1 Insufficient cpu, 1 Insufficient memory, 1 Too many pods, \
+             1 node(s) had untolerated taint {dedicated: gpu}, 1 node(s) were unschedulable."
+        );
+        // Tolerating the taint and the cordon opens those two nodes.
+        let mut tolerant = pod.clone();
+        tolerant["spec"]["tolerations"] = json!([{"key": "dedicated", "operator": "Exists"}]);
+        assert_eq!(place(&ix, &tolerant), Placement::Node("tainted".into()));
+        tolerant["spec"]["tolerations"] = json!([{"key": UNSCHEDULABLE_TAINT, "operator": "Exists"}]);
+        assert_eq!(place(&ix, &tolerant), Placement::Node("cordoned".into()));
+        // Requests add up: a second pod does not fit where the first went.
+        ix.set_pod(
+            "default",
+            "a",
+            &json!({"spec": {"nodeName": "tainted", "containers": [{"resources": {"requests": {"cpu": "750m"}}}]}}),
+        );
+        let mut tolerant = pod.clone();
+        tolerant["spec"]["tolerations"] = json!([{"key": "dedicated", "operator": "Exists"}]);
+        assert!(why(&ix, &tolerant).contains("2 Insufficient cpu"), "{}", why(&ix, &tolerant));
+        // A pod that ended holds nothing.
+        ix.set_pod(
+            "default",
+            "a",
+            &json!({"spec": {"nodeName": "tainted", "containers": [{"resources": {"requests": {"cpu": "750m"}}}]},
+            "status": {"phase": "Succeeded"}}),
+        );
+        assert_eq!(place(&ix, &tolerant), Placement::Node("tainted".into()));
+    }
+
+    #[test]
+    fn preferred_affinity_and_soft_taints_rank_anti_affinity_spreads() {
+        let mut ix = Index::default();
+        let alloc = json!({"cpu": "4", "memory": "4Gi", "pods": "110"});
+        full_node(&mut ix, "a", json!({"taints": [{"key": "soft", "effect": "PreferNoSchedule"}]}), alloc.clone());
+        full_node(&mut ix, "b", json!({}), alloc.clone());
+        full_node(&mut ix, "c", json!({}), alloc);
+        ix.set_pod("default", "x", &json!({"spec": {"nodeName": "b"}}));
+        let plain = json!({"spec": {}});
+        assert_eq!(place(&ix, &plain), Placement::Node("c".into()), "fewest pods, no soft taint");
+        let prefer_a = json!({"spec": {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "preference": {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a"]}]}}]}}}});
+        assert_eq!(place(&ix, &prefer_a), Placement::Node("a".into()));
+        // Three replicas that refuse each other's hosts: one per node, then no room.
+        let web = |i: usize| {
+            json!({"metadata": {"namespace": "default", "name": format!("web-{i}"), "labels": {"app": "web"}},
+                "spec": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}}})
+        };
+        let mut placed = Vec::new();
+        for i in 0..3 {
+            let Placement::Node(n) = place(&ix, &web(i)) else { panic!("web-{i} not placed") };
+            let mut bound = web(i);
+            bound["spec"]["nodeName"] = json!(n);
+            // Bound but not yet seen through the watch: still counted.
+            ix.assume("default", &format!("web-{i}"), &bound);
+            placed.push(n);
+        }
+        placed.sort();
+        assert_eq!(placed, ["a", "b", "c"]);
+        assert_eq!(why(&ix, &web(3)), "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules.");
+        // The watch brings web-0 unbound first (the create), then bound: still counted.
+        ix.set_pod("default", "web-0", &web(0));
+        assert!(matches!(place(&ix, &web(3)), Placement::Unschedulable(_)));
     }
 
     #[test]

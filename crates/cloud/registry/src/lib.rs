@@ -11,7 +11,9 @@
 //! - [`patch`]: JSON patch, JSON merge patch and strategic merge patch;
 //! - [`cron`]: CronJob schedules: parsed as Kubernetes parses them, and when they fire;
 //! - [`status`]: failures as Kubernetes `Status` errors ([`status::ApiError`]);
-//! - [`quantity`]: resource quantities (`100m`, `1Gi`).
+//! - [`quantity`]: resource quantities (`100m`, `1Gi`);
+//! - [`scheduling`]: where a pod may run: node selector and affinity,
+//!   taints and tolerations, requests against allocatable, anti-affinity.
 //!
 //! What is namespaced, and the names of each kind, come from one table: the
 //! store's [`edgehive_store::resources`].
@@ -27,5 +29,6 @@ pub mod defaults;
 pub mod openapi;
 pub mod patch;
 pub mod quantity;
+pub mod scheduling;
 pub mod status;
 pub mod validation;

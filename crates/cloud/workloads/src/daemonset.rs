@@ -13,20 +13,20 @@
 
 use std::collections::BTreeMap;
 
-use edgehive_store::resources::{CONTROLLER_REVISIONS, DAEMON_SETS, PODS};
+use edgehive_store::resources::{DAEMON_SETS, PODS};
 use edgehive_store::selector::LabelSelector;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use crate::deployment::scaled;
-use crate::nodes::{NodeInfo, selects_node, untolerated};
+use crate::history;
+pub use crate::history::REVISION_HASH;
 use crate::plan::{Action, Plan};
 use crate::replicaset::{claim_pods, status_patch};
 use crate::template::{pod_from_template, template_hash};
 use crate::world::{OwnerRef, PodInfo, Stored, World, int_at, str_at};
+use edgehive_registry::scheduling::{NodeInfo, selects_node, untolerated};
 
-/// The label of a DaemonSet's (or StatefulSet's) pods and revisions: the template's hash.
-pub const REVISION_HASH: &str = "controller-revision-hash";
 /// The legacy label with the DaemonSet's generation at the pod's creation.
 pub const TEMPLATE_GENERATION: &str = "pod-template-generation";
 /// At most this many pods created or deleted per sync (Kubernetes' `BurstReplicas` for DaemonSets).
@@ -68,18 +68,6 @@ pub fn should_run(spec: &Value, node: &NodeInfo) -> bool {
     !node.deleting && selects_node(spec, node) && untolerated(spec, node, &["NoSchedule", "NoExecute"]).is_empty()
 }
 
-/// The revision a ControllerRevision records.
-fn revision_number(cr: &Value) -> i64 {
-    int_at(cr, "/revision").unwrap_or(0)
-}
-
-/// What a DaemonSet's ControllerRevision holds: a patch that puts its template back.
-fn revision_data(template: &Value) -> Value {
-    let mut t = template.clone();
-    t["$patch"] = json!("replace");
-    json!({"spec": {"template": t}})
-}
-
 fn hash_of(pod: &PodInfo) -> Option<&str> {
     pod.labels.get(REVISION_HASH).map(String::as_str)
 }
@@ -98,30 +86,10 @@ pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
     let collision = int_at(&ds.value, "/status/collisionCount");
     let hash = template_hash(&template, collision);
     let revisions: Vec<&Stored> = world.revisions.owned_by(ds.uid()).collect();
-    let max_revision = revisions.iter().map(|r| revision_number(&r.value)).max().unwrap_or(0);
-    let current = revisions.iter().find(|r| {
-        r.value.pointer(&format!("/metadata/labels/{REVISION_HASH}")).and_then(Value::as_str) == Some(hash.as_str())
-    });
-    if !ds.deleting() {
-        match current {
-            None => {
-                plan.push(new_revision(ds, &template, &hash, max_revision + 1));
-                return plan;
-            }
-            Some(cr) if revision_number(&cr.value) < max_revision => {
-                // An old template came back (`rollout undo`): its revision is the newest.
-                plan.push(Action::Patch {
-                    res: &CONTROLLER_REVISIONS,
-                    namespace: ns.to_string(),
-                    name: cr.name().to_string(),
-                    uid: cr.uid().to_string(),
-                    rev: Some(cr.rev),
-                    patch: json!({"revision": max_revision + 1}),
-                });
-                return plan;
-            }
-            Some(_) => {}
-        }
+    if !ds.deleting()
+        && let Err(plan) = history::current(&DAEMON_SETS, ds, &revisions, &template, &hash)
+    {
+        return plan;
     }
 
     let claimed = claim_pods(world, &DAEMON_SETS, ds, &selector, &mut plan);
@@ -186,7 +154,10 @@ pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
         if deletes.is_empty() && creates.is_empty() && rolling(&ds.value) {
             plan.extend(roll(&ds.value, &placed, &hash, min_ready, now, desired));
         }
-        plan.extend(cleanup_history(ds, &revisions, &claimed, &hash));
+        plan.extend(history::cleanup(ds, &revisions, |r| {
+            let h = history::hash_of(r);
+            h == Some(hash.as_str()) || claimed.iter().any(|p| h.is_some() && hash_of(p) == h)
+        }));
     }
     let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
     let fields = [
@@ -258,48 +229,6 @@ fn roll(
             plan.push(delete(p));
             unavailable += 1;
         }
-    }
-    plan
-}
-
-/// A ControllerRevision for the DaemonSet's template.
-fn new_revision(ds: &Stored, template: &Value, hash: &str, revision: i64) -> Action {
-    let mut labels = template.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({}));
-    labels[REVISION_HASH] = json!(hash);
-    Action::Create {
-        res: &CONTROLLER_REVISIONS,
-        object: json!({
-            "apiVersion": "apps/v1",
-            "kind": "ControllerRevision",
-            "metadata": {
-                "name": format!("{}-{hash}", ds.name()),
-                "namespace": str_at(&ds.value, "/metadata/namespace"),
-                "labels": labels,
-                "annotations": ds.value.pointer("/metadata/annotations").cloned().unwrap_or_else(|| json!({})),
-                "ownerReferences": [OwnerRef::controller_to(&DAEMON_SETS, &ds.value)],
-            },
-            "data": revision_data(template),
-            "revision": revision,
-        }),
-    }
-}
-
-/// Revisions beyond `revisionHistoryLimit` that no pod uses, oldest first.
-fn cleanup_history(ds: &Stored, revisions: &[&Stored], pods: &[&PodInfo], current: &str) -> Plan {
-    let mut plan = Plan::none();
-    let limit = int_at(&ds.value, "/spec/revisionHistoryLimit").unwrap_or(10).max(0);
-    let in_use = |r: &Stored| {
-        let h = r.value.pointer(&format!("/metadata/labels/{REVISION_HASH}")).and_then(Value::as_str);
-        h == Some(current) || pods.iter().any(|p| hash_of(p) == h && h.is_some())
-    };
-    let mut old: Vec<&&Stored> = revisions.iter().filter(|r| !in_use(r) && !r.deleting()).collect();
-    let excess = i64::try_from(old.len()).unwrap_or(0) - limit;
-    if excess <= 0 {
-        return plan;
-    }
-    old.sort_by_key(|r| revision_number(&r.value));
-    for r in old.into_iter().take(usize::try_from(excess).unwrap_or(0)) {
-        plan.push(Action::delete(&CONTROLLER_REVISIONS, str_at(&r.value, "/metadata/namespace"), r.name(), r.uid()));
     }
     plan
 }

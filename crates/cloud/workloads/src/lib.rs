@@ -1,16 +1,18 @@
 //! The workload controllers of the cloud process: ReplicaSets keep their
 //! pods, Deployments roll their ReplicaSets, DaemonSets keep one pod per
-//! matching node, Jobs run pods to completion, CronJobs make Jobs on a
-//! schedule, and the garbage collector
+//! matching node, StatefulSets keep named pods in ordinal order, Jobs run
+//! pods to completion, CronJobs make Jobs on a schedule, and the garbage
+//! collector
 //! removes what lost its owners — the part of Kubernetes' controller manager
 //! an edge platform needs, in the cloud process, over the store.
 //!
 //! - [`world`]: what the controllers know (workload objects; a slim record
 //!   per pod), fed by informers and by their own writes;
-//! - [`replicaset`], [`deployment`], [`daemonset`], [`job`], [`cronjob`]: each a sync function of the world and
+//! - [`replicaset`], [`deployment`], [`daemonset`], [`statefulset`], [`job`],
+//!   [`cronjob`]: each a sync function of the world and
 //!   the time that returns a [`plan::Plan`] of writes — state machines that
 //!   tests drive with a fake clock and compare plans;
-//! - [`nodes`]: node selector, node affinity and taint predicates;
+//! - [`history`]: template history as ControllerRevisions;
 //! - [`gc`]: the garbage collector's graph of owner references;
 //! - `run`: the loop — a work queue, the informers, and the executor that
 //!   writes plans through the store with Kubernetes' defaults and validation
@@ -24,12 +26,13 @@ pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod gc;
+pub mod history;
 pub mod job;
 mod metrics;
-pub mod nodes;
 pub mod plan;
 pub mod replicaset;
 mod run;
+pub mod statefulset;
 pub mod template;
 pub mod world;
 

@@ -15,6 +15,7 @@ use edgehive_registry::status::ApiError;
 use edgehive_store::informer::{Change, inform};
 use edgehive_store::resources::{
     self, CONTROLLER_REVISIONS, CRON_JOBS, DAEMON_SETS, DEPLOYMENTS, JOBS, NODES, PODS, REPLICA_SETS, ResourceDef,
+    STATEFUL_SETS,
 };
 use edgehive_store::selector::LabelSelector;
 use edgehive_store::{DeleteOptions, DeleteOutcome, Object, Propagation, Store, StoreError};
@@ -27,7 +28,7 @@ use crate::gc::{self, GcAction, Graph};
 use crate::metrics::Metrics;
 use crate::plan::{Action, Plan};
 use crate::world::{Key, OwnerRef, Update, World, str_at};
-use crate::{Clock, cronjob, daemonset, deployment, job, replicaset};
+use crate::{Clock, cronjob, daemonset, deployment, job, replicaset, statefulset};
 
 /// One unit of work.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -35,6 +36,7 @@ pub(crate) enum Task {
     ReplicaSet(Key),
     Deployment(Key),
     DaemonSet(Key),
+    StatefulSet(Key),
     Job(Key),
     CronJob(Key),
     Collect(String),
@@ -46,6 +48,7 @@ impl Task {
             Task::ReplicaSet(_) => "replicaset",
             Task::Deployment(_) => "deployment",
             Task::DaemonSet(_) => "daemonset",
+            Task::StatefulSet(_) => "statefulset",
             Task::Job(_) => "job",
             Task::CronJob(_) => "cronjob",
             Task::Collect(_) => "garbagecollector",
@@ -203,9 +206,19 @@ impl Runner {
     }
 
     fn controllers_ready(&self) -> bool {
-        [&PODS, &REPLICA_SETS, &DEPLOYMENTS, &DAEMON_SETS, &CONTROLLER_REVISIONS, &NODES, &JOBS, &CRON_JOBS]
-            .iter()
-            .all(|r| self.listed.contains(&id(r)))
+        [
+            &PODS,
+            &REPLICA_SETS,
+            &DEPLOYMENTS,
+            &DAEMON_SETS,
+            &STATEFUL_SETS,
+            &CONTROLLER_REVISIONS,
+            &NODES,
+            &JOBS,
+            &CRON_JOBS,
+        ]
+        .iter()
+        .all(|r| self.listed.contains(&id(r)))
     }
 
     fn collector_ready(&self) -> bool {
@@ -291,6 +304,14 @@ impl Runner {
                         self.queue.add(Task::DaemonSet(d));
                     }
                 }
+                let sets = std::ptr::eq(resource, &STATEFUL_SETS)
+                    || std::ptr::eq(resource, &CONTROLLER_REVISIONS)
+                    || std::ptr::eq(resource, &PODS);
+                if all || (self.controllers_ready() && sets) {
+                    for s in self.world.stateful_sets.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>() {
+                        self.queue.add(Task::StatefulSet(s));
+                    }
+                }
                 if all || (self.controllers_ready() && (std::ptr::eq(resource, &JOBS) || std::ptr::eq(resource, &PODS)))
                 {
                     for j in self.world.jobs.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>() {
@@ -338,6 +359,7 @@ impl Runner {
                         match o.kind.as_str() {
                             "ReplicaSet" => self.queue.add(Task::ReplicaSet((ns.clone(), o.name.clone()))),
                             "DaemonSet" => self.queue.add(Task::DaemonSet((ns.clone(), o.name.clone()))),
+                            "StatefulSet" => self.queue.add(Task::StatefulSet((ns.clone(), o.name.clone()))),
                             "Job" => self.queue.add(Task::Job((ns.clone(), o.name.clone()))),
                             _ => {}
                         }
@@ -367,6 +389,16 @@ impl Runner {
                         .collect();
                     for k in daemons {
                         self.queue.add(Task::DaemonSet(k));
+                    }
+                    let sets: Vec<Key> = self
+                        .world
+                        .stateful_sets
+                        .in_namespace(&ns)
+                        .filter(|s| selects(&s.value, &p.labels))
+                        .map(|s| (ns.clone(), s.name().to_string()))
+                        .collect();
+                    for k in sets {
+                        self.queue.add(Task::StatefulSet(k));
                     }
                 }
             }
@@ -414,6 +446,8 @@ impl Runner {
                     self.queue.add(Task::Deployment((ns, name)));
                 } else if std::ptr::eq(*res, &DAEMON_SETS) {
                     self.queue.add(Task::DaemonSet((ns, name)));
+                } else if std::ptr::eq(*res, &STATEFUL_SETS) {
+                    self.queue.add(Task::StatefulSet((ns, name)));
                 } else if std::ptr::eq(*res, &JOBS) {
                     self.queue.add(Task::Job((ns.clone(), name)));
                     for x in old.iter().chain(new.iter()) {
@@ -425,8 +459,12 @@ impl Runner {
                     self.queue.add(Task::CronJob((ns, name)));
                 } else if std::ptr::eq(*res, &CONTROLLER_REVISIONS) {
                     for x in old.iter().chain(new.iter()) {
-                        if let Some(o) = OwnerRef::controller_of(x).filter(|o| o.kind == "DaemonSet") {
-                            self.queue.add(Task::DaemonSet((ns.clone(), o.name)));
+                        match OwnerRef::controller_of(x) {
+                            Some(o) if o.kind == "DaemonSet" => self.queue.add(Task::DaemonSet((ns.clone(), o.name))),
+                            Some(o) if o.kind == "StatefulSet" => {
+                                self.queue.add(Task::StatefulSet((ns.clone(), o.name)));
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -446,6 +484,9 @@ impl Runner {
             }
             Task::DaemonSet((ns, name)) if self.controllers_ready() => {
                 (daemonset::sync(&self.world, ns, name, now), Vec::new())
+            }
+            Task::StatefulSet((ns, name)) if self.controllers_ready() => {
+                (statefulset::sync(&self.world, ns, name, now), Vec::new())
             }
             Task::Job((ns, name)) if self.controllers_ready() => (job::sync(&self.world, ns, name, now), Vec::new()),
             Task::CronJob((ns, name)) if self.controllers_ready() => {

@@ -15,7 +15,7 @@ use edgehive_store::resources::{self, ResourceDef};
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::nodes::NodeInfo;
+use edgehive_registry::scheduling::NodeInfo;
 
 /// `namespace/name`.
 pub type Key = (String, String);
@@ -516,6 +516,8 @@ pub struct World {
     pub deployments: Objects,
     /// DaemonSets.
     pub daemon_sets: Objects,
+    /// StatefulSets.
+    pub stateful_sets: Objects,
     /// Jobs.
     pub jobs: Objects,
     /// CronJobs.
@@ -535,6 +537,8 @@ impl World {
             Some(&self.deployments)
         } else if std::ptr::eq(res, &resources::DAEMON_SETS) {
             Some(&self.daemon_sets)
+        } else if std::ptr::eq(res, &resources::STATEFUL_SETS) {
+            Some(&self.stateful_sets)
         } else if std::ptr::eq(res, &resources::CONTROLLER_REVISIONS) {
             Some(&self.revisions)
         } else if std::ptr::eq(res, &resources::JOBS) {
@@ -553,6 +557,8 @@ impl World {
             Some(&mut self.deployments)
         } else if std::ptr::eq(res, &resources::DAEMON_SETS) {
             Some(&mut self.daemon_sets)
+        } else if std::ptr::eq(res, &resources::STATEFUL_SETS) {
+            Some(&mut self.stateful_sets)
         } else if std::ptr::eq(res, &resources::CONTROLLER_REVISIONS) {
             Some(&mut self.revisions)
         } else if std::ptr::eq(res, &resources::JOBS) {
@@ -584,7 +590,7 @@ impl World {
                 return None;
             }
             let old = self.nodes.insert(key.1, node.clone());
-            return Some(Update::Node { old, new: Some(node) });
+            return Some(Update::Node { old: old.map(Box::new), new: Some(Box::new(node)) });
         }
         let table = self.objects_mut(res)?;
         let old = table.get(&key.0, &key.1).map(|s| s.value.clone());
@@ -601,7 +607,7 @@ impl World {
         }
         if std::ptr::eq(res, &resources::NODES) {
             let old = self.nodes.remove(&key.1)?;
-            return Some(Update::Node { old: Some(old), new: None });
+            return Some(Update::Node { old: Some(Box::new(old)), new: None });
         }
         let old = self.objects_mut(res)?.remove(&key, obj.rev(), watched)?;
         Some(Update::Object { res, old: Some(old.value), new: None })
@@ -640,9 +646,9 @@ pub enum Update {
     /// A node appeared, changed or went.
     Node {
         /// Before.
-        old: Option<NodeInfo>,
+        old: Option<Box<NodeInfo>>,
         /// After.
-        new: Option<NodeInfo>,
+        new: Option<Box<NodeInfo>>,
     },
     /// A workload object appeared, changed or went.
     Object {

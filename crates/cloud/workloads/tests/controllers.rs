@@ -9,11 +9,12 @@ use bytes::Bytes;
 use edgehive_store::Object;
 use edgehive_store::resources::{
     CONTROLLER_REVISIONS, CRON_JOBS, DAEMON_SETS, DEPLOYMENTS, JOBS, NODES, PODS, REPLICA_SETS, ResourceDef,
+    STATEFUL_SETS,
 };
 use edgehive_workloads::plan::{Action, Plan};
 use edgehive_workloads::template::POD_TEMPLATE_HASH;
 use edgehive_workloads::world::World;
-use edgehive_workloads::{cronjob, daemonset, deployment, job, replicaset};
+use edgehive_workloads::{cronjob, daemonset, deployment, job, replicaset, statefulset};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
@@ -83,6 +84,10 @@ impl Sim {
 
     fn list(&self, res: &'static ResourceDef) -> Vec<&Value> {
         self.objects.iter().filter(|((r, _, _), _)| *r == id(res)).map(|(_, v)| v).collect()
+    }
+
+    fn keys(&self, res: &'static ResourceDef) -> Vec<(String, String)> {
+        self.objects.keys().filter(|(r, _, _)| *r == id(res)).map(|(_, ns, n)| (ns.clone(), n.clone())).collect()
     }
 
     fn apply(&mut self, plan: Plan) -> usize {
@@ -188,6 +193,10 @@ impl Sim {
             .collect();
         for (ns, name) in daemons {
             let plan = daemonset::sync(&self.world, &ns, &name, self.now);
+            writes += self.apply(plan);
+        }
+        for (ns, name) in self.keys(&STATEFUL_SETS) {
+            let plan = statefulset::sync(&self.world, &ns, &name, self.now);
             writes += self.apply(plan);
         }
         let jobs: Vec<(String, String)> = self
@@ -914,4 +923,201 @@ fn concurrency_policies_and_starting_deadlines() {
 
 fn of_now(sim: &Sim, prefix: &str) -> usize {
     job_names(sim).iter().filter(|n| n.starts_with(&format!("{prefix}-"))).count()
+}
+
+fn stateful_set(replicas: i64, spec: Value) -> Value {
+    let mut set = json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "db", "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": "db",
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {"metadata": {"labels": {"app": "db"}},
+                "spec": {"containers": [{"name": "c", "image": "db:1"}]}},
+        },
+    });
+    edgehive_registry::patch::merge_patch(&mut set["spec"], &spec);
+    set
+}
+
+/// The set's live pods: name → (image, revision label).
+fn members(sim: &Sim) -> BTreeMap<String, (String, String)> {
+    sim.list(&PODS)
+        .into_iter()
+        .filter(|p| p["metadata"]["ownerReferences"][0]["kind"] == "StatefulSet")
+        .filter(|p| p["metadata"].get("deletionTimestamp").is_none())
+        .map(|p| {
+            (
+                p["metadata"]["name"].as_str().unwrap().to_string(),
+                (
+                    p["spec"]["containers"][0]["image"].as_str().unwrap().to_string(),
+                    p["metadata"]["labels"][daemonset::REVISION_HASH].as_str().unwrap().to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn set_status(sim: &Sim) -> Value {
+    sim.get(&STATEFUL_SETS, "default", "db").unwrap()["status"].clone()
+}
+
+fn update_set(sim: &mut Sim, change: Value) {
+    let mut set = sim.get(&STATEFUL_SETS, "default", "db").unwrap().clone();
+    edgehive_registry::patch::merge_patch(&mut set["spec"], &change);
+    let g = set["metadata"]["generation"].as_i64().unwrap();
+    set["metadata"]["generation"] = json!(g + 1);
+    sim.store(&STATEFUL_SETS, set);
+}
+
+fn image(i: &str) -> Value {
+    json!({"template": {"spec": {"containers": [{"name": "c", "image": i}]}}})
+}
+
+#[test]
+fn an_ordered_stateful_set_starts_each_pod_after_the_one_before_is_ready_and_names_them_for_good() {
+    let mut sim = Sim::new();
+    sim.kubelet = false;
+    sim.create(&STATEFUL_SETS, stateful_set(3, json!({})));
+    sim.settle(|_| {});
+    // Only db-0, until it runs.
+    assert_eq!(members(&sim).keys().collect::<Vec<_>>(), ["db-0"]);
+    let p = sim.get(&PODS, "default", "db-0").unwrap();
+    assert_eq!(p["spec"]["hostname"], "db-0");
+    assert_eq!(p["spec"]["subdomain"], "db");
+    assert_eq!(p["metadata"]["labels"][statefulset::POD_NAME], "db-0");
+    assert_eq!(p["metadata"]["labels"][statefulset::POD_INDEX], "0");
+    let status = set_status(&sim);
+    let revision = status["updateRevision"].as_str().unwrap().to_string();
+    assert!(revision.starts_with("db-"), "{revision}");
+    assert_eq!(p["metadata"]["labels"][daemonset::REVISION_HASH], revision.as_str());
+    assert_eq!(status["currentRevision"], revision.as_str());
+    for step in 1..=3 {
+        sim.kubelet = true;
+        sim.run_pods();
+        sim.kubelet = false;
+        sim.settle(|_| {});
+        let names: Vec<String> = members(&sim).into_keys().collect();
+        let want: Vec<String> = (0..(step + 1).min(3)).map(|i| format!("db-{i}")).collect();
+        assert_eq!(names, want);
+    }
+    let status = set_status(&sim);
+    for (k, v) in [("replicas", 3), ("readyReplicas", 3), ("currentReplicas", 3), ("updatedReplicas", 3)] {
+        assert_eq!(status[k], v, "{k}: {status}");
+    }
+    assert_eq!(status["availableReplicas"], 3);
+    // A pod that failed is made again under its name; one whose node went
+    // offline (not ready) is kept, and holds the pods after it.
+    let mut p = sim.get(&PODS, "default", "db-1").unwrap().clone();
+    p["status"] = json!({"phase": "Failed"});
+    sim.store(&PODS, p);
+    let mut p = sim.get(&PODS, "default", "db-2").unwrap().clone();
+    let uid = p["metadata"]["uid"].clone();
+    p["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]});
+    sim.store(&PODS, p);
+    sim.settle(|_| {});
+    assert!(members(&sim).contains_key("db-1"), "db-1 is back: {:?}", members(&sim));
+    assert_ne!(sim.get(&PODS, "default", "db-1").unwrap()["status"]["phase"], "Failed");
+    assert_eq!(sim.get(&PODS, "default", "db-2").unwrap()["metadata"]["uid"], uid, "the offline pod stays");
+}
+
+#[test]
+fn scaling_a_stateful_set_down_removes_the_highest_ordinal_first_one_at_a_time() {
+    let mut sim = Sim::new();
+    sim.create(&STATEFUL_SETS, stateful_set(4, json!({})));
+    sim.settle(|_| {});
+    assert_eq!(members(&sim).len(), 4);
+    update_set(&mut sim, json!({"replicas": 1}));
+    let mut seen = Vec::new();
+    sim.settle(|s| seen.push(members(s).into_keys().collect::<Vec<_>>()));
+    seen.dedup();
+    assert_eq!(seen[..3], [vec!["db-0", "db-1", "db-2"], vec!["db-0", "db-1"], vec!["db-0"]]);
+    // Parallel: all at once both ways; ordinals from `ordinals.start`.
+    update_set(&mut sim, json!({"replicas": 3}));
+    sim.kubelet = false;
+    let mut parallel = stateful_set(3, json!({"podManagementPolicy": "Parallel", "ordinals": {"start": 5}}));
+    parallel["metadata"]["name"] = json!("par");
+    parallel["spec"]["selector"]["matchLabels"]["app"] = json!("par");
+    parallel["spec"]["template"]["metadata"]["labels"]["app"] = json!("par");
+    sim.create(&STATEFUL_SETS, parallel);
+    let plan = statefulset::sync(&sim.world, "default", "par", sim.now);
+    sim.apply(plan);
+    let plan = statefulset::sync(&sim.world, "default", "par", sim.now);
+    let names: Vec<String> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Create { object, .. } => Some(object["metadata"]["name"].as_str().unwrap().to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(names, ["par-5", "par-6", "par-7"], "all at once, though none is running");
+}
+
+#[test]
+fn a_stateful_set_rolls_from_the_highest_ordinal_down_to_its_partition_and_back() {
+    let mut sim = Sim::new();
+    sim.create(&STATEFUL_SETS, stateful_set(3, json!({})));
+    sim.settle(|_| {});
+    let first = set_status(&sim)["currentRevision"].as_str().unwrap().to_string();
+    // Partition 1: db-2 and db-1 move, db-0 stays, and the rollout is not complete.
+    update_set(&mut sim, json!({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}}}));
+    sim.settle(|_| {});
+    update_set(&mut sim, image("db:2"));
+    let mut order = Vec::new();
+    sim.settle(|s| {
+        let m = members(s);
+        assert!(m.len() >= 2, "more than one pod down: {m:?}");
+        for (name, (image, _)) in m {
+            if image == "db:2" && !order.contains(&name) {
+                order.push(name);
+            }
+        }
+    });
+    assert_eq!(order, ["db-2", "db-1"]);
+    let status = set_status(&sim);
+    let second = status["updateRevision"].as_str().unwrap().to_string();
+    assert_ne!(first, second);
+    assert_eq!(status["currentRevision"], first.as_str());
+    assert_eq!(status["updatedReplicas"], 2);
+    assert_eq!(status["currentReplicas"], 1);
+    // A pod below the partition that goes comes back at the current revision.
+    let uid = sim.get(&PODS, "default", "db-0").unwrap()["metadata"]["uid"].as_str().unwrap().to_string();
+    sim.apply(Plan { actions: vec![Action::delete(&PODS, "default", "db-0", &uid)], requeue_after: None });
+    sim.settle(|_| {});
+    assert_eq!(members(&sim)["db-0"], ("db:1".to_string(), first.clone()));
+    // Partition 0 completes the rollout.
+    update_set(&mut sim, json!({"updateStrategy": {"rollingUpdate": {"partition": 0}}}));
+    sim.settle(|_| {});
+    assert!(members(&sim).values().all(|(i, r)| i == "db:2" && *r == second), "{:?}", members(&sim));
+    let status = set_status(&sim);
+    assert_eq!(status["currentRevision"], second.as_str());
+    assert_eq!(status["currentReplicas"], 3);
+    // `rollout undo`: the first revision's template again; that revision is renumbered the newest.
+    let mut old = sim.get(&CONTROLLER_REVISIONS, "default", &first).unwrap()["data"]["spec"]["template"].clone();
+    old.as_object_mut().unwrap().remove("$patch");
+    update_set(&mut sim, json!({"template": null}));
+    update_set(&mut sim, json!({"template": old}));
+    sim.settle(|_| {});
+    assert!(members(&sim).values().all(|(i, r)| i == "db:1" && *r == first), "{:?}", members(&sim));
+    let cr = sim.get(&CONTROLLER_REVISIONS, "default", &first).unwrap();
+    assert_eq!(cr["revision"], 3);
+    assert_eq!(sim.list(&CONTROLLER_REVISIONS).len(), 2);
+}
+
+#[test]
+fn an_on_delete_stateful_set_replaces_only_the_pods_deleted_by_hand() {
+    let mut sim = Sim::new();
+    sim.create(&STATEFUL_SETS, stateful_set(2, json!({"updateStrategy": {"type": "OnDelete"}})));
+    sim.settle(|_| {});
+    update_set(&mut sim, image("db:2"));
+    sim.settle(|_| {});
+    assert!(members(&sim).values().all(|(i, _)| i == "db:1"));
+    let uid = sim.get(&PODS, "default", "db-1").unwrap()["metadata"]["uid"].as_str().unwrap().to_string();
+    sim.apply(Plan { actions: vec![Action::delete(&PODS, "default", "db-1", &uid)], requeue_after: None });
+    sim.settle(|_| {});
+    let images: Vec<String> = members(&sim).into_values().map(|(i, _)| i).collect();
+    assert_eq!(images, ["db:1", "db:2"]);
+    assert_eq!(set_status(&sim)["updatedReplicas"], 1);
 }
