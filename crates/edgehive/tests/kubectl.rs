@@ -474,6 +474,32 @@ fn workloads_speak_kubectl() {
     cloud.ok_with(&["create", "-f", "-"], Some(chosen));
     assert_ne!(cloud.json(&["get", "cm", "mine"])["metadata"]["uid"], "00000000-0000-0000-0000-000000000001");
 
+    // A StatefulSet names its pods and starts them in order: db-1 waits for
+    // db-0, which waits for a node; the scheduler says why, in Kubernetes' words.
+    let sts = "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec:\n  replicas: 2\n  serviceName: db\n  selector: {matchLabels: {app: db}}\n  template:\n    metadata: {labels: {app: db}}\n    spec: {containers: [{name: c, image: busybox}]}\n";
+    cloud.ok_with(&["apply", "-f", "-"], Some(sts));
+    let scheduled = |pod: &str| {
+        cloud.json(&["get", "pod", pod])["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "PodScheduled").cloned())
+    };
+    wait_for("db-0 pending with a reason", || scheduled("db-0").is_some());
+    let pod = cloud.json(&["get", "pod", "db-0"]);
+    assert_eq!((pod["spec"]["hostname"].as_str(), pod["spec"]["subdomain"].as_str()), (Some("db-0"), Some("db")));
+    let cond = scheduled("db-0").unwrap();
+    assert_eq!((cond["status"].as_str(), cond["reason"].as_str()), (Some("False"), Some("Unschedulable")), "{cond}");
+    assert!(cond["message"].as_str().unwrap().starts_with("0/0 nodes are available"), "{cond}");
+    let node = "apiVersion: v1\nkind: Node\nmetadata: {name: edge-small, labels: {node-role.kubernetes.io/edge: ''}}\n";
+    cloud.ok_with(&["create", "-f", "-"], Some(node));
+    wait_for("the node counted", || {
+        scheduled("db-0").is_some_and(|c| c["message"] == "0/1 nodes are available: 1 node(s) were not ready.")
+    });
+    assert!(refused(&cloud, &["get", "pod", "db-1"], None).contains("not found"), "db-1 waits for db-0");
+    let sts = cloud.json(&["get", "sts", "db"]);
+    assert!(sts["status"]["updateRevision"].as_str().unwrap().starts_with("db-"), "{}", sts["status"]);
+    cloud.ok(&["delete", "sts", "db"]);
+    cloud.ok(&["delete", "node", "edge-small"]);
+
     // kubectl explain reads the published schemas.
     let explain = cloud.ok(&["explain", "deployment.spec.strategy"]);
     assert!(explain.contains("rollingUpdate") && explain.contains("type"), "{explain}");
