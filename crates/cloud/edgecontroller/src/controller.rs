@@ -33,6 +33,8 @@ pub(crate) struct Controller {
     pub(crate) sessions: std::collections::HashMap<String, Option<time::OffsetDateTime>>,
     /// Signs service account tokens for edges' pods (`None`: refused).
     pub(crate) tokens: Option<Arc<edgehive_pki::ServiceAccountTokens>>,
+    /// When each (node, taint key, value) `NoExecute` taint was first seen.
+    pub(crate) tainted_since: std::collections::HashMap<(String, String, String), time::OffsetDateTime>,
 }
 
 /// The KubeEdge resource type of a store resource.
@@ -593,6 +595,60 @@ impl Controller {
             for (ns, name) in pods {
                 tracing::warn!(%node, pod = %name, namespace = %ns, "evicting a pod of a node NotReady too long");
                 let _ = self.store.delete(&PODS, &ns, &name, &Default::default()).await;
+            }
+        }
+        self.no_execute(now).await;
+    }
+
+    /// The taint manager: a pod on a node with a `NoExecute` taint it does
+    /// not tolerate is deleted, at once or when its least
+    /// `tolerationSeconds` has passed since the taint was first seen.
+    /// Nodes carry such taints only when someone puts them there (`kubectl
+    /// taint node edge-1 maintenance=true:NoExecute`): the lifecycle adds
+    /// none to a node that goes offline, so an outage evicts nothing.
+    async fn no_execute(&mut self, now: time::OffsetDateTime) {
+        let mut due = Vec::new();
+        let mut seen = std::collections::HashMap::new();
+        for node in self.index.edge_nodes() {
+            let Some(info) = self.index.node_info(node) else { continue };
+            let taints: Vec<&edgehive_registry::scheduling::Taint> =
+                info.taints.iter().filter(|t| t.effect == "NoExecute").collect();
+            if taints.is_empty() {
+                continue;
+            }
+            // Since when this node has had its current NoExecute taints (the earliest first seen).
+            let since = taints
+                .iter()
+                .map(|t| {
+                    let key = (node.clone(), t.key.clone(), t.value.clone());
+                    let at = self.tainted_since.get(&key).copied().unwrap_or(now);
+                    seen.insert(key, at);
+                    at
+                })
+                .min()
+                .unwrap_or(now);
+            for (key, pod) in self.index.placed_on(node) {
+                if pod.requests.pods == 0 {
+                    continue;
+                }
+                if let Some(grace) =
+                    edgehive_registry::scheduling::no_execute_grace(&pod.no_execute_tolerations, &taints)
+                    && since + time::Duration::seconds(grace) <= now
+                {
+                    due.push((node.clone(), key.clone(), pod.uid.clone()));
+                }
+            }
+        }
+        self.tainted_since = seen;
+        for (node, (ns, name), uid) in due {
+            tracing::warn!(%node, pod = %name, namespace = %ns, "evicting a pod that does not tolerate its node's NoExecute taint");
+            let opts = edgehive_store::DeleteOptions { uid: Some(uid), ..Default::default() };
+            match self.store.delete(&PODS, &ns, &name, &opts).await {
+                Ok(_) => {
+                    self.metrics.taint_evictions.inc();
+                }
+                Err(StoreError::NotFound { .. } | StoreError::Conflict { .. }) => {}
+                Err(e) => tracing::warn!(%node, pod = %name, error = %e, "evict a pod"),
             }
         }
     }

@@ -33,6 +33,8 @@ pub struct PodEntry {
     pub requests: Resources,
     /// Its required pod anti-affinity terms.
     pub anti_affinity: Vec<Value>,
+    /// Its tolerations that can tolerate `NoExecute` taints (the taint manager's).
+    pub no_execute_tolerations: Vec<Value>,
 }
 
 /// Label that marks an edge node.
@@ -291,6 +293,14 @@ fn entry_of(namespace: &str, node: &str, pod: &Value) -> PodEntry {
             .unwrap_or_default(),
         requests: if ended { Resources::default() } else { scheduling::pod_requests(spec) },
         anti_affinity: scheduling::anti_affinity_terms(spec),
+        no_execute_tolerations: spec
+            .get("tolerations")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|t| t.get("effect").and_then(Value::as_str).is_none_or(|e| e.is_empty() || e == "NoExecute"))
+            .cloned()
+            .collect(),
     }
 }
 

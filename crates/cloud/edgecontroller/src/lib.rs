@@ -101,6 +101,7 @@ impl Module for EdgeController {
                 lifecycle: self.lifecycle.clone(),
                 sessions: std::collections::HashMap::new(),
                 tokens: self.tokens.clone(),
+                tainted_since: std::collections::HashMap::new(),
             };
             controller.run(ctx, cancel).await;
             Ok(())

@@ -19,6 +19,8 @@ pub struct Metrics {
     pub(crate) invalid: Counter,
     /// Nodes marked NotReady for want of heartbeats.
     pub(crate) not_ready: Counter,
+    /// Pods deleted for a `NoExecute` taint they do not tolerate.
+    pub(crate) taint_evictions: Counter,
 }
 
 impl Metrics {
@@ -41,5 +43,10 @@ impl Metrics {
         r.register("forbidden", "Upstream requests refused: not the node's object", self.forbidden.clone());
         r.register("invalid", "Upstream requests refused as malformed or unsupported", self.invalid.clone());
         r.register("node_not_ready", "Nodes marked NotReady for want of heartbeats", self.not_ready.clone());
+        r.register(
+            "taint_evictions",
+            "Pods deleted for a NoExecute taint of their node they do not tolerate",
+            self.taint_evictions.clone(),
+        );
     }
 }

@@ -81,6 +81,50 @@ async fn eviction_happens_only_when_configured() {
     cloud.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_no_execute_taint_evicts_the_pods_that_do_not_tolerate_it_when_their_time_is_up() {
+    let lifecycle = LifecycleConfig { interval: Duration::from_millis(50), ..LifecycleConfig::default() };
+    let cloud = Cloud::start_with(CloudHubConfig::default(), lifecycle).await;
+    cloud.ready_edge_node("edge-1", json!({})).await;
+    let with_tolerations = |name: &str, tolerations: Value| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": "edge-1", "tolerations": tolerations, "containers": [{"name": "c", "image": "busybox"}]}})
+    };
+    cloud.pod("plain", "edge-1", None).await;
+    let forever = json!([{"key": "maintenance", "operator": "Exists", "effect": "NoExecute"}]);
+    cloud.store.create(&PODS, with_tolerations("forever", forever)).await.unwrap();
+    let brief = json!([{"key": "maintenance", "operator": "Equal", "value": "true", "effect": "NoExecute", "tolerationSeconds": 1}]);
+    cloud.store.create(&PODS, with_tolerations("brief", brief)).await.unwrap();
+    let gone_or_going = |name: &'static str| {
+        let cloud = &cloud;
+        async move { cloud.store.get(&PODS, "default", name).await.map(|p| p.is_terminating()).unwrap_or(true) }
+    };
+    // A NoSchedule taint evicts nothing; then `kubectl taint node edge-1 maintenance=true:NoExecute`.
+    let taint = |effect: &'static str| {
+        let cloud = &cloud;
+        async move {
+            cloud
+                .store
+                .update_with::<_, edgehive_store::StoreError>(&NODES, "", "edge-1", |cur| {
+                    let mut v = cur.to_value()?;
+                    v["spec"]["taints"] = json!([{"key": "maintenance", "value": "true", "effect": effect}]);
+                    Ok(Some(v))
+                })
+                .await
+                .unwrap();
+        }
+    };
+    taint("NoSchedule").await;
+    taint("NoExecute").await;
+    let tainted = tokio::time::Instant::now();
+    eventually_async("the pod without a toleration evicted", WAIT, || gone_or_going("plain")).await;
+    assert!(!gone_or_going("brief").await, "brief tolerates it for a second");
+    eventually_async("the pod that tolerates it for a second evicted", WAIT, || gone_or_going("brief")).await;
+    assert!(tainted.elapsed() >= Duration::from_secs(1), "not before its tolerationSeconds");
+    assert!(!gone_or_going("forever").await, "a toleration without seconds keeps the pod");
+    cloud.stop().await;
+}
+
 async fn pod_value(cloud: &Cloud, name: &str) -> Value {
     cloud.store.get(&PODS, "default", name).await.unwrap().value().unwrap().clone()
 }

@@ -311,6 +311,27 @@ pub fn anti_affinity_conflict(
     None
 }
 
+/// How long a pod with `tolerations` may stay on a node with the
+/// `NoExecute` taints `taints` (Kubernetes' taint manager): `None` for as
+/// long as it likes (every taint tolerated without `tolerationSeconds`),
+/// `Some(0)` not at all (a taint it does not tolerate), otherwise the least
+/// `tolerationSeconds` of the tolerations used.
+pub fn no_execute_grace(tolerations: &[Value], taints: &[&Taint]) -> Option<i64> {
+    let mut least: Option<i64> = None;
+    for taint in taints.iter().filter(|t| t.effect == "NoExecute") {
+        let used: Vec<&Value> = tolerations.iter().filter(|t| tolerates(t, taint)).collect();
+        if used.is_empty() {
+            return Some(0);
+        }
+        for t in used {
+            if let Some(secs) = t.get("tolerationSeconds").and_then(Value::as_i64) {
+                least = Some(least.map_or(secs.max(0), |l| l.min(secs.max(0))));
+            }
+        }
+    }
+    least
+}
+
 /// The taints of `node` with an effect in `effects` that no toleration in
 /// `spec` tolerates.
 pub fn untolerated<'n>(spec: &Value, node: &'n NodeInfo, effects: &[&str]) -> Vec<&'n Taint> {
@@ -396,6 +417,21 @@ mod tests {
         let zone = json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
             [{"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}]}}});
         assert_eq!(anti_affinity_conflict("default", &web, &zone, &on_node), None);
+    }
+
+    #[test]
+    fn no_execute_taints_evict_at_once_after_the_least_toleration_or_never() {
+        let maintenance = Taint { key: "maintenance".into(), value: "true".into(), effect: "NoExecute".into() };
+        let soft = Taint { key: "soft".into(), value: String::new(), effect: "NoSchedule".into() };
+        assert_eq!(no_execute_grace(&[], &[&soft]), None, "only NoExecute taints evict");
+        assert_eq!(no_execute_grace(&[], &[&maintenance]), Some(0));
+        let forever = json!({"key": "maintenance", "operator": "Exists", "effect": "NoExecute"});
+        assert_eq!(no_execute_grace(std::slice::from_ref(&forever), &[&maintenance]), None);
+        let brief = json!({"key": "maintenance", "operator": "Exists", "tolerationSeconds": 30});
+        let briefer = json!({"operator": "Exists", "tolerationSeconds": 10});
+        assert_eq!(no_execute_grace(&[forever, brief.clone(), briefer], &[&maintenance]), Some(10));
+        let other = Taint { key: "other".into(), value: String::new(), effect: "NoExecute".into() };
+        assert_eq!(no_execute_grace(&[brief], &[&maintenance, &other]), Some(0), "one taint not tolerated");
     }
 
     #[test]
