@@ -54,6 +54,7 @@ pub(crate) fn verb_of(method: &Method, target: &route::Target, query: &route::Qu
         Method::GET if named => "get",
         Method::GET => "list",
         Method::POST if !named => "create",
+        Method::POST if target.subresource.as_deref() == Some("eviction") => "create",
         Method::PUT if named => "update",
         Method::PATCH if named => "patch",
         Method::DELETE if named => "delete",

@@ -60,15 +60,20 @@ fn subresources(res: &ResourceDef) -> Vec<(&'static str, &'static [&'static str]
     if res.plural == "namespaces" && res.group.is_empty() {
         subs.push(("finalize", &["update"][..]));
     }
+    if res.plural == "pods" && res.group.is_empty() {
+        subs.push(("eviction", &["create"][..]));
+    }
     subs
 }
 
 /// The group, version and kind a subresource answers with: a Namespace for
-/// `finalize`, an `autoscaling/v1` Scale for `scale`, else the resource's own.
+/// `finalize`, an `autoscaling/v1` Scale for `scale`, a `policy/v1` Eviction
+/// for a pod's `eviction`, else the resource's own.
 fn sub_kind(res: &ResourceDef, sub: &str) -> (&'static str, &'static str, &'static str) {
     match sub {
         "finalize" => ("", "v1", "Namespace"),
         "scale" => ("autoscaling", "v1", "Scale"),
+        "eviction" => ("policy", "v1", "Eviction"),
         _ => (res.group, res.version, res.kind),
     }
 }
@@ -144,7 +149,7 @@ pub(crate) fn resource_list(group: &str, version: &str) -> Value {
                 "kind": kind,
                 "verbs": sub_verbs,
             });
-            if sub == "scale" {
+            if sub == "scale" || sub == "eviction" {
                 entry["group"] = json!(group);
                 entry["version"] = json!(version);
             }
@@ -380,7 +385,7 @@ mod tests {
             apis["items"].as_array().into_iter().flatten().filter_map(|i| i["metadata"]["name"].as_str()).collect();
         assert_eq!(
             groups,
-            ["apps", "batch", "coordination.k8s.io", "devices.kubeedge.io", "reliablesyncs.kubeedge.io"]
+            ["apps", "batch", "policy", "coordination.k8s.io", "devices.kubeedge.io", "reliablesyncs.kubeedge.io"]
         );
         let apps = &apis["items"][0]["versions"][0]["resources"];
         let deploy = apps.as_array().into_iter().flatten().find(|r| r["resource"] == "deployments").expect("served");

@@ -85,6 +85,13 @@ pub(crate) async fn resource(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
     let format = body::response_format(req.headers(), query)?;
+    if target.subresource.as_deref() == Some("eviction") {
+        if verb != "create" {
+            return Err(ApiError::method_not_allowed(format!("verb {verb} is not supported on the eviction subresource")));
+        }
+        let (parts, bytes) = crate::body::read_body(req, shared.config.max_body_bytes).await?;
+        return crate::eviction::create(shared, target, query, &parts.headers, &bytes).await;
+    }
     if target.subresource.as_deref() == Some("scale") {
         return match verb {
             "get" => crate::scale::get(shared, target).await,
@@ -494,17 +501,25 @@ pub(crate) async fn rewrite_object(
 
 /// DeleteOptions from the body and the query.
 fn delete_options(query: &Query, headers: &HeaderMap, bytes: &Bytes) -> Result<(DeleteOptions, bool), ApiError> {
+    if bytes.is_empty() {
+        return delete_options_of(query, None);
+    }
+    let v: Value = if body::content_type(headers) == "application/vnd.kubernetes.protobuf" {
+        crate::protobuf::decode(bytes)
+            .map(|(_, _, v)| v)
+            .map_err(|e| ApiError::bad_request(format!("decode DeleteOptions: {e}")))?
+    } else {
+        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("decode DeleteOptions: {e}")))?
+    };
+    delete_options_of(query, Some(&v))
+}
+
+/// DeleteOptions from a decoded body (`None`: none sent) and the query; with whether it is a dry run.
+pub(crate) fn delete_options_of(query: &Query, body: Option<&Value>) -> Result<(DeleteOptions, bool), ApiError> {
     let mut opts = DeleteOptions::default();
     let mut dry_run = body::dry_run(query)?;
     let mut orphan_dependents = None;
-    if !bytes.is_empty() {
-        let v: Value = if body::content_type(headers) == "application/vnd.kubernetes.protobuf" {
-            crate::protobuf::decode(bytes)
-                .map(|(_, _, v)| v)
-                .map_err(|e| ApiError::bad_request(format!("decode DeleteOptions: {e}")))?
-        } else {
-            serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("decode DeleteOptions: {e}")))?
-        };
+    if let Some(v) = body {
         if !v.is_object() {
             return Err(ApiError::bad_request("DeleteOptions must be an object"));
         }

@@ -17,6 +17,7 @@
 mod body;
 mod context;
 mod discovery;
+mod eviction;
 mod handlers;
 mod metrics;
 mod namespaces;

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use edgehive_store::resources::{self, NAMESPACES, ResourceDef};
+use edgehive_store::resources::{self, NAMESPACES, PODS, ResourceDef};
 
 use crate::status::ApiError;
 
@@ -108,6 +108,7 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Result<Route, Ap
                 (s == "status" && resource.status_subresource)
                     || (s == "scale" && resource.scale_subresource)
                     || (s == "finalize" && std::ptr::eq(resource, &NAMESPACES))
+                    || (s == "eviction" && std::ptr::eq(resource, &PODS))
             };
             if sub.is_some_and(|s| !sub_ok(s)) {
                 return Err(ApiError::no_route());

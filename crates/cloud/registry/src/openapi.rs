@@ -77,6 +77,7 @@ fn struct_name(def: &Struct) -> String {
         Pkg::Apps => "io.k8s.api.apps.v1",
         Pkg::Batch => "io.k8s.api.batch.v1",
         Pkg::Coordination => "io.k8s.api.coordination.v1",
+        Pkg::Policy => "io.k8s.api.policy.v1",
     };
     format!("{prefix}.{}", def.go)
 }
@@ -238,6 +239,10 @@ fn type_doc(go: &str) -> Option<&'static str> {
         }
         "Job" => "A Job runs pods until a given number of them have completed successfully.",
         "CronJob" => "A CronJob creates Jobs on a repeating schedule, written in cron format.",
+        "PodDisruptionBudget" => {
+            "A PodDisruptionBudget bounds how many pods of a set voluntary disruptions (evictions, node drains) may \
+             take down at once."
+        }
         "Pod" => "A Pod is a group of containers that run together on one node.",
         "ConfigMap" => "A ConfigMap holds configuration data as key-value pairs for pods to consume.",
         "Secret" => "A Secret holds a small amount of sensitive data, such as a password, a token or a key.",
@@ -501,6 +506,7 @@ mod tests {
             ("", "v1"),
             ("apps", "v1"),
             ("batch", "v1"),
+            ("policy", "v1"),
             ("coordination.k8s.io", "v1"),
             ("devices.kubeedge.io", "v1beta1"),
             ("reliablesyncs.kubeedge.io", "v1alpha1"),

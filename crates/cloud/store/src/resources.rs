@@ -200,6 +200,11 @@ pub static CONTROLLER_REVISIONS: ResourceDef = def!("apps", "v1", "ControllerRev
 pub static JOBS: ResourceDef = workload("batch", "Job", "jobs", "job", &[], false, JOB_FIELDS);
 /// CronJobs (batch/v1).
 pub static CRON_JOBS: ResourceDef = workload("batch", "CronJob", "cronjobs", "cronjob", &["cj"], false, &[]);
+/// PodDisruptionBudgets (policy/v1): how many of a set of pods voluntary
+/// disruptions (evictions, `kubectl drain`) must leave.
+pub static POD_DISRUPTION_BUDGETS: ResourceDef = def!("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets",
+    "poddisruptionbudget", &["pdb"], &[], namespaced: true, status: true, graceful: false, generation: true,
+    fields: &[], storage: "poddisruptionbudgets");
 
 /// Every served resource, in discovery order.
 pub static ALL: &[&ResourceDef] = &[
@@ -219,6 +224,7 @@ pub static ALL: &[&ResourceDef] = &[
     &CONTROLLER_REVISIONS,
     &JOBS,
     &CRON_JOBS,
+    &POD_DISRUPTION_BUDGETS,
     &LEASES,
     &DEVICES,
     &DEVICE_MODELS,

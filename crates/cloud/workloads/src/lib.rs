@@ -1,15 +1,15 @@
 //! The workload controllers of the cloud process: ReplicaSets keep their
 //! pods, Deployments roll their ReplicaSets, DaemonSets keep one pod per
 //! matching node, StatefulSets keep named pods in ordinal order, Jobs run
-//! pods to completion, CronJobs make Jobs on a schedule, and the garbage
-//! collector
+//! pods to completion, CronJobs make Jobs on a schedule, PodDisruptionBudgets
+//! say how many pods may be evicted, and the garbage collector
 //! removes what lost its owners — the part of Kubernetes' controller manager
 //! an edge platform needs, in the cloud process, over the store.
 //!
 //! - [`world`]: what the controllers know (workload objects; a slim record
 //!   per pod), fed by informers and by their own writes;
 //! - [`replicaset`], [`deployment`], [`daemonset`], [`statefulset`], [`job`],
-//!   [`cronjob`]: each a sync function of the world and
+//!   [`cronjob`], [`disruption`]: each a sync function of the world and
 //!   the time that returns a [`plan::Plan`] of writes — state machines that
 //!   tests drive with a fake clock and compare plans;
 //! - [`history`]: template history as ControllerRevisions;
@@ -25,6 +25,7 @@
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
 pub mod gc;
 pub mod history;
 pub mod job;

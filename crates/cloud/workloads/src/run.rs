@@ -15,7 +15,7 @@ use edgehive_registry::status::ApiError;
 use edgehive_store::informer::{Change, inform};
 use edgehive_store::resources::{
     self, CONTROLLER_REVISIONS, CRON_JOBS, DAEMON_SETS, DEPLOYMENTS, JOBS, NODES, PODS, REPLICA_SETS, ResourceDef,
-    STATEFUL_SETS,
+    POD_DISRUPTION_BUDGETS, STATEFUL_SETS,
 };
 use edgehive_store::selector::LabelSelector;
 use edgehive_store::{DeleteOptions, DeleteOutcome, Object, Propagation, Store, StoreError};
@@ -28,7 +28,7 @@ use crate::gc::{self, GcAction, Graph};
 use crate::metrics::Metrics;
 use crate::plan::{Action, Plan};
 use crate::world::{Key, OwnerRef, Update, World, str_at};
-use crate::{Clock, cronjob, daemonset, deployment, job, replicaset, statefulset};
+use crate::{Clock, cronjob, daemonset, deployment, disruption, job, replicaset, statefulset};
 
 /// One unit of work.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -39,6 +39,7 @@ pub(crate) enum Task {
     StatefulSet(Key),
     Job(Key),
     CronJob(Key),
+    Disruption(Key),
     Collect(String),
 }
 
@@ -51,6 +52,7 @@ impl Task {
             Task::StatefulSet(_) => "statefulset",
             Task::Job(_) => "job",
             Task::CronJob(_) => "cronjob",
+            Task::Disruption(_) => "disruption",
             Task::Collect(_) => "garbagecollector",
         }
     }
@@ -326,6 +328,11 @@ impl Runner {
                         self.queue.add(Task::CronJob(c));
                     }
                 }
+                if all || self.controllers_ready() {
+                    for b in self.world.disruption_budgets.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>() {
+                        self.queue.add(Task::Disruption(b));
+                    }
+                }
                 if self.controllers_ready() && std::ptr::eq(resource, &PODS) && !all {
                     // Pods relisted: every ReplicaSet counts again.
                     for rs in self.world.replica_sets.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>() {
@@ -354,6 +361,7 @@ impl Runner {
         match u {
             Update::Pod { old, new } => {
                 let ns = new.as_ref().or(old.as_ref()).map(|p| p.namespace.clone()).unwrap_or_default();
+                self.wake_budgets(&ns);
                 for p in old.iter().chain(new.iter()) {
                     for o in p.owners.iter().filter(|o| o.controller) {
                         match o.kind.as_str() {
@@ -419,7 +427,13 @@ impl Runner {
                 let Some(v) = v else { return };
                 let ns = str_at(v, "/metadata/namespace").to_string();
                 let name = str_at(v, "/metadata/name").to_string();
-                if std::ptr::eq(*res, &REPLICA_SETS) {
+                if [&REPLICA_SETS, &DEPLOYMENTS, &STATEFUL_SETS].iter().any(|r| std::ptr::eq(*res, *r)) {
+                    // Their scale is what percentage budgets count against.
+                    self.wake_budgets(&ns);
+                }
+                if std::ptr::eq(*res, &POD_DISRUPTION_BUDGETS) {
+                    self.queue.add(Task::Disruption((ns, name)));
+                } else if std::ptr::eq(*res, &REPLICA_SETS) {
                     self.queue.add(Task::ReplicaSet((ns.clone(), name)));
                     for x in old.iter().chain(new.iter()) {
                         match OwnerRef::controller_of(x) {
@@ -472,6 +486,15 @@ impl Runner {
         }
     }
 
+    /// Queues every PodDisruptionBudget of namespace `ns`.
+    fn wake_budgets(&mut self, ns: &str) {
+        let keys: Vec<Key> =
+            self.world.disruption_budgets.in_namespace(ns).map(|b| (ns.to_string(), b.name().to_string())).collect();
+        for k in keys {
+            self.queue.add(Task::Disruption(k));
+        }
+    }
+
     /// Runs one task.
     pub(crate) async fn work(&mut self, task: Task) {
         let now = self.clock.now();
@@ -491,6 +514,9 @@ impl Runner {
             Task::Job((ns, name)) if self.controllers_ready() => (job::sync(&self.world, ns, name, now), Vec::new()),
             Task::CronJob((ns, name)) if self.controllers_ready() => {
                 (cronjob::sync(&self.world, ns, name, now), Vec::new())
+            }
+            Task::Disruption((ns, name)) if self.controllers_ready() => {
+                (disruption::sync(&self.world, ns, name, now), Vec::new())
             }
             Task::Collect(uid) if self.collector_ready() => (Plan::none(), self.graph.sync(uid)),
             _ => {

@@ -518,6 +518,8 @@ pub struct World {
     pub daemon_sets: Objects,
     /// StatefulSets.
     pub stateful_sets: Objects,
+    /// PodDisruptionBudgets.
+    pub disruption_budgets: Objects,
     /// Jobs.
     pub jobs: Objects,
     /// CronJobs.
@@ -539,6 +541,8 @@ impl World {
             Some(&self.daemon_sets)
         } else if std::ptr::eq(res, &resources::STATEFUL_SETS) {
             Some(&self.stateful_sets)
+        } else if std::ptr::eq(res, &resources::POD_DISRUPTION_BUDGETS) {
+            Some(&self.disruption_budgets)
         } else if std::ptr::eq(res, &resources::CONTROLLER_REVISIONS) {
             Some(&self.revisions)
         } else if std::ptr::eq(res, &resources::JOBS) {
@@ -559,6 +563,8 @@ impl World {
             Some(&mut self.daemon_sets)
         } else if std::ptr::eq(res, &resources::STATEFUL_SETS) {
             Some(&mut self.stateful_sets)
+        } else if std::ptr::eq(res, &resources::POD_DISRUPTION_BUDGETS) {
+            Some(&mut self.disruption_budgets)
         } else if std::ptr::eq(res, &resources::CONTROLLER_REVISIONS) {
             Some(&mut self.revisions)
         } else if std::ptr::eq(res, &resources::JOBS) {

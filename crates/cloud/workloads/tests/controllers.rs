@@ -9,12 +9,12 @@ use bytes::Bytes;
 use edgehive_store::Object;
 use edgehive_store::resources::{
     CONTROLLER_REVISIONS, CRON_JOBS, DAEMON_SETS, DEPLOYMENTS, JOBS, NODES, PODS, REPLICA_SETS, ResourceDef,
-    STATEFUL_SETS,
+    POD_DISRUPTION_BUDGETS, STATEFUL_SETS,
 };
 use edgehive_workloads::plan::{Action, Plan};
 use edgehive_workloads::template::POD_TEMPLATE_HASH;
 use edgehive_workloads::world::World;
-use edgehive_workloads::{cronjob, daemonset, deployment, job, replicaset, statefulset};
+use edgehive_workloads::{cronjob, daemonset, deployment, disruption, job, replicaset, statefulset};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
@@ -197,6 +197,10 @@ impl Sim {
         }
         for (ns, name) in self.keys(&STATEFUL_SETS) {
             let plan = statefulset::sync(&self.world, &ns, &name, self.now);
+            writes += self.apply(plan);
+        }
+        for (ns, name) in self.keys(&POD_DISRUPTION_BUDGETS) {
+            let plan = disruption::sync(&self.world, &ns, &name, self.now);
             writes += self.apply(plan);
         }
         let jobs: Vec<(String, String)> = self
@@ -1120,4 +1124,65 @@ fn an_on_delete_stateful_set_replaces_only_the_pods_deleted_by_hand() {
     let images: Vec<String> = members(&sim).into_values().map(|(i, _)| i).collect();
     assert_eq!(images, ["db:1", "db:2"]);
     assert_eq!(set_status(&sim)["updatedReplicas"], 1);
+}
+
+fn budget(spec: Value) -> Value {
+    json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": spec})
+}
+
+fn budget_status(sim: &Sim) -> Value {
+    sim.get(&POD_DISRUPTION_BUDGETS, "default", "web").unwrap()["status"].clone()
+}
+
+#[test]
+fn a_disruption_budget_counts_healthy_pods_against_its_minimum_or_its_controllers_scale() {
+    let mut sim = Sim::new();
+    sim.create(&DEPLOYMENTS, deployment("web", 3, "busybox:1"));
+    sim.create(&POD_DISRUPTION_BUDGETS, budget(json!({"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}})));
+    sim.settle(|_| {});
+    let status = budget_status(&sim);
+    for (k, v) in [("expectedPods", 3), ("currentHealthy", 3), ("desiredHealthy", 2), ("disruptionsAllowed", 1), ("observedGeneration", 1)] {
+        assert_eq!(status[k], v, "{k}: {status}");
+    }
+    assert_eq!(status["conditions"][0]["type"], "DisruptionAllowed");
+    assert_eq!((status["conditions"][0]["status"].as_str(), status["conditions"][0]["reason"].as_str()), (Some("True"), Some("SufficientPods")));
+
+    // An eviction the API recorded: that pod no longer counts, until it goes or two minutes pass.
+    let victim = sim.pods_of(&replica_sets(&sim)[0].0)[0]["metadata"]["name"].as_str().unwrap().to_string();
+    let mut pdb = sim.get(&POD_DISRUPTION_BUDGETS, "default", "web").unwrap().clone();
+    pdb["status"]["disruptionsAllowed"] = json!(0);
+    pdb["status"]["disruptedPods"] = json!({victim.clone(): edgehive_store::rfc3339(sim.now)});
+    sim.store(&POD_DISRUPTION_BUDGETS, pdb);
+    sim.settle(|_| {});
+    let status = budget_status(&sim);
+    assert_eq!((status["currentHealthy"].as_i64(), status["disruptionsAllowed"].as_i64()), (Some(2), Some(0)), "{status}");
+    assert_eq!(status["conditions"][0]["reason"], "InsufficientPods");
+    assert!(status["disruptedPods"].get(&victim).is_some());
+    let plan = disruption::sync(&sim.world, "default", "web", sim.now);
+    assert!(plan.requeue_after.is_some_and(|d| d <= disruption::DELETION_TIMEOUT), "looks again when it expires");
+    sim.now += time::Duration::seconds(121);
+    sim.settle(|_| {});
+    let status = budget_status(&sim);
+    assert_eq!(status["disruptionsAllowed"], 1, "{status}");
+    assert!(status.get("disruptedPods").is_none(), "{status}");
+
+    // maxUnavailable as a percentage counts against the Deployment's replicas, rounding up.
+    let mut pdb = sim.get(&POD_DISRUPTION_BUDGETS, "default", "web").unwrap().clone();
+    pdb["spec"] = json!({"maxUnavailable": "34%", "selector": {"matchLabels": {"app": "web"}}});
+    pdb["metadata"]["generation"] = json!(2);
+    sim.store(&POD_DISRUPTION_BUDGETS, pdb);
+    sim.settle(|_| {});
+    let status = budget_status(&sim);
+    assert_eq!((status["desiredHealthy"].as_i64(), status["disruptionsAllowed"].as_i64()), (Some(1), Some(2)), "{status}");
+    assert_eq!(status["observedGeneration"], 2);
+
+    // A matching pod without a controller cannot be counted against a scale.
+    sim.create(&PODS, pod("stray", json!({"app": "web"}), json!({"phase": "Running"})));
+    sim.settle(|_| {});
+    let status = budget_status(&sim);
+    assert_eq!(status["disruptionsAllowed"], 0);
+    assert_eq!(status["conditions"][0]["reason"], "SyncFailed");
+    assert!(status["conditions"][0]["message"].as_str().unwrap().contains("found no controllers"), "{status}");
 }

@@ -15,7 +15,8 @@
 //! core/v1 `ConfigMap`, `Secret`, `Namespace`, `Service`, `ServiceAccount`, `Endpoints`,
 //! `Event`, `Node`, `Pod`; apps/v1 `Deployment`, `ReplicaSet`, `DaemonSet`, `StatefulSet`,
 //! `ControllerRevision`; batch/v1 `Job`, `CronJob`; autoscaling/v1 `Scale` (the body of a
-//! `scale` subresource); coordination.k8s.io/v1 `Lease`; meta/v1 `DeleteOptions` (under any
+//! `scale` subresource); coordination.k8s.io/v1 `Lease`; policy/v1 `PodDisruptionBudget` and
+//! `Eviction` (the body of a pod's `eviction`); meta/v1 `DeleteOptions` (under any
 //! `apiVersion`, since every group version registers it). Every message these reach is
 //! described in full, so nothing inside them is dropped, except fields newer than the
 //! tables, which are skipped like any unknown field number.
@@ -134,6 +135,9 @@ fn lookup(api_version: &str, kind: &str) -> Option<&'static Message> {
         // The `scale` subresource of every scalable resource takes this one type.
         ("autoscaling/v1", "Scale") => &schema::SCALE,
         ("coordination.k8s.io/v1", "Lease") => &schema::LEASE,
+        ("policy/v1", "PodDisruptionBudget") => &schema::POD_DISRUPTION_BUDGET,
+        // The body of a pod's `eviction` subresource.
+        ("policy/v1", "Eviction") => &schema::EVICTION,
         // metav1.AddToGroupVersion registers DeleteOptions in every group version, and
         // client-go encodes it with the version of the client that sends the delete.
         (version, "DeleteOptions") if !version.is_empty() => &schema::DELETE_OPTIONS,

@@ -404,3 +404,12 @@ pub(super) const CRON_JOB: &[Column] = &[
     IMAGES,
     wide("Selector", JOB_SELECTOR_DESC),
 ];
+
+/// policy/v1 PodDisruptionBudget.
+pub(super) const POD_DISRUPTION_BUDGET: &[Column] = &[
+    NAME,
+    text("Min Available", "The minimum number of pods that must be available"),
+    text("Max Unavailable", "The maximum number of pods that may be unavailable"),
+    integer("Allowed Disruptions", "Calculated number of pods that may be disrupted at this time"),
+    AGE,
+];

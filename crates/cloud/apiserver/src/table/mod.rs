@@ -77,6 +77,7 @@ enum Printer {
     ControllerRevision,
     Job,
     CronJob,
+    PodDisruptionBudget,
     /// A custom resource (KubeEdge's Device, DeviceModel, ObjectSync, ...) or any kind without a printer.
     CustomResource,
 }
@@ -100,6 +101,7 @@ impl Printer {
             ("apps", "ControllerRevision") => Self::ControllerRevision,
             ("batch", "Job") => Self::Job,
             ("batch", "CronJob") => Self::CronJob,
+            ("policy", "PodDisruptionBudget") => Self::PodDisruptionBudget,
             // devices.kubeedge.io Device/DeviceModel and reliablesyncs.kubeedge.io ObjectSync/ClusterObjectSync
             // declare no additionalPrinterColumns, so Kubernetes serves them the CRD default table.
             _ => Self::CustomResource,
@@ -132,6 +134,7 @@ pub fn columns(group: &str, kind: &str) -> &'static [Column] {
         Printer::ControllerRevision => columns::CONTROLLER_REVISION,
         Printer::Job => columns::JOB,
         Printer::CronJob => columns::CRON_JOB,
+        Printer::PodDisruptionBudget => columns::POD_DISRUPTION_BUDGET,
         Printer::CustomResource => columns::CUSTOM_RESOURCE,
     }
 }
@@ -164,6 +167,7 @@ pub fn cells(group: &str, kind: &str, obj: &Value, now: OffsetDateTime) -> Vec<V
         Printer::ControllerRevision => workloads::controller_revision(obj, now),
         Printer::Job => workloads::job(obj, now),
         Printer::CronJob => workloads::cron_job(obj, now),
+        Printer::PodDisruptionBudget => workloads::pod_disruption_budget(obj, now),
         Printer::CustomResource => objects::custom_resource(obj, now),
     }
 }
@@ -424,6 +428,7 @@ mod tests {
             ("apps", "ControllerRevision"),
             ("batch", "Job"),
             ("batch", "CronJob"),
+            ("policy", "PodDisruptionBudget"),
             ("devices.kubeedge.io", "Device"),
             ("devices.kubeedge.io", "DeviceModel"),
             ("reliablesyncs.kubeedge.io", "ObjectSync"),

@@ -191,6 +191,22 @@ pub(super) fn cron_job(cj: &Value, now: OffsetDateTime) -> Vec<Value> {
     ]
 }
 
+/// NAME MIN-AVAILABLE MAX-UNAVAILABLE ALLOWED-DISRUPTIONS AGE; an unset count prints "N/A".
+pub(super) fn pod_disruption_budget(pdb: &Value, now: OffsetDateTime) -> Vec<Value> {
+    let count = |key: &str| match field(pdb, &["spec", key]) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => "N/A".to_owned(),
+    };
+    vec![
+        name(pdb),
+        count("minAvailable").into(),
+        count("maxUnavailable").into(),
+        opt_int(pdb, &["status", "disruptionsAllowed"]).unwrap_or(0).into(),
+        age(pdb, now),
+    ]
+}
+
 /// `spec.replicas`, or its default when absent.
 fn replicas(obj: &Value) -> i64 {
     opt_int(obj, &["spec", "replicas"]).unwrap_or(DEFAULT_REPLICAS)
@@ -569,6 +585,31 @@ mod tests {
         assert_eq!(
             cells(json!({}), json!({"startTime": "2024-04-01T05:30:00Z", "completionTime": "2024-04-01T05:00:00Z"})).1,
             json!("<invalid>")
+        );
+    }
+
+    #[test]
+    fn pod_disruption_budget_row() {
+        assert_eq!(
+            layout("policy", "PodDisruptionBudget"),
+            [
+                ("Name", "string", 0),
+                ("Min Available", "string", 0),
+                ("Max Unavailable", "string", 0),
+                ("Allowed Disruptions", "integer", 0),
+                ("Age", "string", 0)
+            ]
+        );
+        let pdb = |spec: Value, status: Value| {
+            json!({"metadata": {"name": "web", "creationTimestamp": "2024-05-01T11:00:00Z"}, "spec": spec, "status": status})
+        };
+        assert_eq!(
+            row("policy", "PodDisruptionBudget", &pdb(json!({"minAvailable": 2}), json!({"disruptionsAllowed": 1}))),
+            [json!("web"), json!("2"), json!("N/A"), json!(1), json!("60m")]
+        );
+        assert_eq!(
+            row("policy", "PodDisruptionBudget", &pdb(json!({"maxUnavailable": "25%"}), json!({}))),
+            [json!("web"), json!("N/A"), json!("25%"), json!(0), json!("60m")]
         );
     }
 

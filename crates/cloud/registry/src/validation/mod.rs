@@ -30,6 +30,7 @@ pub(crate) mod kubeedge;
 pub(crate) mod meta;
 pub(crate) mod names;
 pub(crate) mod pod;
+pub(crate) mod policy;
 pub(crate) mod schema;
 pub(crate) mod tz_names;
 pub(crate) mod workloads;
@@ -321,6 +322,7 @@ pub fn kind_info(group: &str, kind: &str) -> Option<KindInfo> {
         ("apps", "StatefulSet") => (NameRule::Label, false),
         ("apps", "Deployment" | "ReplicaSet" | "DaemonSet" | "ControllerRevision") => (NameRule::Subdomain, false),
         ("batch", "Job" | "CronJob") => (NameRule::Subdomain, false),
+        ("policy", "PodDisruptionBudget") => (NameRule::Subdomain, false),
         ("devices.kubeedge.io", "Device" | "DeviceModel") => (NameRule::Subdomain, true),
         ("reliablesyncs.kubeedge.io", "ObjectSync" | "ClusterObjectSync") => (NameRule::Subdomain, true),
         _ => return None,
@@ -349,13 +351,14 @@ fn validate_kind(group: &str, kind: &str, info: KindInfo, obj: &Value) -> Vec<Fi
         | ("coordination.k8s.io", "Lease") => core::validate(kind, obj, info),
         ("apps", _) => apps::validate(kind, obj, info),
         ("batch", _) => batch::validate(kind, obj, info),
+        ("policy", _) => policy::validate(kind, obj, info),
         _ => kubeedge::validate(kind, obj, info),
     }
 }
 
 /// Validation of a new object of `group`/`kind`, as defaulted ([`crate::admit::create`]) (group "" for core; kinds: Namespace, Node, Pod, ConfigMap,
 /// Secret, Service, Endpoints, Event; coordination.k8s.io Lease; apps Deployment, ReplicaSet, DaemonSet,
-/// StatefulSet, ControllerRevision; batch Job, CronJob; devices.kubeedge.io Device, DeviceModel;
+/// StatefulSet, ControllerRevision; batch Job, CronJob; policy PodDisruptionBudget; devices.kubeedge.io Device, DeviceModel;
 /// reliablesyncs.kubeedge.io ObjectSync, ClusterObjectSync). Whether metadata.namespace must be set follows
 /// from the kind. Returns all errors found (empty = valid); an unknown kind is not checked.
 ///
@@ -401,6 +404,7 @@ pub fn validate_update(group: &str, kind: &str, new: &Value, old: &Value) -> Vec
         ("", "Pod") => pod::validate_pod_update(new, old, info),
         ("apps", _) => apps::validate_update(kind, new, old, info),
         ("batch", _) => batch::validate_update(kind, new, old, info),
+        ("policy", _) => policy::validate(kind, new, info),
         ("", _) | ("coordination.k8s.io", _) => {
             let mut e = core::validate_update(kind, new, old);
             e.extend(core::validate(kind, new, info));

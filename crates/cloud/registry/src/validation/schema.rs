@@ -50,6 +50,8 @@ pub(crate) enum Pkg {
     Batch,
     /// `k8s.io/api/coordination/v1`.
     Coordination,
+    /// `k8s.io/api/policy/v1`.
+    Policy,
     /// A KubeEdge CRD schema (no Go name; inlined in OpenAPI).
     Crd,
 }
@@ -980,6 +982,59 @@ static CRON_JOB: Struct = st_in(
     &[("metadata", Ty::Obj(&OBJECT_META)), ("spec", Ty::Obj(&CRON_JOB_SPEC)), ("status", Ty::Obj(&CRON_JOB_STATUS))],
 );
 
+// --- policy/v1 --------------------------------------------------------------------------------------------
+
+static META_CONDITION: Struct = Struct {
+    required: &["type", "status", "lastTransitionTime", "reason", "message"],
+    ..st_in(
+        Pkg::Meta,
+        "Condition",
+        &[
+            ("type", Ty::Str),
+            ("status", Ty::Str),
+            ("observedGeneration", Ty::I64),
+            ("lastTransitionTime", Ty::Time),
+            ("reason", Ty::Str),
+            ("message", Ty::Str),
+        ],
+    )
+};
+static POD_DISRUPTION_BUDGET_SPEC: Struct = st_in(
+    Pkg::Policy,
+    "PodDisruptionBudgetSpec",
+    &[
+        ("minAvailable", Ty::IntOrStr),
+        ("selector", Ty::Obj(&LABEL_SELECTOR)),
+        ("maxUnavailable", Ty::IntOrStr),
+        ("unhealthyPodEvictionPolicy", Ty::Str),
+    ],
+);
+static POD_DISRUPTION_BUDGET_STATUS: Struct = Struct {
+    required: &["disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods"],
+    ..st_in(
+        Pkg::Policy,
+        "PodDisruptionBudgetStatus",
+        &[
+            ("observedGeneration", Ty::I64),
+            ("disruptedPods", Ty::Map(&Ty::Time)),
+            ("disruptionsAllowed", Ty::I32),
+            ("currentHealthy", Ty::I32),
+            ("desiredHealthy", Ty::I32),
+            ("expectedPods", Ty::I32),
+            ("conditions", Ty::List(&Ty::Obj(&META_CONDITION))),
+        ],
+    )
+};
+static POD_DISRUPTION_BUDGET: Struct = st_in(
+    Pkg::Policy,
+    "PodDisruptionBudget",
+    &[
+        ("metadata", Ty::Obj(&OBJECT_META)),
+        ("spec", Ty::Obj(&POD_DISRUPTION_BUDGET_SPEC)),
+        ("status", Ty::Obj(&POD_DISRUPTION_BUDGET_STATUS)),
+    ],
+);
+
 // --- KubeEdge CRDs (build/crds, v1beta1 / v1alpha1 openAPI schemas) --------------------------------------
 
 static CRD_META: Struct = st("", &[("name", Ty::Str), ("namespace", Ty::Str), ("generateName", Ty::Str)]);
@@ -1073,6 +1128,7 @@ pub(crate) fn root(group: &str, kind: &str) -> Option<&'static Struct> {
         ("apps", "ControllerRevision") => &CONTROLLER_REVISION,
         ("batch", "Job") => &JOB,
         ("batch", "CronJob") => &CRON_JOB,
+        ("policy", "PodDisruptionBudget") => &POD_DISRUPTION_BUDGET,
         ("", "Pod") => &POD,
         ("", "ConfigMap") => &CONFIG_MAP,
         ("", "Secret") => &SECRET,

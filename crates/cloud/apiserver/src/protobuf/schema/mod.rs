@@ -7,7 +7,7 @@
 //!
 //! The tables in the sub-modules were transcribed from the Kubernetes sources: field numbers
 //! and protobuf types from `generated.proto` (k8s.io/api `core/v1`, `coordination/v1`,
-//! `apps/v1`, `batch/v1`, `autoscaling/v1`, `scheduling/v1alpha3`; k8s.io/apimachinery
+//! `apps/v1`, `batch/v1`, `autoscaling/v1`, `policy/v1`, `scheduling/v1alpha3`; k8s.io/apimachinery
 //! `pkg/apis/meta/v1`, `pkg/runtime`), and from the Go structs in `types.go` the JSON
 //! name, whether the Go field is a pointer, whether its `json` tag says `omitempty`, and
 //! whether it is an embedded (inlined) struct. The sources were k8s.io/api at commit
@@ -16,7 +16,7 @@
 //! messages the same way and register the top-level one in the parent module.
 //!
 //! Nothing reachable from the registered types is left out: every message they can contain
-//! (245 of them, 1,057 fields) is described, down to the rarely used volume sources and the
+//! (250 of them, 1,079 fields) is described, down to the rarely used volume sources and the
 //! alpha scheduling policies of a `Job`.
 //!
 //! **Architecture Invariant:** the messages form no cycle, so the nesting depth of any decoded
@@ -43,6 +43,8 @@ mod core_pod;
 mod core_volume;
 #[rustfmt::skip]
 mod meta;
+#[rustfmt::skip]
+mod policy;
 
 pub(crate) use apps::{CONTROLLER_REVISION, DAEMON_SET, DEPLOYMENT, REPLICA_SET, STATEFUL_SET};
 pub(crate) use autoscaling::SCALE;
@@ -52,6 +54,7 @@ pub(crate) use core_node::NODE;
 pub(crate) use core_objects::{CONFIG_MAP, ENDPOINTS, EVENT, NAMESPACE, SECRET, SERVICE, SERVICE_ACCOUNT};
 pub(crate) use core_pod::POD;
 pub(crate) use meta::DELETE_OPTIONS;
+pub(crate) use policy::{EVICTION, POD_DISRUPTION_BUDGET};
 
 use std::fmt;
 
@@ -217,7 +220,7 @@ mod tests {
 
     /// Every message reachable from the registered roots.
     fn all_messages() -> Vec<&'static Message> {
-        let roots: [&'static Message; 19] = [
+        let roots: [&'static Message; 21] = [
             &CONFIG_MAP,
             &SECRET,
             &NAMESPACE,
@@ -237,6 +240,8 @@ mod tests {
             &JOB,
             &CRON_JOB,
             &SCALE,
+            &EVICTION,
+            &POD_DISRUPTION_BUDGET,
         ];
         let mut seen: HashSet<*const Message> = HashSet::new();
         let mut out = Vec::new();
@@ -269,8 +274,8 @@ mod tests {
     fn numbers_and_json_keys_are_unique_and_valid() {
         let all = all_messages();
         // The counts the module documentation states.
-        assert_eq!(all.len(), 245, "messages reachable");
-        assert_eq!(all.iter().map(|m| m.fields.len()).sum::<usize>(), 1057, "fields described");
+        assert_eq!(all.len(), 250, "messages reachable");
+        assert_eq!(all.iter().map(|m| m.fields.len()).sum::<usize>(), 1079, "fields described");
         for m in all {
             let mut numbers = BTreeSet::new();
             for f in m.fields {

@@ -984,3 +984,42 @@ fn nothing_panics_on_workload_shapes() {
         }
     }
 }
+
+// --- PodDisruptionBudget --------------------------------------------------------------------------------
+
+fn pdb(spec: Value) -> Vec<String> {
+    errs(
+        "policy",
+        "PodDisruptionBudget",
+        &json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "default"}, "spec": spec}),
+    )
+}
+
+#[test]
+fn pod_disruption_budgets_take_one_count_or_percentage_and_a_valid_selector() {
+    let sel = json!({"matchLabels": {"app": "web"}});
+    assert_eq!(pdb(json!({"minAvailable": 2, "selector": sel})), none());
+    assert_eq!(pdb(json!({"maxUnavailable": "25%", "selector": sel, "unhealthyPodEvictionPolicy": "AlwaysAllow"})), none());
+    assert_eq!(
+        pdb(json!({"minAvailable": 1, "maxUnavailable": 1, "selector": sel})),
+        vec!["spec: Invalid value: minAvailable and maxUnavailable cannot be both set"]
+    );
+    assert_eq!(
+        pdb(json!({"minAvailable": -1, "selector": sel})),
+        vec!["spec.minAvailable: Invalid value: -1: must be greater than or equal to 0"]
+    );
+    let over = pdb(json!({"maxUnavailable": "150%", "selector": sel}));
+    assert_eq!(over.len(), 1, "{over:?}");
+    assert!(over[0].starts_with("spec.maxUnavailable: Invalid value:") && over[0].ends_with("must not be greater than 100%"), "{over:?}");
+    let policy = pdb(json!({"minAvailable": 1, "selector": sel, "unhealthyPodEvictionPolicy": "Sometimes"}));
+    assert_eq!(
+        policy,
+        vec!["spec.unhealthyPodEvictionPolicy: Unsupported value: \"Sometimes\": supported values: \"AlwaysAllow\", \"IfHealthyBudget\""]
+    );
+    let bad_selector = pdb(json!({"minAvailable": 1, "selector": {"matchLabels": {"app": "-x-"}}}));
+    assert_eq!(bad_selector.len(), 1, "{bad_selector:?}");
+    assert!(bad_selector[0].starts_with("spec.selector.matchLabels: Invalid value: \"-x-\""), "{bad_selector:?}");
+    let typed = pdb(json!({"minAvailable": true}));
+    assert_eq!(typed.len(), 1, "{typed:?}");
+}
