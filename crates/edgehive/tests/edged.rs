@@ -466,6 +466,32 @@ fn deployments_and_daemon_sets_run_on_edge_nodes_roll_out_undo_scale_and_cascade
     cloud.kubectl(&["rollout", "status", "deployment/web", "--timeout=60s"], None);
     assert_eq!(web_pods(&cloud).len(), 2);
 
+    // `kubectl drain`: evictions that a PodDisruptionBudget refuses, then allows.
+    let target = web_pods(&cloud)[0].1.clone();
+    let budget = "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web, namespace: default}\nspec:\n  minAvailable: 2\n  selector: {matchLabels: {app: web}}\n";
+    cloud.kubectl(&["apply", "-f", "-"], Some(budget));
+    let allowed = |cloud: &Cloud| {
+        let status = cloud.json(&["get", "pdb", "web"])["status"].clone();
+        (status["currentHealthy"].as_i64(), status["disruptionsAllowed"].as_i64())
+    };
+    wait_until("the budget counts both pods", || allowed(&cloud) == (Some(2), Some(0)));
+    let refused = cloud.kubectl_output(&["drain", &target, "--ignore-daemonsets", "--timeout=6s"], None);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "the drain went through the budget");
+    assert!(err.contains("Cannot evict pod as it would violate the pod's disruption budget."), "{err}");
+    assert_eq!(web_pods(&cloud).len(), 2, "nothing evicted");
+    let node = cloud.json(&["get", "node", &target]);
+    assert_eq!(node["spec"]["unschedulable"], true, "drain cordons first");
+    cloud.kubectl(&["patch", "pdb", "web", "--type=merge", "-p", r#"{"spec":{"minAvailable":1}}"#], None);
+    wait_until("one disruption allowed", || allowed(&cloud) == (Some(2), Some(1)));
+    cloud.kubectl(&["drain", &target, "--ignore-daemonsets", "--timeout=60s"], None);
+    wait_until("the evicted pod is replaced on another node", || {
+        let pods = web_pods(&cloud);
+        pods.len() == 2 && pods.iter().all(|p| p.1 != target && p.3 == "Running")
+    });
+    cloud.kubectl(&["uncordon", &target], None);
+    cloud.kubectl(&["delete", "pdb", "web"], None);
+
     // Foreground: the Deployment is the last to go.
     cloud.kubectl(&["delete", "deployment", "web", "--cascade=foreground", "--wait=false"], None);
     let mut saw_owner_waiting = false;

@@ -500,6 +500,24 @@ fn workloads_speak_kubectl() {
     cloud.ok(&["delete", "sts", "db"]);
     cloud.ok(&["delete", "node", "edge-small"]);
 
+    // PodDisruptionBudgets as kubectl's typed client sends them (protobuf), with Kubernetes' columns.
+    cloud.ok(&["create", "pdb", "web", "--selector=app=web", "--min-available=50%"]);
+    let table = cloud.ok(&["get", "pdb", "web"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "MIN", "AVAILABLE", "MAX", "UNAVAILABLE", "ALLOWED", "DISRUPTIONS", "AGE"], "{table}");
+    assert!(table.lines().nth(1).unwrap().contains("50%"), "{table}");
+    let err = refused(
+        &cloud,
+        &["create", "pdb", "both", "--selector=app=web", "--min-available=1", "--max-unavailable=1"],
+        None,
+    );
+    assert!(
+        err.contains("min-available and max-unavailable cannot be both specified")
+            || err.contains("cannot be both set"),
+        "{err}"
+    );
+    cloud.ok(&["delete", "pdb", "web"]);
+
     // kubectl explain reads the published schemas.
     let explain = cloud.ok(&["explain", "deployment.spec.strategy"]);
     assert!(explain.contains("rollingUpdate") && explain.contains("type"), "{explain}");

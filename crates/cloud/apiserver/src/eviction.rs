@@ -75,7 +75,9 @@ pub(crate) async fn create(
         return Err(ApiError::bad_request("name in URL does not match name in Eviction object"));
     }
     if eviction.pointer("/metadata/namespace").and_then(Value::as_str).is_some_and(|n| !n.is_empty() && n != ns) {
-        return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
     }
     let (opts, dry_run) =
         crate::handlers::delete_options_of(query, eviction.get("deleteOptions").filter(|o| !o.is_null()))?;

@@ -87,7 +87,9 @@ pub(crate) async fn resource(
     let format = body::response_format(req.headers(), query)?;
     if target.subresource.as_deref() == Some("eviction") {
         if verb != "create" {
-            return Err(ApiError::method_not_allowed(format!("verb {verb} is not supported on the eviction subresource")));
+            return Err(ApiError::method_not_allowed(format!(
+                "verb {verb} is not supported on the eviction subresource"
+            )));
         }
         let (parts, bytes) = crate::body::read_body(req, shared.config.max_body_bytes).await?;
         return crate::eviction::create(shared, target, query, &parts.headers, &bytes).await;

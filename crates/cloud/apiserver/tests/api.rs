@@ -957,7 +957,8 @@ async fn eviction_honours_the_pods_disruption_budget_as_kubernetes_does() {
     // Without retries: the `kube` crate repeats a 429 with backoff, as it would against Kubernetes.
     let client = admin_once(&c).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let running = json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}).to_string();
+    let running =
+        json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}).to_string();
     for name in ["a", "b"] {
         pods.create(&PostParams::default(), &pod(name, json!({"app": "web"}), Some("edge-1"))).await.unwrap();
         let path = format!("/api/v1/namespaces/default/pods/{name}/status");
@@ -968,13 +969,24 @@ async fn eviction_honours_the_pods_disruption_budget_as_kubernetes_does() {
         let (client, name) = (client.clone(), name.to_string());
         async move {
             let body = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": "default"}});
-            raw(&client, "POST", &format!("/api/v1/namespaces/default/pods/{name}/eviction"), "application/json", body.to_string()).await
+            raw(
+                &client,
+                "POST",
+                &format!("/api/v1/namespaces/default/pods/{name}/eviction"),
+                "application/json",
+                body.to_string(),
+            )
+            .await
         }
     };
     // Discovery tells kubectl drain that evictions are served.
     let core = raw(&client, "GET", "/api/v1", "", "").await;
-    let sub = core.body["resources"].as_array().unwrap().iter().find(|r| r["name"] == "pods/eviction").cloned().unwrap();
-    assert_eq!((sub["group"].as_str(), sub["version"].as_str(), sub["kind"].as_str()), (Some("policy"), Some("v1"), Some("Eviction")));
+    let sub =
+        core.body["resources"].as_array().unwrap().iter().find(|r| r["name"] == "pods/eviction").cloned().unwrap();
+    assert_eq!(
+        (sub["group"].as_str(), sub["version"].as_str(), sub["kind"].as_str()),
+        (Some("policy"), Some("v1"), Some("Eviction"))
+    );
     assert_eq!(sub["verbs"], json!(["create"]));
 
     // A pod that has not started goes whatever the budgets say; so does one with no budget.
@@ -992,20 +1004,33 @@ async fn eviction_honours_the_pods_disruption_budget_as_kubernetes_does() {
     assert_eq!(early.body["reason"], "TooManyRequests");
     assert_eq!(early.body["message"], "Cannot evict pod as it would violate the pod's disruption budget.");
     assert_eq!(early.body["details"]["causes"][0]["reason"], "DisruptionBudget");
-    assert_eq!(early.body["details"]["causes"][0]["message"], "The disruption budget web is still being processed by the server.");
+    assert_eq!(
+        early.body["details"]["causes"][0]["message"],
+        "The disruption budget web is still being processed by the server."
+    );
     let set_status = |allowed: i64| {
         let client = client.clone();
         async move {
             let status = json!({"status": {"observedGeneration": 1, "currentHealthy": 2, "desiredHealthy": 2,
                 "expectedPods": 2, "disruptionsAllowed": allowed}});
-            let r = raw(&client, "PATCH", &format!("{pdbs}/web/status"), "application/merge-patch+json", status.to_string()).await;
+            let r = raw(
+                &client,
+                "PATCH",
+                &format!("{pdbs}/web/status"),
+                "application/merge-patch+json",
+                status.to_string(),
+            )
+            .await;
             assert_eq!(r.code, 200, "{}", r.body);
         }
     };
     set_status(0).await;
     let refused = evict("a").await;
     assert_eq!(refused.code, 429, "{}", refused.body);
-    assert_eq!(refused.body["details"]["causes"][0]["message"], "The disruption budget web needs 2 healthy pods and has 2 currently");
+    assert_eq!(
+        refused.body["details"]["causes"][0]["message"],
+        "The disruption budget web needs 2 healthy pods and has 2 currently"
+    );
     assert!(pods.get("a").await.unwrap().metadata.deletion_timestamp.is_none(), "nothing deleted");
 
     // One disruption allowed: the first eviction takes it, the second is refused.
@@ -1029,11 +1054,14 @@ async fn eviction_honours_the_pods_disruption_budget_as_kubernetes_does() {
     // Bad requests.
     assert_eq!(evict("nobody").await.code, 404);
     let mismatch = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "a"}}).to_string();
-    let r = raw(&client, "POST", "/api/v1/namespaces/default/pods/b/eviction", "application/json", mismatch.as_str()).await;
+    let r =
+        raw(&client, "POST", "/api/v1/namespaces/default/pods/b/eviction", "application/json", mismatch.as_str()).await;
     assert_eq!((r.code, r.body["message"].as_str()), (400, Some("name in URL does not match name in Eviction object")));
     let r = raw(&client, "GET", "/api/v1/namespaces/default/pods/b/eviction", "", "").await;
     assert_eq!(r.code, 405, "{}", r.body);
-    let r = raw(&client, "POST", "/api/v1/namespaces/default/configmaps/x/eviction", "application/json", mismatch.as_str()).await;
+    let r =
+        raw(&client, "POST", "/api/v1/namespaces/default/configmaps/x/eviction", "application/json", mismatch.as_str())
+            .await;
     assert_eq!(r.code, 404, "only pods have evictions");
     // Budgets are validated as Kubernetes validates them.
     let both = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "bad"},

@@ -76,20 +76,16 @@ pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
         return plan;
     }
     // A null selector selects nothing; an empty one, every pod of the namespace.
-    let selector = pdb
-        .value
-        .pointer("/spec/selector")
-        .filter(|s| !s.is_null())
-        .and_then(|s| LabelSelector::from_json(s).ok());
+    let selector =
+        pdb.value.pointer("/spec/selector").filter(|s| !s.is_null()).and_then(|s| LabelSelector::from_json(s).ok());
     let pods: Vec<&PodInfo> = match &selector {
         Some(s) => world.pods.in_namespace(ns).filter(|p| s.matches(&p.labels)).collect(),
         None => Vec::new(),
     };
     let spec = pdb.value.get("spec").cloned().unwrap_or_else(|| json!({}));
     let counted = match (spec.get("maxUnavailable").filter(|v| !v.is_null()), spec.get("minAvailable")) {
-        (Some(max), _) => expected_scale(world, ns, &pods).map(|expected| {
-            (expected, (expected - scaled(Some(max), expected, true, "0")).max(0))
-        }),
+        (Some(max), _) => expected_scale(world, ns, &pods)
+            .map(|expected| (expected, (expected - scaled(Some(max), expected, true, "0")).max(0))),
         (None, Some(Value::Number(n))) => Ok((i64::try_from(pods.len()).unwrap_or(i64::MAX), n.as_i64().unwrap_or(0))),
         (None, Some(min @ Value::String(_))) => {
             expected_scale(world, ns, &pods).map(|expected| (expected, scaled(Some(min), expected, true, "0")))
@@ -111,10 +107,9 @@ pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
             ));
         }
     }
-    let healthy = i64::try_from(
-        pods.iter().filter(|p| p.ready() && !p.deleting && !disrupted.contains_key(&p.name)).count(),
-    )
-    .unwrap_or(i64::MAX);
+    let healthy =
+        i64::try_from(pods.iter().filter(|p| p.ready() && !p.deleting && !disrupted.contains_key(&p.name)).count())
+            .unwrap_or(i64::MAX);
     let generation = int_at(&pdb.value, "/metadata/generation").unwrap_or(0);
     let old_status = pdb.value.get("status").cloned().unwrap_or_else(|| json!({}));
     let (expected, desired, allowed, reason, message) = match counted {

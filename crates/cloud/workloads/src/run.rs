@@ -14,8 +14,8 @@ use edgehive_registry::admit;
 use edgehive_registry::status::ApiError;
 use edgehive_store::informer::{Change, inform};
 use edgehive_store::resources::{
-    self, CONTROLLER_REVISIONS, CRON_JOBS, DAEMON_SETS, DEPLOYMENTS, JOBS, NODES, PODS, REPLICA_SETS, ResourceDef,
-    POD_DISRUPTION_BUDGETS, STATEFUL_SETS,
+    self, CONTROLLER_REVISIONS, CRON_JOBS, DAEMON_SETS, DEPLOYMENTS, JOBS, NODES, POD_DISRUPTION_BUDGETS, PODS,
+    REPLICA_SETS, ResourceDef, STATEFUL_SETS,
 };
 use edgehive_store::selector::LabelSelector;
 use edgehive_store::{DeleteOptions, DeleteOutcome, Object, Propagation, Store, StoreError};

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use edgehive_store::Object;
 use edgehive_store::resources::{
-    CONTROLLER_REVISIONS, CRON_JOBS, DAEMON_SETS, DEPLOYMENTS, JOBS, NODES, PODS, REPLICA_SETS, ResourceDef,
-    POD_DISRUPTION_BUDGETS, STATEFUL_SETS,
+    CONTROLLER_REVISIONS, CRON_JOBS, DAEMON_SETS, DEPLOYMENTS, JOBS, NODES, POD_DISRUPTION_BUDGETS, PODS, REPLICA_SETS,
+    ResourceDef, STATEFUL_SETS,
 };
 use edgehive_workloads::plan::{Action, Plan};
 use edgehive_workloads::template::POD_TEMPLATE_HASH;
@@ -1140,14 +1140,26 @@ fn budget_status(sim: &Sim) -> Value {
 fn a_disruption_budget_counts_healthy_pods_against_its_minimum_or_its_controllers_scale() {
     let mut sim = Sim::new();
     sim.create(&DEPLOYMENTS, deployment("web", 3, "busybox:1"));
-    sim.create(&POD_DISRUPTION_BUDGETS, budget(json!({"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}})));
+    sim.create(
+        &POD_DISRUPTION_BUDGETS,
+        budget(json!({"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}})),
+    );
     sim.settle(|_| {});
     let status = budget_status(&sim);
-    for (k, v) in [("expectedPods", 3), ("currentHealthy", 3), ("desiredHealthy", 2), ("disruptionsAllowed", 1), ("observedGeneration", 1)] {
+    for (k, v) in [
+        ("expectedPods", 3),
+        ("currentHealthy", 3),
+        ("desiredHealthy", 2),
+        ("disruptionsAllowed", 1),
+        ("observedGeneration", 1),
+    ] {
         assert_eq!(status[k], v, "{k}: {status}");
     }
     assert_eq!(status["conditions"][0]["type"], "DisruptionAllowed");
-    assert_eq!((status["conditions"][0]["status"].as_str(), status["conditions"][0]["reason"].as_str()), (Some("True"), Some("SufficientPods")));
+    assert_eq!(
+        (status["conditions"][0]["status"].as_str(), status["conditions"][0]["reason"].as_str()),
+        (Some("True"), Some("SufficientPods"))
+    );
 
     // An eviction the API recorded: that pod no longer counts, until it goes or two minutes pass.
     let victim = sim.pods_of(&replica_sets(&sim)[0].0)[0]["metadata"]["name"].as_str().unwrap().to_string();
@@ -1157,7 +1169,11 @@ fn a_disruption_budget_counts_healthy_pods_against_its_minimum_or_its_controller
     sim.store(&POD_DISRUPTION_BUDGETS, pdb);
     sim.settle(|_| {});
     let status = budget_status(&sim);
-    assert_eq!((status["currentHealthy"].as_i64(), status["disruptionsAllowed"].as_i64()), (Some(2), Some(0)), "{status}");
+    assert_eq!(
+        (status["currentHealthy"].as_i64(), status["disruptionsAllowed"].as_i64()),
+        (Some(2), Some(0)),
+        "{status}"
+    );
     assert_eq!(status["conditions"][0]["reason"], "InsufficientPods");
     assert!(status["disruptedPods"].get(&victim).is_some());
     let plan = disruption::sync(&sim.world, "default", "web", sim.now);
@@ -1175,7 +1191,11 @@ fn a_disruption_budget_counts_healthy_pods_against_its_minimum_or_its_controller
     sim.store(&POD_DISRUPTION_BUDGETS, pdb);
     sim.settle(|_| {});
     let status = budget_status(&sim);
-    assert_eq!((status["desiredHealthy"].as_i64(), status["disruptionsAllowed"].as_i64()), (Some(1), Some(2)), "{status}");
+    assert_eq!(
+        (status["desiredHealthy"].as_i64(), status["disruptionsAllowed"].as_i64()),
+        (Some(1), Some(2)),
+        "{status}"
+    );
     assert_eq!(status["observedGeneration"], 2);
 
     // A matching pod without a controller cannot be counted against a scale.

@@ -135,6 +135,13 @@ impl Cloud {
 
     /// Runs kubectl against the cloud; it must succeed. Returns stdout.
     pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let out = self.kubectl_output(args, stdin);
+        assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs kubectl against the cloud, whatever its outcome.
+    pub fn kubectl_output(&self, args: &[&str], stdin: Option<&str>) -> std::process::Output {
         let mut child = Command::new("kubectl")
             .env("KUBECONFIG", self.data.join("kubeconfig.yaml"))
             .env("HOME", &self.home)
@@ -148,9 +155,7 @@ impl Cloud {
             child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
         }
         drop(child.stdin.take());
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
+        child.wait_with_output().unwrap()
     }
 
     pub fn json(&self, args: &[&str]) -> serde_json::Value {

@@ -600,9 +600,7 @@ mod tests {
                 ("Age", "string", 0)
             ]
         );
-        let pdb = |spec: Value, status: Value| {
-            json!({"metadata": {"name": "web", "creationTimestamp": "2024-05-01T11:00:00Z"}, "spec": spec, "status": status})
-        };
+        let pdb = |spec: Value, status: Value| json!({"metadata": {"name": "web", "creationTimestamp": "2024-05-01T11:00:00Z"}, "spec": spec, "status": status});
         assert_eq!(
             row("policy", "PodDisruptionBudget", &pdb(json!({"minAvailable": 2}), json!({"disruptionsAllowed": 1}))),
             [json!("web"), json!("2"), json!("N/A"), json!(1), json!("60m")]

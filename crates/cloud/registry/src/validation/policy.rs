@@ -42,11 +42,7 @@ pub(crate) fn validate(kind: &str, obj: &Value, info: KindInfo) -> Vec<FieldErro
     let status = get(obj, "status");
     for field in ["disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods"] {
         if let Some(n) = int_at(status, field).filter(|n| *n < 0) {
-            errs.push(FieldError::invalid(
-                &format!("status.{field}"),
-                n,
-                "must be greater than or equal to 0",
-            ));
+            errs.push(FieldError::invalid(&format!("status.{field}"), n, "must be greater than or equal to 0"));
         }
     }
     errs

@@ -1000,7 +1000,10 @@ fn pdb(spec: Value) -> Vec<String> {
 fn pod_disruption_budgets_take_one_count_or_percentage_and_a_valid_selector() {
     let sel = json!({"matchLabels": {"app": "web"}});
     assert_eq!(pdb(json!({"minAvailable": 2, "selector": sel})), none());
-    assert_eq!(pdb(json!({"maxUnavailable": "25%", "selector": sel, "unhealthyPodEvictionPolicy": "AlwaysAllow"})), none());
+    assert_eq!(
+        pdb(json!({"maxUnavailable": "25%", "selector": sel, "unhealthyPodEvictionPolicy": "AlwaysAllow"})),
+        none()
+    );
     assert_eq!(
         pdb(json!({"minAvailable": 1, "maxUnavailable": 1, "selector": sel})),
         vec!["spec: Invalid value: minAvailable and maxUnavailable cannot be both set"]
@@ -1011,11 +1014,17 @@ fn pod_disruption_budgets_take_one_count_or_percentage_and_a_valid_selector() {
     );
     let over = pdb(json!({"maxUnavailable": "150%", "selector": sel}));
     assert_eq!(over.len(), 1, "{over:?}");
-    assert!(over[0].starts_with("spec.maxUnavailable: Invalid value:") && over[0].ends_with("must not be greater than 100%"), "{over:?}");
+    assert!(
+        over[0].starts_with("spec.maxUnavailable: Invalid value:")
+            && over[0].ends_with("must not be greater than 100%"),
+        "{over:?}"
+    );
     let policy = pdb(json!({"minAvailable": 1, "selector": sel, "unhealthyPodEvictionPolicy": "Sometimes"}));
     assert_eq!(
         policy,
-        vec!["spec.unhealthyPodEvictionPolicy: Unsupported value: \"Sometimes\": supported values: \"AlwaysAllow\", \"IfHealthyBudget\""]
+        vec![
+            "spec.unhealthyPodEvictionPolicy: Unsupported value: \"Sometimes\": supported values: \"AlwaysAllow\", \"IfHealthyBudget\""
+        ]
     );
     let bad_selector = pdb(json!({"minAvailable": 1, "selector": {"matchLabels": {"app": "-x-"}}}));
     assert_eq!(bad_selector.len(), 1, "{bad_selector:?}");
