@@ -14,7 +14,6 @@
 use std::collections::BTreeMap;
 
 use edgehive_store::resources::{DAEMON_SETS, PODS};
-use edgehive_store::selector::LabelSelector;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
@@ -22,7 +21,7 @@ use crate::deployment::scaled;
 use crate::history;
 pub use crate::history::REVISION_HASH;
 use crate::plan::{Action, Plan};
-use crate::replicaset::{claim_pods, status_patch};
+use crate::replicaset::{claim_pods, selector_of, status_patch};
 use crate::template::{pod_from_template, template_hash};
 use crate::world::{OwnerRef, PodInfo, Stored, World, int_at, str_at};
 use edgehive_registry::scheduling::{NodeInfo, selects_node, untolerated};
@@ -76,12 +75,7 @@ fn hash_of(pod: &PodInfo) -> Option<&str> {
 pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
     let mut plan = Plan::none();
     let Some(ds) = world.daemon_sets.get(ns, name) else { return plan };
-    let Some(selector) = ds.value.pointer("/spec/selector").and_then(|s| LabelSelector::from_json(s).ok()) else {
-        return plan;
-    };
-    if selector.is_empty() {
-        return plan;
-    }
+    let Some(selector) = selector_of(ds) else { return plan };
     let template = ds.value.pointer("/spec/template").cloned().unwrap_or_else(|| json!({}));
     let collision = int_at(&ds.value, "/status/collisionCount");
     let hash = template_hash(&template, collision);

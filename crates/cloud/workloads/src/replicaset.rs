@@ -156,17 +156,17 @@ pub(crate) fn status_patch(obj: &Value, fields: &[(&str, i64)], keep_zero: &[&st
     (!patch.is_empty()).then(|| json!({"status": patch}))
 }
 
+/// The non-empty label selector of a workload (`None`: absent, invalid, or
+/// empty — an empty one would select every pod, and Kubernetes refuses it).
+pub(crate) fn selector_of(obj: &Stored) -> Option<LabelSelector> {
+    obj.value.pointer("/spec/selector").and_then(|s| LabelSelector::from_json(s).ok()).filter(|s| !s.is_empty())
+}
+
 /// One sync of ReplicaSet `ns/name` at `now`.
 pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
     let mut plan = Plan::none();
     let Some(rs) = world.replica_sets.get(ns, name) else { return plan };
-    let Some(selector) = rs.value.pointer("/spec/selector").and_then(|s| LabelSelector::from_json(s).ok()) else {
-        return plan;
-    };
-    if selector.is_empty() {
-        // An empty selector would match every pod: Kubernetes refuses it, and so does sync.
-        return plan;
-    }
+    let Some(selector) = selector_of(rs) else { return plan };
     let claimed = claim_pods(world, &REPLICA_SETS, rs, &selector, &mut plan);
     let active: Vec<&PodInfo> = claimed.into_iter().filter(|p| p.active()).collect();
     let want = usize::try_from(int_at(&rs.value, "/spec/replicas").unwrap_or(1).max(0)).unwrap_or(0);

@@ -378,34 +378,25 @@ impl Runner {
                     && p.controller_uid().is_none()
                     && old.as_ref().is_none_or(|o| o.labels != p.labels)
                 {
-                    let matching: Vec<Key> = self
-                        .world
-                        .replica_sets
-                        .in_namespace(&ns)
-                        .filter(|rs| selects(&rs.value, &p.labels))
-                        .map(|rs| (ns.clone(), rs.name().to_string()))
-                        .collect();
-                    for k in matching {
+                    let selecting = |table: &crate::world::Objects| -> Vec<Key> {
+                        table
+                            .in_namespace(&ns)
+                            .filter(|o| selects(&o.value, &p.labels))
+                            .map(|o| (ns.clone(), o.name().to_string()))
+                            .collect()
+                    };
+                    let (sets, daemons, stateful) = (
+                        selecting(&self.world.replica_sets),
+                        selecting(&self.world.daemon_sets),
+                        selecting(&self.world.stateful_sets),
+                    );
+                    for k in sets {
                         self.queue.add(Task::ReplicaSet(k));
                     }
-                    let daemons: Vec<Key> = self
-                        .world
-                        .daemon_sets
-                        .in_namespace(&ns)
-                        .filter(|ds| selects(&ds.value, &p.labels))
-                        .map(|ds| (ns.clone(), ds.name().to_string()))
-                        .collect();
                     for k in daemons {
                         self.queue.add(Task::DaemonSet(k));
                     }
-                    let sets: Vec<Key> = self
-                        .world
-                        .stateful_sets
-                        .in_namespace(&ns)
-                        .filter(|s| selects(&s.value, &p.labels))
-                        .map(|s| (ns.clone(), s.name().to_string()))
-                        .collect();
-                    for k in sets {
+                    for k in stateful {
                         self.queue.add(Task::StatefulSet(k));
                     }
                 }

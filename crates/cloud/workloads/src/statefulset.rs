@@ -17,13 +17,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use edgehive_store::resources::{PODS, STATEFUL_SETS};
-use edgehive_store::selector::LabelSelector;
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 
 use crate::history::{self, REVISION_HASH};
 use crate::plan::{Action, Plan};
-use crate::replicaset::{claim_pods, status_patch};
+use crate::replicaset::{claim_pods, selector_of, status_patch};
 use crate::template::{pod_from_template, template_hash};
 use crate::world::{OwnerRef, Phase, PodInfo, Stored, World, int_at, str_at};
 
@@ -80,12 +79,7 @@ fn delete(p: &PodInfo) -> Action {
 pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
     let mut plan = Plan::none();
     let Some(set) = world.stateful_sets.get(ns, name) else { return plan };
-    let Some(selector) = set.value.pointer("/spec/selector").and_then(|s| LabelSelector::from_json(s).ok()) else {
-        return plan;
-    };
-    if selector.is_empty() {
-        return plan;
-    }
+    let Some(selector) = selector_of(set) else { return plan };
     let template = set.value.pointer("/spec/template").cloned().unwrap_or_else(|| json!({}));
     // Hashed with a collision count of 0 when there is none, as the status
     // then records (so the hash does not move when it does).
