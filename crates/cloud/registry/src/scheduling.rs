@@ -126,6 +126,8 @@ pub struct NodeInfo {
     pub deleting: bool,
     /// The Ready condition is True.
     pub ready: bool,
+    /// Since when the Ready condition is not True (its `lastTransitionTime`), if it is not.
+    pub not_ready_since: Option<time::OffsetDateTime>,
     /// `status.allocatable`; `None` when the node reports none (nothing is then checked).
     pub allocatable: Option<Resources>,
 }
@@ -133,6 +135,10 @@ pub struct NodeInfo {
 impl NodeInfo {
     /// The record of a stored node.
     pub fn of(name: &str, rev: u64, node: &Value) -> NodeInfo {
+        let ready = node
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
         let taints = node
             .pointer("/spec/taints")
             .and_then(Value::as_array)
@@ -151,11 +157,12 @@ impl NodeInfo {
             taints,
             unschedulable: node.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true),
             deleting: node.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()),
-            ready: node
-                .pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
-                .is_some_and(|c| c["status"] == "True"),
+            ready: ready.is_some_and(|c| c["status"] == "True"),
+            not_ready_since: ready
+                .filter(|c| c["status"] != "True")
+                .and_then(|c| c.get("lastTransitionTime"))
+                .and_then(Value::as_str)
+                .and_then(edgehive_store::parse_rfc3339),
             allocatable: node.pointer("/status/allocatable").filter(|a| a.is_object()).map(|a| Resources::of(Some(a))),
         }
     }

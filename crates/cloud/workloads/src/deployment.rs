@@ -268,6 +268,14 @@ pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
         if int_at(&new.value, "/spec/minReadySeconds").unwrap_or(0) != min_ready {
             plan.push(patch_rs(new, Some(new.rev), json!({"spec": {"minReadySeconds": min_ready}})));
         }
+        // The Deployment's own annotations follow to its new ReplicaSet (Kubernetes'
+        // SetNewReplicaSetAnnotations), so one added later reaches the pods' controller.
+        let held = new.value.pointer("/metadata/annotations");
+        let stale: Map<String, Value> =
+            copied_annotations(&d.value).into_iter().filter(|(k, v)| held.and_then(|a| a.get(k)) != Some(v)).collect();
+        if !stale.is_empty() {
+            plan.push(patch_rs(new, Some(new.rev), json!({"metadata": {"annotations": stale}})));
+        }
     }
 
     if paused || scaling_event(&d.value, &sets) {

@@ -21,6 +21,15 @@ use crate::plan::{Action, Plan};
 use crate::template::pod_from_template;
 use crate::world::{OwnerRef, Phase, PodInfo, Stored, World, int_at, labels_of, str_at};
 
+/// The annotation (on a ReplicaSet, or on a Deployment, which copies it to
+/// its ReplicaSets) that asks for the pods of a node NotReady for this many
+/// seconds to be replaced elsewhere. Without it a pod on an offline edge
+/// node keeps counting (the edge keeps running it), so an outage makes no
+/// replacements; with it, the replacements run beside the offline copies,
+/// which are not deleted, and when the node returns the surplus goes as any
+/// surplus does.
+pub const REPLACE_OFFLINE_AFTER: &str = "workloads.edgehive.io/replace-offline-pods-after-seconds";
+
 /// At most this many pods created or deleted in one sync (Kubernetes' `BurstReplicas`).
 pub const BURST_REPLICAS: usize = 500;
 
@@ -168,7 +177,23 @@ pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
     let Some(rs) = world.replica_sets.get(ns, name) else { return plan };
     let Some(selector) = selector_of(rs) else { return plan };
     let claimed = claim_pods(world, &REPLICA_SETS, rs, &selector, &mut plan);
-    let active: Vec<&PodInfo> = claimed.into_iter().filter(|p| p.active()).collect();
+    let replace_after = rs
+        .value
+        .pointer(&format!("/metadata/annotations/{}", REPLACE_OFFLINE_AFTER.replace('/', "~1")))
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse::<i64>().ok())
+        .filter(|s| *s >= 0);
+    // When a pod of a NotReady node counts as lost (`None`: never).
+    let lost_at = |p: &PodInfo| {
+        let since = world.nodes.get(&p.node)?.not_ready_since?;
+        Some(since + time::Duration::seconds(replace_after?))
+    };
+    let active: Vec<&PodInfo> =
+        claimed.into_iter().filter(|p| p.active() && lost_at(p).is_none_or(|at| at > now)).collect();
+    if let Some(next) = active.iter().filter_map(|p| lost_at(p)).min() {
+        // Look again when a pod of an offline node is to be replaced.
+        plan.requeue(Duration::from_millis(u64::try_from((next - now).whole_milliseconds()).unwrap_or(1).max(1)));
+    }
     let want = usize::try_from(int_at(&rs.value, "/spec/replicas").unwrap_or(1).max(0)).unwrap_or(0);
     if !rs.deleting() {
         scale_pods(&mut plan, &REPLICA_SETS, rs, &active, want);

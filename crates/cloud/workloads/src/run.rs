@@ -402,6 +402,25 @@ impl Runner {
                 }
             }
             Update::Node { old, new } => {
+                // Readiness moved: the ReplicaSets with pods there count again (offline replacement).
+                if old.as_ref().map(|n| n.not_ready_since) != new.as_ref().map(|n| n.not_ready_since) {
+                    let node = new.as_ref().or(old.as_ref()).map(|n| n.name.clone()).unwrap_or_default();
+                    let sets: Vec<Key> = self
+                        .world
+                        .pods
+                        .iter()
+                        .filter(|p| p.node == node)
+                        .flat_map(|p| {
+                            p.owners
+                                .iter()
+                                .filter(|o| o.controller && o.kind == "ReplicaSet")
+                                .map(|o| (p.namespace.clone(), o.name.clone()))
+                        })
+                        .collect();
+                    for k in sets {
+                        self.queue.add(Task::ReplicaSet(k));
+                    }
+                }
                 // A node that joined, left, or changed labels or taints: every DaemonSet looks again.
                 let moved = match (old, new) {
                     (Some(o), Some(n)) => o.labels != n.labels || o.taints != n.taints || o.deleting != n.deleting,

@@ -322,6 +322,13 @@ fn a_deployment_makes_a_hashed_replica_set_and_its_pods_and_reports_them() {
     let reason = |t: &str| conds.iter().find(|c| c["type"] == t).map(|c| c["reason"].clone());
     assert_eq!(reason("Available"), Some(json!("MinimumReplicasAvailable")));
     assert_eq!(reason("Progressing"), Some(json!("NewReplicaSetAvailable")));
+    // An annotation added to the Deployment later follows to its ReplicaSet.
+    let mut d = sim.get(&DEPLOYMENTS, "default", "web").unwrap().clone();
+    d["metadata"]["annotations"][replicaset::REPLACE_OFFLINE_AFTER] = json!("300");
+    sim.store(&DEPLOYMENTS, d);
+    sim.settle(|_| {});
+    let rs = &sim.list(&REPLICA_SETS)[0];
+    assert_eq!(rs["metadata"]["annotations"][replicaset::REPLACE_OFFLINE_AFTER], "300", "{}", rs["metadata"]);
 }
 
 #[test]
@@ -561,6 +568,48 @@ fn pods_of_an_offline_node_stay_counted_and_deleted_pods_are_replaced() {
     sim.store(&PODS, p);
     sim.settle(|_| {});
     assert_eq!(sim.list(&PODS).len(), 3);
+}
+
+#[test]
+fn a_set_that_asks_for_it_replaces_the_pods_of_a_node_offline_long_enough_and_sheds_the_surplus_on_return() {
+    let mut sim = Sim::new();
+    node(&mut sim, "edge-1", json!({}), json!([]));
+    let ready = |sim: &mut Sim, status: &str| {
+        let mut n = sim.get(&NODES, "", "edge-1").unwrap().clone();
+        n["status"] = json!({"conditions": [{"type": "Ready", "status": status,
+            "lastTransitionTime": edgehive_store::rfc3339(sim.now)}]});
+        sim.store(&NODES, n);
+    };
+    ready(&mut sim, "True");
+    let mut rs = replica_set("rs", 2);
+    rs["metadata"]["annotations"] = json!({replicaset::REPLACE_OFFLINE_AFTER: "60"});
+    sim.create(&REPLICA_SETS, rs);
+    sim.settle(|_| {});
+    let originals: Vec<String> =
+        sim.list(&PODS).iter().map(|p| p["metadata"]["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(originals.len(), 2);
+    // Offline: nothing happens within the minute, and the controller asks to look again then.
+    sim.kubelet = false;
+    ready(&mut sim, "Unknown");
+    sim.settle(|_| {});
+    assert_eq!(sim.list(&PODS).len(), 2, "not yet");
+    let plan = replicaset::sync(&sim.world, "default", "rs", sim.now);
+    assert_eq!(plan.requeue_after, Some(std::time::Duration::from_secs(60)));
+    sim.now += time::Duration::seconds(61);
+    sim.settle(|_| {});
+    let pods = sim.list(&PODS);
+    assert_eq!(pods.len(), 4, "two replacements beside the offline copies");
+    for name in &originals {
+        assert!(sim.get(&PODS, "default", name).unwrap()["metadata"].get("deletionTimestamp").is_none(), "{name} kept");
+    }
+    // Back online: the surplus goes, the replacements (newest, ready the shortest) first.
+    ready(&mut sim, "True");
+    sim.kubelet = true;
+    sim.settle(|_| {});
+    let mut left: Vec<String> =
+        sim.list(&PODS).iter().map(|p| p["metadata"]["name"].as_str().unwrap().to_string()).collect();
+    left.sort();
+    assert_eq!(left, originals);
 }
 
 #[test]
