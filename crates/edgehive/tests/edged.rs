@@ -459,6 +459,15 @@ fn deployments_and_daemon_sets_run_on_edge_nodes_roll_out_undo_scale_and_cascade
     });
     assert_eq!(cloud.json(&["get", "rs", "-l", "app=web"])["items"].as_array().unwrap().len(), 2);
 
+    // `rollout restart`: every pod replaced, through a new ReplicaSet.
+    let before: Vec<String> = web_pods(&cloud).into_iter().map(|p| p.0).collect();
+    cloud.kubectl(&["rollout", "restart", "deployment/web"], None);
+    cloud.kubectl(&["rollout", "status", "deployment/web", "--timeout=60s"], None);
+    wait_until("every pod replaced", || {
+        let pods = web_pods(&cloud);
+        pods.len() == 3 && pods.iter().all(|p| !before.contains(&p.0) && p.3 == "Running")
+    });
+
     // Scale to zero and back, through the scale subresource.
     cloud.kubectl(&["scale", "deployment/web", "--replicas=0"], None);
     wait_until("no pods", || web_pods(&cloud).is_empty());
@@ -532,6 +541,26 @@ fn deployments_and_daemon_sets_run_on_edge_nodes_roll_out_undo_scale_and_cascade
     assert!(table.contains("NODE SELECTOR") && table.contains("tier=edge"), "{table}");
     cloud.kubectl(&["delete", "ds", "agent"], None);
     wait_until("the daemons are gone", || agents(&cloud).is_empty());
+
+    // A Job of five completions, two at a time, runs to completion on the edges.
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: count, namespace: default}\nspec:\n  completions: 5\n  parallelism: 2\n  template:\n    spec:\n      nodeSelector: {tier: edge}\n      restartPolicy: Never\n      containers:\n      - name: main\n        image: busybox\n        command: [sh, -c, 'sleep 1']\n";
+    cloud.kubectl(&["apply", "-f", "-"], Some(job));
+    wait_until("the job completes", || {
+        let pods = cloud.json(&["get", "pods", "-l", "job-name=count"]);
+        let running =
+            pods["items"].as_array().into_iter().flatten().filter(|p| p["status"]["phase"] == "Running").count();
+        assert!(running <= 2, "parallelism 2: {running} running");
+        let status = cloud.json(&["get", "job", "count"])["status"].clone();
+        status["succeeded"] == 5
+            && status["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Complete" && c["status"] == "True")
+    });
+    let table = cloud.kubectl(&["get", "job", "count"], None);
+    assert!(table.contains("COMPLETIONS") && table.contains("5/5"), "{table}");
+    cloud.kubectl(&["delete", "job", "count"], None);
 }
 
 /// An edge with edged in `dir`, joined and Ready.
