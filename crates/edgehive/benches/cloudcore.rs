@@ -5,7 +5,14 @@
 //! ```sh
 //! cargo bench -p edgehive --bench cloudcore                     # everything
 //! cargo bench -p edgehive --bench cloudcore -- --nodes 100 --idle 1000
+//! cargo bench -p edgehive --bench cloudcore -- --nodes 0 --idle 0 --daemonset 1000
 //! ```
+//!
+//! `--daemonset N`: a DaemonSet rolled to N simulated edge nodes, whose
+//! edges report each pod Running and Ready as soon as it arrives (as edged
+//! does once its container started): the time from the DaemonSet's create
+//! to all N pods Ready in its status, the controllers' store writes, and the
+//! cloud's CPU time and RSS growth.
 //!
 //! `edgehive cloud` runs as its own process (its RSS is its own); the edges
 //! are viaduct WebSocket clients in this process that store nothing and ACK
@@ -105,6 +112,12 @@ struct Edges {
 }
 
 async fn connect_edges(cloud: &Cloud, nodes: usize) -> Edges {
+    connect_reporting_edges(cloud, nodes, false).await
+}
+
+/// Edges that, when `report` is set, answer each pod they receive with its
+/// status Running and Ready (the podstatus edged sends).
+async fn connect_reporting_edges(cloud: &Cloud, nodes: usize, report: bool) -> Edges {
     let ca = edgehive_pki::Ca::load_or_create(&cloud.data.join("tls"), "edgehive-ca").unwrap();
     let receipts: Receipts = Arc::default();
     let connected = Arc::new(AtomicUsize::new(0));
@@ -142,6 +155,24 @@ async fn connect_edges(cloud: &Cloud, nodes: usize) -> Edges {
                 if matches!(m.route.operation.as_str(), op::INSERT | op::UPDATE | op::DELETE) {
                     let now = Instant::now();
                     let _ = tx.try_write(m.response(Content::string("OK")));
+                    if report && m.route.operation == op::INSERT && m.route.resource.contains("/pod/") {
+                        let pod = m.content.to_value();
+                        let at = edgehive_store::now_rfc3339();
+                        let status = json!({"UID": pod["metadata"]["uid"], "Status": {"phase": "Running",
+                            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": at}],
+                            "containerStatuses": [{"name": "c", "ready": true, "restartCount": 0,
+                                "state": {"running": {"startedAt": at}}}]}});
+                        let resource = format!(
+                            "{}/podstatus/{}",
+                            pod["metadata"]["namespace"].as_str().unwrap_or("default"),
+                            pod["metadata"]["name"].as_str().unwrap_or_default()
+                        );
+                        let _ = tx.try_write(
+                            Message::new()
+                                .with_route("edged", "meta", resource, op::UPDATE)
+                                .with_content(Content::from_serialize(&status).unwrap()),
+                        );
+                    }
                     let rv = m.header.resource_version.parse().unwrap_or(0);
                     receipts.lock().unwrap().push((i, m.route.resource.to_string(), rv, now));
                 }
@@ -321,6 +352,78 @@ async fn idle(nodes: usize) {
     }
 }
 
+/// CPU seconds (user + system) the process `pid` has used.
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
+}
+
+/// The sum of the samples of metric `name` on the cloud's `/metrics`.
+async fn metric_sum(client: &kube::Client, name: &str) -> f64 {
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client.request_text(req).await.unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+async fn daemonset(nodes: usize) {
+    println!("--- DaemonSet to {nodes} node(s)");
+    let cloud = Cloud::start();
+    let client = cloud.client().await;
+    let node_api: Api<Node> = Api::all(client.clone());
+    let edges = connect_reporting_edges(&cloud, nodes, true).await;
+    for i in 0..nodes {
+        let n = serde_json::from_value(json!({"metadata": {"name": format!("edge-{i}"),
+            "labels": {"node-role.kubernetes.io/edge": "", "tier": "edge"}}}))
+        .unwrap();
+        node_api.create(&PostParams::default(), &n).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (rss0, cpu0) = (cloud.rss_kib(), cpu_secs(cloud.child.id()));
+    let writes0 = metric_sum(&client, "edgehive_workloads_writes_total").await;
+    let requests0 = metric_sum(&client, "edgehive_apiserver_request_total").await;
+    let ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {"metadata": {"labels": {"app": "agent"}},
+            "spec": {"nodeSelector": {"tier": "edge"}, "containers": [{"name": "c", "image": "busybox"}]}}}});
+    let api: Api<k8s_openapi::api::apps::v1::DaemonSet> = Api::namespaced(client.clone(), "default");
+    let start = Instant::now();
+    api.create(&PostParams::default(), &serde_json::from_value(ds).unwrap()).await.unwrap();
+    let (mut scheduled_at, mut ready_at) = (None, None);
+    let mut polls = 0.0;
+    while ready_at.is_none() && start.elapsed() < Duration::from_secs(600) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        polls += 1.0;
+        let status = api.get("agent").await.unwrap().status.unwrap_or_default();
+        if scheduled_at.is_none() && status.current_number_scheduled as usize == nodes {
+            scheduled_at = Some(start.elapsed());
+        }
+        if status.number_ready as usize == nodes {
+            ready_at = Some(start.elapsed());
+        }
+    }
+    let (rss1, cpu1) = (cloud.rss_kib(), cpu_secs(cloud.child.id()));
+    let writes = metric_sum(&client, "edgehive_workloads_writes_total").await - writes0;
+    // This bench's own requests (the create, the polls, two metric reads) are not the controllers'.
+    let requests = metric_sum(&client, "edgehive_apiserver_request_total").await - requests0 - polls - 3.0;
+    let secs = |d: Option<Duration>| d.map_or("timed out".to_owned(), |d| format!("{:.2} s", d.as_secs_f64()));
+    println!(
+        "daemonset nodes={nodes:>5}  all pods created {}  all Ready {}  controller writes {writes:.0}  \
+         other API requests {requests:.0}  cloud CPU {:.2} s  cloud RSS {} -> {} MiB",
+        secs(scheduled_at),
+        secs(ready_at),
+        cpu1 - cpu0,
+        rss0 / 1024,
+        rss1 / 1024,
+    );
+    for t in edges.tasks {
+        t.abort();
+    }
+}
+
 fn list(args: &[String], flag: &str, default: &[usize]) -> Vec<usize> {
     match args.iter().position(|a| a == flag) {
         Some(i) => args[i + 1].split(',').map(|s| s.parse().unwrap()).collect(),
@@ -335,13 +438,17 @@ fn main() {
     }
     let nodes = list(&args, "--nodes", &[1, 100, 1000]);
     let idle_nodes = list(&args, "--idle", &[1000, 10_000]);
+    let daemon_nodes = list(&args, "--daemonset", &[1000]);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
-        for n in nodes {
+        for n in nodes.into_iter().filter(|n| *n > 0) {
             delivery(n).await;
         }
-        for n in idle_nodes {
+        for n in idle_nodes.into_iter().filter(|n| *n > 0) {
             idle(n).await;
+        }
+        for n in daemon_nodes.into_iter().filter(|n| *n > 0) {
+            daemonset(n).await;
         }
     });
 }
