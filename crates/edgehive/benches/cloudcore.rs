@@ -8,6 +8,13 @@
 //! cargo bench -p edgehive --bench cloudcore -- --nodes 0 --idle 0 --daemonset 1000
 //! ```
 //!
+//! `--deployments N`: N Deployments of one replica created through the API
+//! (no nodes, so the pods stay Pending): how long until the controllers are
+//! idle, the cloud's RSS growth per Deployment (with its ReplicaSet and pod),
+//! and after a restart on the same data, how long the controllers take to
+//! list and look at everything again, and what they write (nothing, when
+//! nothing changed).
+//!
 //! `--daemonset N`: a DaemonSet rolled to N simulated edge nodes, whose
 //! edges report each pod Running and Ready as soon as it arrives (as edged
 //! does once its container started): the time from the DaemonSet's create
@@ -47,9 +54,13 @@ struct Cloud {
 
 impl Cloud {
     fn start() -> Cloud {
+        Cloud::start_in(TempDir::new("bench-cloudcore"))
+    }
+
+    /// A cloud on the data directory in `dir` (again after a restart).
+    fn start_in(dir: TempDir) -> Cloud {
         let extra: Vec<String> =
             std::env::var("CLOUD_ARGS").map(|a| a.split_whitespace().map(str::to_owned).collect()).unwrap_or_default();
-        let dir = TempDir::new("bench-cloudcore");
         let data = dir.path().join("data");
         let (api, ws) = (free_port(), free_port());
         let child = Command::new(env!("CARGO_BIN_EXE_edgehive"))
@@ -70,7 +81,8 @@ impl Cloud {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        for _ in 0..600 {
+        // Up to two minutes: a restart over many objects reads them all first.
+        for _ in 0..2400 {
             if data.join("kubeconfig.yaml").exists()
                 && std::net::TcpStream::connect(("127.0.0.1", api)).is_ok()
                 && std::net::TcpStream::connect(("127.0.0.1", ws)).is_ok()
@@ -99,6 +111,16 @@ impl Drop for Cloud {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl Cloud {
+    /// Stops the process and hands back its directory.
+    fn stop(mut self) -> TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let placeholder = TempDir::new("bench-cloudcore-stopped");
+        std::mem::replace(&mut self._dir, placeholder)
     }
 }
 
@@ -424,6 +446,101 @@ async fn daemonset(nodes: usize) {
     }
 }
 
+/// The sum of the samples of metric `name` whose labels include every one of `labels`.
+async fn metric_with(client: &kube::Client, name: &str, labels: &[&str]) -> f64 {
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client.request_text(req).await.unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter(|l| labels.iter().all(|x| l.contains(x)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Waits until the workload controllers have run at least `min_syncs` syncs
+/// and then none for a second (a Deployment whose pods cannot start keeps a
+/// delayed check of its progress deadline queued, so the queue is not
+/// empty); the time it took.
+async fn controllers_idle(client: &kube::Client, since: Instant, min_syncs: f64) -> Duration {
+    let mut last = -1.0;
+    let mut quiet = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let syncs = metric_sum(client, "edgehive_workloads_syncs_total").await;
+        if syncs != last || syncs < min_syncs {
+            last = syncs;
+            quiet = Instant::now();
+        } else if quiet.elapsed() >= Duration::from_secs(1) {
+            return quiet.duration_since(since);
+        }
+    }
+}
+
+async fn deployments(count: usize) {
+    println!("--- {count} Deployments of one replica");
+    let cloud = Cloud::start();
+    let client = cloud.client().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss0 = cloud.rss_kib();
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), "default");
+    let start = Instant::now();
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut writers = Vec::new();
+    for _ in 0..16 {
+        let (api, next) = (api.clone(), next.clone());
+        writers.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= count {
+                    return;
+                }
+                let d = json!({"metadata": {"name": format!("d-{i}")}, "spec": {"replicas": 1,
+                    "selector": {"matchLabels": {"app": format!("d-{i}")}},
+                    "template": {"metadata": {"labels": {"app": format!("d-{i}")}},
+                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}});
+                api.create(&PostParams::default(), &serde_json::from_value(d).unwrap()).await.unwrap();
+            }
+        }));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    let created = start.elapsed();
+    while metric_with(&client, "edgehive_workloads_writes_total", &["verb=\"create\"", "resource=\"pods\""]).await
+        < count as f64
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let settled = controllers_idle(&client, start, count as f64).await;
+    let rss1 = cloud.rss_kib();
+    println!(
+        "deployments={count}  created through the API in {:.1} s  controllers idle after {:.1} s  \
+         cloud RSS {} -> {} MiB ({:.2} KiB per Deployment with its ReplicaSet and pod)",
+        created.as_secs_f64(),
+        settled.as_secs_f64(),
+        rss0 / 1024,
+        rss1 / 1024,
+        rss1.saturating_sub(rss0) as f64 / count as f64
+    );
+    // A restart: the controllers list everything again and decide; nothing is written.
+    let dir = cloud.stop();
+    let start = Instant::now();
+    let cloud = Cloud::start_in(dir);
+    let client = cloud.client().await;
+    let up = start.elapsed();
+    // Every Deployment and ReplicaSet is looked at again.
+    let settled = controllers_idle(&client, start, 2.0 * count as f64).await;
+    // (+ 0.0: a sum of no samples is -0.0.)
+    let writes = metric_sum(&client, "edgehive_workloads_writes_total").await + 0.0;
+    let syncs = metric_sum(&client, "edgehive_workloads_syncs_total").await + 0.0;
+    println!(
+        "restart: API up in {:.1} s  controllers idle after {:.1} s  syncs {syncs:.0}  writes {writes:.0}  cloud RSS {} MiB",
+        up.as_secs_f64(),
+        settled.as_secs_f64(),
+        cloud.rss_kib() / 1024
+    );
+}
+
 fn list(args: &[String], flag: &str, default: &[usize]) -> Vec<usize> {
     match args.iter().position(|a| a == flag) {
         Some(i) => args[i + 1].split(',').map(|s| s.parse().unwrap()).collect(),
@@ -439,6 +556,7 @@ fn main() {
     let nodes = list(&args, "--nodes", &[1, 100, 1000]);
     let idle_nodes = list(&args, "--idle", &[1000, 10_000]);
     let daemon_nodes = list(&args, "--daemonset", &[1000]);
+    let deployment_counts = list(&args, "--deployments", &[10_000]);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
         for n in nodes.into_iter().filter(|n| *n > 0) {
@@ -449,6 +567,9 @@ fn main() {
         }
         for n in daemon_nodes.into_iter().filter(|n| *n > 0) {
             daemonset(n).await;
+        }
+        for n in deployment_counts.into_iter().filter(|n| *n > 0) {
+            deployments(n).await;
         }
     });
 }

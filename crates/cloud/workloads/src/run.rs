@@ -261,6 +261,8 @@ impl Runner {
                     _ = self.work(task) => {}
                 }
             }
+            // Also when the loop goes idle, so the gauge does not keep its last busy value.
+            self.metrics.queue_depth.set(i64::try_from(self.queue.len()).unwrap_or(i64::MAX));
         }
         for w in watches {
             w.abort();
