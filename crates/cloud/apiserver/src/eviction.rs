@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 
 use crate::body;
 use crate::context::ApiState;
+use crate::handlers::store_err;
 use crate::response::{Body, value_response};
 use crate::route::{Query, Target};
 
@@ -39,10 +40,6 @@ fn too_many_requests(cause: String) -> ApiError {
     let mut e = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "TooManyRequests", REFUSED);
     e.details.causes = vec![Cause { reason: "DisruptionBudget".into(), message: cause, field: String::new() }];
     e
-}
-
-fn store_err(res: &'static edgehive_store::resources::ResourceDef) -> impl Fn(StoreError) -> ApiError {
-    move |e| ApiError::from_store(e, res.plural, res.group)
 }
 
 /// The Ready condition is True.

@@ -38,7 +38,7 @@ pub(crate) async fn bootstrap(store: &Store) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn store_err(res: &ResourceDef) -> impl Fn(StoreError) -> ApiError + '_ {
+pub(crate) fn store_err(res: &ResourceDef) -> impl Fn(StoreError) -> ApiError + '_ {
     move |e| ApiError::from_store(e, res.plural, res.group)
 }
 

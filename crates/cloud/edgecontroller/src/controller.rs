@@ -628,7 +628,8 @@ impl Controller {
                 .min()
                 .unwrap_or(now);
             for (key, pod) in self.index.placed_on(node) {
-                if pod.requests.pods == 0 {
+                // Ended, or already being stopped: evicted once, not again at every check.
+                if pod.requests.pods == 0 || pod.terminating {
                     continue;
                 }
                 if let Some(grace) =

@@ -25,6 +25,8 @@ pub struct PodEntry {
     pub node: String,
     /// `metadata.uid`: a delete names the object it removes.
     pub uid: String,
+    /// `metadata.deletionTimestamp` is set (its node is stopping it).
+    pub terminating: bool,
     /// What it uses.
     pub refs: BTreeSet<Ref>,
     /// Labels (for anti-affinity).
@@ -285,6 +287,7 @@ fn entry_of(namespace: &str, node: &str, pod: &Value) -> PodEntry {
     PodEntry {
         node: node.to_owned(),
         uid: pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        terminating: pod.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()),
         refs: pod_refs(namespace, pod),
         labels: pod
             .pointer("/metadata/labels")
