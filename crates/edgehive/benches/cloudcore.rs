@@ -434,12 +434,13 @@ async fn daemonset(nodes: usize) {
     let secs = |d: Option<Duration>| d.map_or("timed out".to_owned(), |d| format!("{:.2} s", d.as_secs_f64()));
     println!(
         "daemonset nodes={nodes:>5}  all pods created {}  all Ready {}  controller writes {writes:.0}  \
-         other API requests {requests:.0}  cloud CPU {:.2} s  cloud RSS {} -> {} MiB",
+         other API requests {requests:.0}  cloud CPU {:.2} s  cloud RSS {} -> {} MiB  {}",
         secs(scheduled_at),
         secs(ready_at),
         cpu1 - cpu0,
         rss0 / 1024,
         rss1 / 1024,
+        events(&client).await,
     );
     for t in edges.tasks {
         t.abort();
@@ -455,6 +456,17 @@ async fn metric_with(client: &kube::Client, name: &str, labels: &[&str]) -> f64 
         .filter(|l| labels.iter().all(|x| l.contains(x)))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
+}
+
+/// The Event recorder's notes so far, by outcome.
+async fn events(client: &kube::Client) -> String {
+    let mut out = String::from("events:");
+    for outcome in ["created", "counted", "spam", "queue_full", "failed"] {
+        let label = format!("outcome=\"{outcome}\"");
+        let n = metric_with(client, "edgehive_events_notes_total", &[label.as_str()]).await + 0.0;
+        out.push_str(&format!(" {outcome} {n:.0}"));
+    }
+    out
 }
 
 /// Waits until the workload controllers have run at least `min_syncs` syncs
@@ -515,12 +527,13 @@ async fn deployments(count: usize) {
     let rss1 = cloud.rss_kib();
     println!(
         "deployments={count}  created through the API in {:.1} s  controllers idle after {:.1} s  \
-         cloud RSS {} -> {} MiB ({:.2} KiB per Deployment with its ReplicaSet and pod)",
+         cloud RSS {} -> {} MiB ({:.2} KiB per Deployment with its ReplicaSet and pod)  {}",
         created.as_secs_f64(),
         settled.as_secs_f64(),
         rss0 / 1024,
         rss1 / 1024,
-        rss1.saturating_sub(rss0) as f64 / count as f64
+        rss1.saturating_sub(rss0) as f64 / count as f64,
+        events(&client).await,
     );
     // A restart: the controllers list everything again and decide; nothing is written.
     let dir = cloud.stop();

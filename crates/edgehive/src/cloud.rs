@@ -108,6 +108,10 @@ pub(crate) struct Args {
     /// latency and loss (a lost handshake packet waits 1–3 s to be resent).
     #[arg(long, default_value = "5s", value_parser = crate::duration::positive)]
     handshake_timeout: Duration,
+    /// How long Events are kept after their last write (kube-apiserver's
+    /// `--event-ttl`).
+    #[arg(long, default_value = "1h", value_parser = crate::duration::positive)]
+    event_ttl: Duration,
 }
 
 pub(crate) fn default_data_dir() -> PathBuf {
@@ -134,7 +138,9 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         StoreKind::Sqlite => BackendConfig::Sqlite { path: args.data_dir.join("state.db"), fsync: !args.no_fsync },
         StoreKind::Etcd => BackendConfig::Etcd { endpoints: args.etcd_endpoints.clone() },
     };
-    let store = Store::open(StoreConfig::new(backend)).await.context("open the store")?;
+    let mut store_config = StoreConfig::new(backend);
+    store_config.event_ttl = Some(args.event_ttl);
+    let store = Store::open(store_config).await.context("open the store")?;
 
     // CloudHub's certificate names every address edges use.
     let tls_dir = args.data_dir.join("tls");
@@ -205,8 +211,13 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     // Tokens for edges' pods, signed with the key the API server verifies them with.
     let sa_tokens =
         Arc::new(edgehive_pki::ServiceAccountTokens::load_or_create(&tls_dir).context("service account token key")?);
+    let stop = CancellationToken::new();
+    // The controllers' Events, written by one task (docs: ARCHITECTURE.md, Events).
+    let events = edgehive_events::Recorder::start(store.clone(), stop.clone());
     let controller = Arc::new(
-        EdgeController::with_lifecycle(store.clone(), lifecycle).with_service_account_tokens(sa_tokens.clone()),
+        EdgeController::with_lifecycle(store.clone(), lifecycle)
+            .with_service_account_tokens(sa_tokens.clone())
+            .with_events(events.clone()),
     );
     let sync = Arc::new(SyncController::new(
         store.clone(),
@@ -219,7 +230,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let hive = builder.build();
     let bus = hive.context();
     // ReplicaSets, Deployments and the garbage collector, over the store.
-    let workloads = edgehive_workloads::Workloads::new(store.clone());
+    let workloads = edgehive_workloads::Workloads::new(store.clone()).with_events(events.clone());
 
     let mut config = ApiServerConfig::new(args.bind, args.data_dir.clone());
     config.sans = args.tls_sans;
@@ -232,6 +243,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     controller.metrics().register(&mut config.metrics);
     sync.metrics().register(&mut config.metrics);
     workloads.metrics().register(&mut config.metrics);
+    events.metrics().register(&mut config.metrics);
     crate::process::register_bus(bus, &mut config.metrics);
     let server = ApiServer::bind(config, store.clone()).await.context("start the API server")?;
     tracing::info!(
@@ -241,7 +253,6 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         "edgehive cloud is up; run: KUBECONFIG={} kubectl get namespaces",
         server.kubeconfig_path().display()
     );
-    let stop = CancellationToken::new();
     let tokens = tokio::spawn({
         let (credentials, stop) = (credentials.clone(), stop.clone());
         async move { credentials.keep_tokens(stop).await }

@@ -1,12 +1,52 @@
 //! Structured logs: `tracing` to stderr, human or JSON.
+//!
+//! The filter is a list of `target=level` directives with an optional
+//! default level (`info,edgehive_beehive=debug`), tracing-subscriber's
+//! `Targets`: what `RUST_LOG` users write for levels by module, without the
+//! span and field matchers of its `EnvFilter` (and the regex engine those
+//! bring into the edge's binary).
 
 use anyhow::Context as _;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+
+/// Parses a log filter (`EDGEHIVE_LOG`, `--log`).
+pub(crate) fn filter_of(filter: &str) -> anyhow::Result<Targets> {
+    filter.parse::<Targets>().with_context(|| format!("parse log filter {filter:?}"))
+}
 
 /// Installs the global subscriber.
 pub(crate) fn init(filter: &str, json: bool) -> anyhow::Result<()> {
-    let filter = EnvFilter::try_new(filter).with_context(|| format!("parse log filter {filter:?}"))?;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let res = if json { builder.json().try_init() } else { builder.compact().try_init() };
+    let filter = filter_of(filter)?;
+    let builder = tracing_subscriber::fmt().with_max_level(tracing::Level::TRACE).with_writer(std::io::stderr);
+    let res = if json {
+        builder.json().finish().with(filter).try_init()
+    } else {
+        builder.compact().finish().with(filter).try_init()
+    };
     res.map_err(|e| anyhow::anyhow!("install log subscriber: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::filter_of;
+    use tracing::Level;
+    use tracing::level_filters::LevelFilter;
+
+    #[test]
+    fn filters_by_default_level_and_by_target() {
+        let f = filter_of("info,edgehive_beehive=debug,h2=off").unwrap();
+        assert!(f.would_enable("edgehive_edgehub", &Level::INFO));
+        assert!(!f.would_enable("edgehive_edgehub", &Level::DEBUG));
+        assert!(f.would_enable("edgehive_beehive::bus", &Level::DEBUG));
+        assert!(!f.would_enable("h2::codec", &Level::ERROR));
+        assert_eq!(filter_of("warn").unwrap().default_level(), Some(LevelFilter::WARN));
+    }
+
+    #[test]
+    fn a_bad_level_is_an_error_that_quotes_the_filter() {
+        let e = filter_of("edgehive=loud").unwrap_err();
+        assert!(format!("{e:#}").contains("\"edgehive=loud\""), "{e:#}");
+    }
 }

@@ -563,6 +563,55 @@ fn deployments_and_daemon_sets_run_on_edge_nodes_roll_out_undo_scale_and_cascade
     cloud.kubectl(&["delete", "job", "count"], None);
 }
 
+/// A CronJob every minute, on an edge, as Kubernetes' e2e tests run one:
+/// in real minutes. Its Jobs run to completion; after the second one only
+/// `successfulJobsHistoryLimit` (1) is kept, and the CronJob's Events say
+/// what it did.
+#[test]
+fn a_cronjob_every_minute_runs_its_jobs_on_an_edge_and_keeps_its_history_limit() {
+    let dir = TempDir::new("edged-cronjob");
+    let cloud = Cloud::start(dir.path(), &[]);
+    let server = format!("127.0.0.1:{}", cloud.ws);
+    let _edge = start_in(dir.path(), &cloud, &server, "edge-c1");
+    let cronjob = "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: tick, namespace: default}\nspec:\n  schedule: '* * * * *'\n  concurrencyPolicy: Forbid\n  successfulJobsHistoryLimit: 1\n  failedJobsHistoryLimit: 1\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          restartPolicy: Never\n          containers:\n          - name: main\n            image: busybox\n            command: [sh, -c, 'echo tick']\n";
+    cloud.kubectl(&["apply", "-f", "-"], Some(cronjob));
+    // Two minutes and some: the first run at the next minute, the second a minute later.
+    let deadline = Instant::now() + Duration::from_secs(200);
+    let mut seen = std::collections::BTreeSet::new();
+    loop {
+        let jobs = cloud.json(&["get", "jobs"]);
+        let jobs = jobs["items"].as_array().cloned().unwrap_or_default();
+        for j in &jobs {
+            assert_eq!(j["metadata"]["ownerReferences"][0]["name"], "tick", "{j}");
+            seen.insert(j["metadata"]["name"].as_str().unwrap().to_string());
+        }
+        let complete = |j: &serde_json::Value| {
+            j["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Complete" && c["status"] == "True")
+        };
+        if seen.len() >= 2 && jobs.len() == 1 && complete(&jobs[0]) {
+            break;
+        }
+        assert!(jobs.len() <= 2, "history limit 1, and at most one running (Forbid): {jobs:?}");
+        assert!(Instant::now() < deadline, "two runs and the history trimmed: seen {seen:?}, now {jobs:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let cj = cloud.json(&["get", "cronjob", "tick"]);
+    assert!(cj["status"]["lastScheduleTime"].is_string() && cj["status"]["lastSuccessfulTime"].is_string(), "{cj}");
+    let first = seen.iter().next().unwrap().clone();
+    wait_until("the CronJob's Events", || {
+        let events = cloud.kubectl(&["events", "--for", "cronjob/tick"], None);
+        events.contains(&format!("Created job {first}"))
+            && events.contains(&format!("Saw completed job: {first}, condition: Complete"))
+            && events.contains(&format!("Deleted job {first}"))
+    });
+    cloud.kubectl(&["delete", "cronjob", "tick"], None);
+    wait_until("its Jobs are collected", || cloud.json(&["get", "jobs"])["items"].as_array().is_none_or(Vec::is_empty));
+}
+
 /// An edge with edged in `dir`, joined and Ready.
 fn start_in(dir: &Path, cloud: &Cloud, server: &str, node: &str) -> Edge {
     let mut edge = Edge::new(dir);

@@ -457,6 +457,19 @@ fn workloads_speak_kubectl() {
     assert_eq!(scale["status"]["selector"], "app=web", "{scale}");
     let err = refused(&cloud, &["scale", "deploy/web", "--replicas=-1"], None);
     assert!(err.contains("replicas"), "{err}");
+    // The controllers' Events, as `kubectl describe` and `kubectl events` show them.
+    let rs_name =
+        cloud.json(&["get", "rs", "-l", "app=web"])["items"][0]["metadata"]["name"].as_str().unwrap().to_string();
+    wait_for("the Deployment's Events", || {
+        cloud.ok(&["describe", "deploy", "web"]).contains(&format!("Scaled down replica set {rs_name} from 3 to 1"))
+    });
+    let described = cloud.ok(&["describe", "deploy", "web"]);
+    assert!(described.contains(&format!("Scaled up replica set {rs_name} from 0 to 3")), "{described}");
+    assert!(described.contains("deployment-controller"), "{described}");
+    wait_for("the ReplicaSet's Events", || {
+        let events = cloud.ok(&["events", "--for", &format!("rs/{rs_name}")]);
+        events.contains("SuccessfulCreate") && events.contains("Created pod: ") && events.contains("SuccessfulDelete")
+    });
     let err = refused(&cloud, &["scale", "deploy/web", "--replicas=2", "--resource-version=1"], None);
     assert!(err.contains("resource version") || err.contains("the object has been modified"), "{err}");
 

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use edgehive_beehive::{Context, ModuleContext};
+use edgehive_events::{Note, ObjectRef, Recorder};
 use edgehive_model::{Content, Message, op, source, well_known};
 use edgehive_store::informer::{Change, inform};
 use edgehive_store::resources::{CONFIGMAPS, LEASES, NODES, PODS, ResourceDef, SECRETS};
@@ -35,6 +36,9 @@ pub(crate) struct Controller {
     pub(crate) tokens: Option<Arc<edgehive_pki::ServiceAccountTokens>>,
     /// When each (node, taint key, value) `NoExecute` taint was first seen.
     pub(crate) tainted_since: std::collections::HashMap<(String, String, String), time::OffsetDateTime>,
+    /// Events of the scheduler and of the taint manager.
+    pub(crate) scheduler_events: Recorder,
+    pub(crate) taint_events: Recorder,
 }
 
 /// The KubeEdge resource type of a store resource.
@@ -451,7 +455,8 @@ impl Controller {
     async fn schedule(&mut self, namespace: &str, name: &str, pod: &serde_json::Value) {
         let key = (namespace.to_owned(), name.to_owned());
         let now = edgehive_store::now_rfc3339();
-        let result = match scheduler::place(&self.index, pod) {
+        let placement = scheduler::place(&self.index, pod);
+        let result = match &placement {
             Placement::Node(node) => {
                 self.index.unscheduled.remove(&key);
                 tracing::info!(pod = %name, namespace, %node, "scheduled");
@@ -459,7 +464,7 @@ impl Controller {
                     .store
                     .update_with(&PODS, namespace, name, |cur| {
                         let v = cur.value()?;
-                        Ok(scheduler::wants_scheduling(v).then(|| scheduler::bind(v, &node, &now)))
+                        Ok(scheduler::wants_scheduling(v).then(|| scheduler::bind(v, node, &now)))
                     })
                     .await;
                 if let Ok(obj) = &bound
@@ -476,7 +481,7 @@ impl Controller {
                     .update_with(&PODS, namespace, name, |cur| {
                         let v = cur.value()?;
                         Ok(if scheduler::wants_scheduling(v) {
-                            scheduler::mark_unschedulable(v, &why, &now)
+                            scheduler::mark_unschedulable(v, why, &now)
                         } else {
                             None
                         })
@@ -485,7 +490,26 @@ impl Controller {
             }
         };
         match result {
-            Ok(_) | Err(StoreError::NotFound { .. }) => {}
+            Ok(obj) => {
+                // What this attempt decided, about the pod as it now is.
+                let v = obj.value().ok();
+                let placed = v.and_then(|v| v.pointer("/spec/nodeName")).and_then(|n| n.as_str());
+                if let Some(v) = v {
+                    let pod = ObjectRef::of(&PODS, v);
+                    match (&placement, placed) {
+                        (Placement::Node(node), Some(on)) if node == on => self.scheduler_events.record(Note::normal(
+                            pod,
+                            "Scheduled",
+                            format!("Successfully assigned {namespace}/{name} to {node}"),
+                        )),
+                        (Placement::Unschedulable(why), None) => {
+                            self.scheduler_events.record(Note::warning(pod, "FailedScheduling", why.clone()));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Err(StoreError::NotFound { .. }) => {}
             Err(e) => tracing::warn!(pod = %name, namespace, error = %e, "schedule pod"),
         }
     }
@@ -643,10 +667,23 @@ impl Controller {
         self.tainted_since = seen;
         for (node, (ns, name), uid) in due {
             tracing::warn!(%node, pod = %name, namespace = %ns, "evicting a pod that does not tolerate its node's NoExecute taint");
-            let opts = edgehive_store::DeleteOptions { uid: Some(uid), ..Default::default() };
+            let opts = edgehive_store::DeleteOptions { uid: Some(uid.clone()), ..Default::default() };
             match self.store.delete(&PODS, &ns, &name, &opts).await {
                 Ok(_) => {
                     self.metrics.taint_evictions.inc();
+                    let pod = ObjectRef {
+                        api_version: "v1".into(),
+                        kind: "Pod".into(),
+                        namespace: ns.clone(),
+                        name: name.clone(),
+                        uid,
+                        resource_version: String::new(),
+                    };
+                    self.taint_events.record(Note::normal(
+                        pod,
+                        "TaintManagerEviction",
+                        format!("Marking for deletion Pod {ns}/{name}"),
+                    ));
                 }
                 Err(StoreError::NotFound { .. } | StoreError::Conflict { .. }) => {}
                 Err(e) => tracing::warn!(%node, pod = %name, error = %e, "evict a pod"),

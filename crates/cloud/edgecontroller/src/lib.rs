@@ -51,6 +51,7 @@ pub struct EdgeController {
     lifecycle: LifecycleConfig,
     metrics: Arc<Metrics>,
     tokens: Option<Arc<edgehive_pki::ServiceAccountTokens>>,
+    events: edgehive_events::Recorder,
 }
 
 impl EdgeController {
@@ -61,13 +62,27 @@ impl EdgeController {
 
     /// A controller over `store` with the given node lifecycle.
     pub fn with_lifecycle(store: Store, lifecycle: LifecycleConfig) -> EdgeController {
-        EdgeController { store, lifecycle, metrics: Arc::default(), tokens: None }
+        EdgeController {
+            store,
+            lifecycle,
+            metrics: Arc::default(),
+            tokens: None,
+            events: edgehive_events::Recorder::discard(),
+        }
     }
 
     /// Answers edges' service account token requests with tokens signed by
     /// `tokens` (the key the API server verifies them with).
     pub fn with_service_account_tokens(mut self, tokens: Arc<edgehive_pki::ServiceAccountTokens>) -> EdgeController {
         self.tokens = Some(tokens);
+        self
+    }
+
+    /// Records the scheduler's Events (`Scheduled`, `FailedScheduling`, as
+    /// `default-scheduler`) and the taint manager's (`TaintManagerEviction`,
+    /// as `taint-eviction-controller`) with `events`; without it none are.
+    pub fn with_events(mut self, events: edgehive_events::Recorder) -> EdgeController {
+        self.events = events;
         self
     }
 
@@ -102,6 +117,8 @@ impl Module for EdgeController {
                 sessions: std::collections::HashMap::new(),
                 tokens: self.tokens.clone(),
                 tainted_since: std::collections::HashMap::new(),
+                scheduler_events: self.events.named("default-scheduler"),
+                taint_events: self.events.named("taint-eviction-controller"),
             };
             controller.run(ctx, cancel).await;
             Ok(())

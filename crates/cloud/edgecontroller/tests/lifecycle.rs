@@ -10,7 +10,7 @@ use common::*;
 use edgehive_cloudhub::CloudHubConfig;
 use edgehive_edgecontroller::LifecycleConfig;
 use edgehive_model::{Content, Message};
-use edgehive_store::resources::{NODES, PODS};
+use edgehive_store::resources::{EVENTS, NODES, PODS};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -122,7 +122,42 @@ async fn a_no_execute_taint_evicts_the_pods_that_do_not_tolerate_it_when_their_t
     eventually_async("the pod that tolerates it for a second evicted", WAIT, || gone_or_going("brief")).await;
     assert!(tainted.elapsed() >= Duration::from_secs(1), "not before its tolerationSeconds");
     assert!(!gone_or_going("forever").await, "a toleration without seconds keeps the pod");
+    let said = pod_events(&cloud, "plain", |e| !e.is_empty()).await;
+    assert_eq!(
+        said,
+        vec![(
+            "taint-eviction-controller".into(),
+            "TaintManagerEviction".into(),
+            "Marking for deletion Pod default/plain".into()
+        )]
+    );
     cloud.stop().await;
+}
+
+/// `(component, reason, message)` of the Events about pod `name`, once
+/// `check` holds for them.
+async fn pod_events(
+    cloud: &Cloud,
+    name: &str,
+    check: impl Fn(&[(String, String, String)]) -> bool,
+) -> Vec<(String, String, String)> {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let end = tokio::time::Instant::now() + WAIT;
+    loop {
+        let list = cloud.store.list(&EVENTS, &Default::default()).await.unwrap();
+        let said: Vec<_> = list
+            .items
+            .iter()
+            .map(|o| o.value().unwrap().clone())
+            .filter(|e| e["involvedObject"]["kind"] == "Pod" && e["involvedObject"]["name"] == name)
+            .map(|e| (s(&e["source"]["component"]), s(&e["reason"]), s(&e["message"])))
+            .collect();
+        if check(&said) {
+            return said;
+        }
+        assert!(tokio::time::Instant::now() < end, "timed out waiting for the Events of {name}: {said:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn pod_value(cloud: &Cloud, name: &str) -> Value {
@@ -165,6 +200,14 @@ async fn unbound_pods_go_to_the_least_loaded_matching_ready_edge_node() {
     .await;
     let msg = pod_value(&cloud, "picky").await["status"]["conditions"][0]["message"].as_str().unwrap().to_owned();
     assert!(msg.starts_with("0/3 nodes are available:") && msg.contains("didn't match"), "{msg}");
+    // The scheduler's Events, as `kubectl describe pod` shows them.
+    let said = pod_events(&cloud, "free", |e| !e.is_empty()).await;
+    assert_eq!(
+        said,
+        vec![("default-scheduler".into(), "Scheduled".into(), "Successfully assigned default/free to b".into())]
+    );
+    let said = pod_events(&cloud, "picky", |e| !e.is_empty()).await;
+    assert_eq!(said, vec![("default-scheduler".into(), "FailedScheduling".into(), msg.clone())]);
     assert!(pod_value(&cloud, "picky").await["spec"]["nodeName"].is_null());
 
     // A node that starts to match takes it.
@@ -182,6 +225,7 @@ async fn unbound_pods_go_to_the_least_loaded_matching_ready_edge_node() {
         async move { pod_value(cloud, "picky").await["spec"]["nodeName"] == "a" }
     })
     .await;
+    pod_events(&cloud, "picky", |e| e.iter().any(|(_, r, m)| r == "Scheduled" && m.ends_with(" to a"))).await;
     cloud.stop().await;
 }
 

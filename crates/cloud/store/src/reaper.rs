@@ -1,11 +1,17 @@
-//! Ends graceful deletions whose grace period has run out: a pod marked with
-//! `deletionTimestamp` is removed when its node confirms (a delete with grace
-//! 0) or, failing that, when the timestamp passes.
+//! Removes objects whose time is up:
 //!
-//! The reaper watches pods, keeps the deadlines of terminating ones in order,
-//! and at each deadline deletes the pod with grace 0 and a uid precondition (so
-//! a pod re-created under the same name is never touched). Several cloud
-//! replicas may run it at once; the precondition makes that harmless.
+//! - a pod marked with `deletionTimestamp` when its grace period has run out
+//!   (its node normally confirms first, with a delete with grace 0);
+//! - an Event an hour (the store's `event_ttl`) after its last write, as
+//!   kube-apiserver's `--event-ttl` does with an etcd lease: Events are a
+//!   recent history, not a log that grows for ever.
+//!
+//! A reaper watches its resource, keeps the deadlines in order, and at each
+//! deadline deletes the object with preconditions — the uid for pods (a pod
+//! re-created under the same name is never touched); for Events the uid and
+//! the resourceVersion of a fresh read that is still due (one written again
+//! meanwhile lives on, and its watch event brings its new deadline). Several
+//! cloud replicas may run it at once; the preconditions make that harmless.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -15,34 +21,62 @@ use tokio_util::sync::CancellationToken;
 use crate::error::StoreError;
 use crate::object::Object;
 use crate::object::parse_rfc3339;
-use crate::resources::{PODS, ResourceDef};
+use crate::resources::{EVENTS, PODS, ResourceDef};
 use crate::store::{DeleteOptions, Store, WatchOptions, WatchStart};
 use crate::watch::{EventType, WatchFilter};
 
-/// Deadlines of terminating objects, earliest first.
+/// When an object is due.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Due {
+    /// At its `deletionTimestamp`, once terminating (pods).
+    GracePeriod,
+    /// This long after its last write (Events: the latest of
+    /// `lastTimestamp`, `eventTime`, `series.lastObservedTime` and
+    /// `creationTimestamp`).
+    Ttl(Duration),
+}
+
+impl Due {
+    /// The deadline of `obj` in unix seconds, if it has one.
+    fn of(self, obj: &Object) -> Option<i64> {
+        let v = obj.value().ok()?;
+        let at = |p: &str| v.pointer(p).and_then(|t| t.as_str()).and_then(parse_rfc3339);
+        match self {
+            Due::GracePeriod => {
+                if !obj.is_terminating() {
+                    return None;
+                }
+                at("/metadata/deletionTimestamp").map(|t| t.unix_timestamp())
+            }
+            Due::Ttl(ttl) => {
+                let last = ["/lastTimestamp", "/eventTime", "/series/lastObservedTime", "/metadata/creationTimestamp"]
+                    .into_iter()
+                    .filter_map(at)
+                    .max()?;
+                Some(last.unix_timestamp().saturating_add(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX)))
+            }
+        }
+    }
+}
+
+/// An object's deadline: when, namespace, name, uid.
+type Entry = (i64, String, String, String);
+
+/// Deadlines of objects, earliest first.
 #[derive(Debug, Default)]
 pub(crate) struct Deadlines {
     by_time: BTreeSet<(i64, String)>,
-    by_key: HashMap<String, (i64, String, String, String)>,
+    by_key: HashMap<String, Entry>,
 }
 
 impl Deadlines {
-    /// Records the state of `obj` (terminating or not).
-    pub(crate) fn observe(&mut self, obj: &Object, gone: bool) {
+    /// Records the state of `obj` (`gone`: deleted).
+    pub(crate) fn observe(&mut self, obj: &Object, gone: bool, due: Due) {
         self.forget(obj.key());
-        if gone || !obj.is_terminating() {
+        if gone {
             return;
         }
-        let Some(at) = obj
-            .value()
-            .ok()
-            .and_then(|v| v.pointer("/metadata/deletionTimestamp"))
-            .and_then(|t| t.as_str())
-            .and_then(parse_rfc3339)
-        else {
-            return;
-        };
-        let at = at.unix_timestamp();
+        let Some(at) = due.of(obj) else { return };
         let key = obj.key().to_string();
         let uid = obj.uid().unwrap_or_default().to_string();
         self.by_time.insert((at, key.clone()));
@@ -80,12 +114,17 @@ fn unix_now() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()
 }
 
-/// Runs the reaper for `res` (pods) until `stop`.
-pub(crate) async fn run(store: Store, stop: CancellationToken) {
-    run_for(store, &PODS, stop).await;
+/// Runs the grace-period reaper for pods until `stop`.
+pub(crate) async fn run_pods(store: Store, stop: CancellationToken) {
+    run_for(store, &PODS, Due::GracePeriod, stop).await;
 }
 
-async fn run_for(store: Store, res: &'static ResourceDef, stop: CancellationToken) {
+/// Runs the reaper that expires Events `ttl` after their last write.
+pub(crate) async fn run_events(store: Store, ttl: Duration, stop: CancellationToken) {
+    run_for(store, &EVENTS, Due::Ttl(ttl), stop).await;
+}
+
+async fn run_for(store: Store, res: &'static ResourceDef, due: Due, stop: CancellationToken) {
     loop {
         let watch = store
             .watch(WatchOptions {
@@ -98,7 +137,7 @@ async fn run_for(store: Store, res: &'static ResourceDef, stop: CancellationToke
             Ok(w) => w,
             Err(StoreError::Unavailable(_)) => return,
             Err(e) => {
-                tracing::warn!(error = %e, resource = res.plural, "grace-period reaper cannot watch; retrying");
+                tracing::warn!(error = %e, resource = res.plural, "reaper cannot watch; retrying");
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
@@ -114,25 +153,88 @@ async fn run_for(store: Store, res: &'static ResourceDef, stop: CancellationToke
                 ev = watch.next() => match ev {
                     Ok(ev) => {
                         if let Some(obj) = ev.object() {
-                            deadlines.observe(obj, ev.ty == EventType::Deleted);
+                            deadlines.observe(obj, ev.ty == EventType::Deleted, due);
                         }
                     }
                     Err(end) => {
-                        tracing::debug!(?end, resource = res.plural, "grace-period reaper watch ended; starting over");
+                        tracing::debug!(?end, resource = res.plural, "reaper watch ended; starting over");
                         break;
                     }
                 },
                 _ = sleep, if wait.is_some() => {
                     for (ns, name, uid) in deadlines.due(unix_now()) {
-                        let opts = DeleteOptions { uid: Some(uid), grace_period_seconds: Some(0), ..DeleteOptions::default() };
+                        let opts = match due {
+                            Due::GracePeriod => DeleteOptions { uid: Some(uid), grace_period_seconds: Some(0), ..DeleteOptions::default() },
+                            Due::Ttl(_) => {
+                                // Read again: still due (not written again since), and exactly that revision goes.
+                                match store.get(res, &ns, &name).await {
+                                    Ok(cur) if cur.uid() == Some(uid.as_str()) && due.of(&cur).is_some_and(|t| t <= unix_now()) => {
+                                        DeleteOptions { uid: Some(uid), resource_version: Some(cur.rev()), ..DeleteOptions::default() }
+                                    }
+                                    _ => continue,
+                                }
+                            }
+                        };
                         match store.delete(res, &ns, &name, &opts).await {
-                            Ok(_) => tracing::info!(namespace = %ns, name = %name, resource = res.plural, "grace period over; deleted"),
+                            Ok(_) if matches!(due, Due::GracePeriod) => tracing::info!(namespace = %ns, name = %name, resource = res.plural, "grace period over; deleted"),
+                            Ok(_) => tracing::debug!(namespace = %ns, name = %name, resource = res.plural, "time to live over; deleted"),
                             Err(StoreError::NotFound { .. } | StoreError::Conflict { .. }) => {}
-                            Err(e) => tracing::warn!(namespace = %ns, name = %name, error = %e, "delete after grace period"),
+                            Err(e) => tracing::warn!(namespace = %ns, name = %name, resource = res.plural, error = %e, "reaper delete failed"),
                         }
                     }
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn event(rev: u64, v: Value) -> Object {
+        let raw = crate::object::encode_for_storage(&v).expect("encode");
+        Object::from_stored(&EVENTS, EVENTS.key("default", "e"), rev, raw)
+    }
+
+    #[test]
+    fn an_events_deadline_follows_its_last_write() {
+        let ttl = Due::Ttl(Duration::from_secs(3600));
+        let mut d = Deadlines::default();
+        let base = json!({"metadata": {"name": "e", "namespace": "default", "uid": "u",
+            "creationTimestamp": "2026-11-24T10:00:00Z"}});
+        d.observe(&event(1, base.clone()), false, ttl);
+        let created = parse_rfc3339("2026-11-24T11:00:00Z").map(|t| t.unix_timestamp());
+        assert_eq!(d.next(), created);
+        // Counted up later: the latest of its timestamps counts.
+        let mut counted = base.clone();
+        counted["lastTimestamp"] = json!("2026-11-24T10:30:00Z");
+        counted["eventTime"] = json!("2026-11-24T10:20:00.123456Z");
+        d.observe(&event(2, counted), false, ttl);
+        assert_eq!(d.next(), parse_rfc3339("2026-11-24T11:30:00Z").map(|t| t.unix_timestamp()));
+        let due = d.due(i64::MAX);
+        assert_eq!(due, vec![("default".into(), "e".into(), "u".into())]);
+        // Deleted: no deadline.
+        d.observe(&event(3, base.clone()), false, ttl);
+        d.observe(&event(4, base), true, ttl);
+        assert_eq!(d.next(), None);
+    }
+
+    #[test]
+    fn a_pod_is_due_only_while_terminating() {
+        let pod = |v: Value| {
+            Object::from_stored(&PODS, PODS.key("default", "p"), 1, crate::object::encode_for_storage(&v).unwrap())
+        };
+        let mut d = Deadlines::default();
+        d.observe(&pod(json!({"metadata": {"name": "p", "uid": "u"}})), false, Due::GracePeriod);
+        assert_eq!(d.next(), None);
+        d.observe(
+            &pod(json!({"metadata": {"name": "p", "uid": "u", "deletionTimestamp": "2026-11-24T10:00:30Z"}})),
+            false,
+            Due::GracePeriod,
+        );
+        assert_eq!(d.next(), parse_rfc3339("2026-11-24T10:00:30Z").map(|t| t.unix_timestamp()));
     }
 }

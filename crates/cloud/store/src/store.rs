@@ -38,12 +38,15 @@ pub struct StoreConfig {
     pub max_object_bytes: usize,
     /// Remove pods whose grace period has run out (see [`crate::reaper`]).
     pub reap_graceful: bool,
+    /// Remove Events this long after their last write (kube-apiserver's
+    /// `--event-ttl`, 1 h); `None` keeps them.
+    pub event_ttl: Option<Duration>,
 }
 
 impl StoreConfig {
     /// Defaults for `backend`: 8,192 events of watch history, 1,024 per
     /// watcher, bookmarks every 60 s, compaction every 5 min, 1.5 MiB objects
-    /// (etcd's default request limit).
+    /// (etcd's default request limit), Events kept for an hour.
     pub fn new(backend: BackendConfig) -> StoreConfig {
         StoreConfig {
             backend,
@@ -53,6 +56,7 @@ impl StoreConfig {
             compaction_interval: Some(Duration::from_secs(300)),
             max_object_bytes: 3 << 19,
             reap_graceful: true,
+            event_ttl: Some(Duration::from_secs(3600)),
         }
     }
 }
@@ -411,7 +415,10 @@ impl Store {
         let store = Store { inner: Arc::new(Inner { backend, cache, config, stop }) };
         store.spawn_housekeeping();
         if store.inner.config.reap_graceful {
-            tokio::spawn(crate::reaper::run(store.clone(), store.inner.stop.clone()));
+            tokio::spawn(crate::reaper::run_pods(store.clone(), store.inner.stop.clone()));
+        }
+        if let Some(ttl) = store.inner.config.event_ttl {
+            tokio::spawn(crate::reaper::run_events(store.clone(), ttl, store.inner.stop.clone()));
         }
         Ok(store)
     }

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::{Harness, Kind, configmap, pod};
-use edgehive_store::resources::{CONFIGMAPS, NODES, PODS};
+use edgehive_store::resources::{CONFIGMAPS, EVENTS, NODES, PODS};
 use edgehive_store::selector::{FieldSelector, LabelSelector};
 use edgehive_store::watch::{REVISION_WAIT, TooLargeResourceVersion};
 use edgehive_store::{
@@ -31,6 +31,7 @@ on_both_backends!(
     delete_checks_preconditions,
     pods_are_deleted_gracefully,
     grace_runs_out,
+    events_expire_after_their_time_to_live,
     finalizers_hold_deletion,
     list_filters_by_namespace_labels_and_fields,
     list_pages_are_a_consistent_snapshot,
@@ -330,6 +331,28 @@ async fn grace_runs_out(kind: Kind) {
     }
     assert!(gone, "the pod is removed once its grace period has run out");
     h.store.close().await;
+}
+
+async fn events_expire_after_their_time_to_live(kind: Kind) {
+    let h = Harness::with(kind, |c| c.event_ttl = Some(Duration::from_secs(1))).await;
+    let s = &h.store;
+    let at = |secs: i64| edgehive_store::rfc3339(time::OffsetDateTime::now_utc() + time::Duration::seconds(secs));
+    let event = |name: &str, last: String| {
+        json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": "default"},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"}, "reason": "Started",
+            "lastTimestamp": last})
+    };
+    // The time to live runs from the latest of the Event's times (its
+    // creation, here): one that says it was last seen an hour from now stays.
+    s.create(&EVENTS, event("later", at(3600))).await.unwrap();
+    s.create(&EVENTS, event("now", at(-60))).await.unwrap();
+    let end = tokio::time::Instant::now() + WAIT;
+    while !matches!(s.get(&EVENTS, "default", "now").await, Err(StoreError::NotFound { .. })) {
+        assert!(tokio::time::Instant::now() < end, "the Event past its time to live is removed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    s.get(&EVENTS, "default", "later").await.expect("an Event within its time to live stays");
+    s.close().await;
 }
 
 async fn finalizers_hold_deletion(kind: Kind) {

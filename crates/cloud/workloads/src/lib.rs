@@ -26,6 +26,7 @@ pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
+mod events;
 pub mod gc;
 pub mod history;
 pub mod job;
@@ -39,6 +40,7 @@ pub mod world;
 
 use std::sync::Arc;
 
+use edgehive_events::Recorder;
 use edgehive_store::Store;
 use tokio_util::sync::CancellationToken;
 
@@ -66,17 +68,30 @@ pub struct Workloads {
     store: Store,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
+    events: Recorder,
 }
 
 impl Workloads {
     /// Controllers over `store`.
     pub fn new(store: Store) -> Workloads {
-        Workloads { store, clock: Arc::new(SystemClock), metrics: Arc::new(Metrics::default()) }
+        Workloads {
+            store,
+            clock: Arc::new(SystemClock),
+            metrics: Arc::new(Metrics::default()),
+            events: Recorder::discard(),
+        }
     }
 
     /// With another clock.
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Workloads {
         self.clock = clock;
+        self
+    }
+
+    /// Recording Events with `events` (each controller as its Kubernetes
+    /// component: `deployment-controller`, ...); without it none are.
+    pub fn with_events(mut self, events: Recorder) -> Workloads {
+        self.events = events;
         self
     }
 
@@ -87,6 +102,6 @@ impl Workloads {
 
     /// Runs until `stop`.
     pub async fn run(self, stop: CancellationToken) {
-        run::Runner::new(self.store, self.clock, self.metrics).run(stop).await;
+        run::Runner::new(self.store, self.clock, self.metrics, self.events).run(stop).await;
     }
 }

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use edgehive_events::Recorder;
 use edgehive_registry::admit;
 use edgehive_registry::status::ApiError;
 use edgehive_store::informer::{Change, inform};
@@ -24,6 +25,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::events;
 use crate::gc::{self, GcAction, Graph};
 use crate::metrics::Metrics;
 use crate::plan::{Action, Plan};
@@ -184,6 +186,7 @@ pub(crate) struct Runner {
     store: Store,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
+    events: Recorder,
     pub(crate) world: World,
     pub(crate) graph: Graph,
     pub(crate) queue: Queue,
@@ -195,11 +198,12 @@ fn id(res: &'static ResourceDef) -> usize {
 }
 
 impl Runner {
-    pub(crate) fn new(store: Store, clock: Arc<dyn Clock>, metrics: Arc<Metrics>) -> Runner {
+    pub(crate) fn new(store: Store, clock: Arc<dyn Clock>, metrics: Arc<Metrics>, events: Recorder) -> Runner {
         Runner {
             store,
             clock,
             metrics,
+            events,
             world: World::default(),
             graph: Graph::default(),
             queue: Queue::default(),
@@ -538,7 +542,7 @@ impl Runner {
         };
         self.metrics.syncs.get_or_create(&crate::metrics::ControllerLabel { controller: task.controller() }).inc();
         let requeue = plan.requeue_after;
-        let stale = self.execute(plan).await;
+        let stale = self.execute(&task, plan).await;
         for a in gc_actions {
             self.collect(a).await;
         }
@@ -551,7 +555,8 @@ impl Runner {
     }
 
     /// Writes a plan; true when a write found its object changed (decide again).
-    async fn execute(&mut self, plan: Plan) -> bool {
+    async fn execute(&mut self, task: &Task, plan: Plan) -> bool {
+        let recorder = self.events.named(events::component(task));
         let mut stale = false;
         let mut actions = plan.actions.into_iter().peekable();
         let mut batch_size = 1;
@@ -567,8 +572,10 @@ impl Runner {
                     continue;
                 }
                 batch_size *= 2;
+                let intents: Vec<_> = batch.iter().map(|a| events::intent(&self.world, task, a)).collect();
                 let results = futures_util::future::join_all(batch.into_iter().map(|a| self.write(a))).await;
-                for r in results {
+                for (r, intent) in results.into_iter().zip(intents) {
+                    record(&recorder, intent, &r);
                     match r {
                         Ok(Some(w)) => self.written(w),
                         Ok(None) => {}
@@ -581,7 +588,10 @@ impl Runner {
                 continue;
             }
             let verb = a.verb();
-            match self.write(a).await {
+            let intent = events::intent(&self.world, task, &a);
+            let r = self.write(a).await;
+            record(&recorder, intent, &r);
+            match r {
                 Ok(Some(w)) => self.written(w),
                 Ok(None) => {}
                 Err(WriteError::Stale) => stale = true,
@@ -811,6 +821,23 @@ impl Runner {
             "owners gone; deleting"
         );
         self.store_delete(res, ns, name, &opts).await
+    }
+}
+
+/// Records what a write said: its success, or a failure that is the
+/// write's own (a conflict or a vanished object is decided again, silently).
+fn record(recorder: &Recorder, intent: Option<events::Intent>, r: &Result<Option<Written>, WriteError>) {
+    let Some(intent) = intent else { return };
+    let notes = match r {
+        Ok(Some(Written::Stored(o) | Written::Deleted(o))) => intent.notes(Ok(o.name())),
+        Ok(None) => intent.notes(Ok("")),
+        Err(WriteError::Stale | WriteError::Store(StoreError::Conflict { .. } | StoreError::NotFound { .. })) => {
+            Vec::new()
+        }
+        Err(e) => intent.notes(Err(&e.to_string())),
+    };
+    for n in notes {
+        recorder.record(n);
     }
 }
 

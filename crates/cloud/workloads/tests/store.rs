@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use edgehive_store::resources::{DEPLOYMENTS, PODS, REPLICA_SETS, ResourceDef};
+use edgehive_events::Recorder;
+use edgehive_store::resources::{DEPLOYMENTS, EVENTS, PODS, REPLICA_SETS, ResourceDef};
 use edgehive_store::{BackendConfig, DeleteOptions, ListOptions, Object, Propagation, Store, StoreConfig};
 use edgehive_testkit::fixtures::TempDir;
 use edgehive_workloads::Workloads;
@@ -20,7 +21,7 @@ struct Env {
 
 impl Env {
     async fn start() -> Env {
-        let _ = tracing_subscriber::fmt().with_env_filter("info").with_test_writer().try_init();
+        let _ = tracing_subscriber::fmt().with_max_level(tracing::Level::INFO).with_test_writer().try_init();
         let dir = TempDir::new("workloads");
         let store =
             Store::open(StoreConfig::new(BackendConfig::Sqlite { path: dir.path().join("s.db"), fsync: false }))
@@ -28,7 +29,8 @@ impl Env {
                 .unwrap();
         store.create(&edgehive_store::resources::NAMESPACES, json!({"metadata": {"name": "default"}})).await.unwrap();
         let stop = CancellationToken::new();
-        let task = tokio::spawn(Workloads::new(store.clone()).run(stop.clone()));
+        let events = Recorder::start(store.clone(), stop.clone());
+        let task = tokio::spawn(Workloads::new(store.clone()).with_events(events).run(stop.clone()));
         Env { store, stop, task, _dir: dir }
     }
 
@@ -116,6 +118,63 @@ async fn a_deployment_gets_its_pods_and_each_cascade_deletes_as_kubectl_asks() {
     assert_eq!(sets[0]["metadata"]["labels"]["app"], "orphan");
     let pods = env.list(&PODS).await;
     assert_eq!(live(&pods), 2, "the orphaned set keeps its pods");
+    env.stop().await;
+}
+
+/// `(kind of the object, reason, message)` of each Event.
+fn said(events: &[Value]) -> Vec<(String, String, String)> {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    events.iter().map(|e| (s(&e["involvedObject"]["kind"]), s(&e["reason"]), s(&e["message"]))).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controllers_record_events_in_kubernetes_words() {
+    let env = Env::start().await;
+    env.create(&DEPLOYMENTS, deployment("web", 2)).await;
+    let pods = env.until(&PODS, "two pods", |p| p.len() == 2).await;
+    let rs = env.until(&REPLICA_SETS, "the set", |r| r.len() == 1).await;
+    let rs_name = rs[0]["metadata"]["name"].as_str().unwrap().to_string();
+    let mut want = vec![(
+        "Deployment".to_string(),
+        "ScalingReplicaSet".to_string(),
+        format!("Scaled up replica set {rs_name} from 0 to 2"),
+    )];
+    for p in &pods {
+        let pod = p["metadata"]["name"].as_str().unwrap();
+        want.push(("ReplicaSet".into(), "SuccessfulCreate".into(), format!("Created pod: {pod}")));
+    }
+    let events = env.until(&EVENTS, "three events", |e| e.len() >= 3).await;
+    let mut got = said(&events);
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+    let scaled = events.iter().find(|e| e["reason"] == "ScalingReplicaSet").unwrap();
+    assert_eq!(scaled["source"]["component"], "deployment-controller");
+    assert_eq!(scaled["involvedObject"]["name"], "web");
+    assert_eq!(scaled["type"], "Normal");
+    assert_eq!(scaled["count"], 1);
+    let created = events.iter().find(|e| e["reason"] == "SuccessfulCreate").unwrap();
+    assert_eq!(created["source"]["component"], "replicaset-controller");
+    assert_eq!(created["involvedObject"]["uid"], rs[0]["metadata"]["uid"]);
+
+    // Scaled down: the Deployment says so, the ReplicaSet names the pod it deleted.
+    env.store
+        .update_with(&DEPLOYMENTS, "default", "web", |cur| {
+            let mut v = cur.value()?.clone();
+            v["spec"]["replicas"] = json!(1);
+            Ok::<_, edgehive_store::StoreError>(Some(v))
+        })
+        .await
+        .unwrap();
+    let down = format!("Scaled down replica set {rs_name} from 2 to 1");
+    let events = env
+        .until(&EVENTS, "the scale-down told", |e| {
+            let s = said(e);
+            s.iter().any(|(_, _, m)| *m == down) && s.iter().any(|(_, r, _)| r == "SuccessfulDelete")
+        })
+        .await;
+    let deleted = events.iter().find(|e| e["reason"] == "SuccessfulDelete").unwrap();
+    assert!(deleted["message"].as_str().unwrap().starts_with(&format!("Deleted pod: {rs_name}-")), "{deleted}");
     env.stop().await;
 }
 

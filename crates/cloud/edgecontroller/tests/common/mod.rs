@@ -70,8 +70,11 @@ impl Cloud {
         let credentials = Arc::new(edgehive_credentials::Credentials::new(store.clone(), token_ca));
         let hub = Arc::new(CloudHub::new(cfg, points, vec![srv, quic]).with_credentials(credentials.clone()));
         let tokens = Arc::new(edgehive_pki::ServiceAccountTokens::generate().unwrap());
+        let stop = CancellationToken::new();
         let controller = Arc::new(
-            EdgeController::with_lifecycle(store.clone(), lifecycle).with_service_account_tokens(tokens.clone()),
+            EdgeController::with_lifecycle(store.clone(), lifecycle)
+                .with_service_account_tokens(tokens.clone())
+                .with_events(edgehive_events::Recorder::start(store.clone(), stop.clone())),
         );
         let sync = Arc::new(SyncController::new(store.clone(), SyncConfig { interval: Duration::from_millis(200) }));
         let mut b = Beehive::builder();
@@ -83,7 +86,6 @@ impl Cloud {
         hub.metrics().register(&mut metrics);
         controller.metrics().register(&mut metrics);
         sync.metrics().register(&mut metrics);
-        let stop = CancellationToken::new();
         let running = tokio::spawn({
             let stop = stop.clone();
             async move {
