@@ -341,7 +341,11 @@ impl Controller {
         if std::ptr::eq(res, &PODS) {
             let key = (obj.namespace().to_owned(), obj.name().to_owned());
             if scheduler::wants_scheduling(value) {
-                self.schedule(obj.namespace(), obj.name(), value).await;
+                // Tried with this spec and waiting: its own condition write is
+                // no reason to try again (cluster changes are).
+                if self.index.unscheduled.get(&key) != Some(&crate::index::spec_fingerprint(value)) {
+                    self.schedule(obj.namespace(), obj.name(), value).await;
+                }
             } else {
                 self.index.unscheduled.remove(&key);
             }
@@ -456,6 +460,8 @@ impl Controller {
         let key = (namespace.to_owned(), name.to_owned());
         let now = edgehive_store::now_rfc3339();
         let placement = scheduler::place(&self.index, pod);
+        let result = if matches!(placement, Placement::Node(_)) { "scheduled" } else { "unschedulable" };
+        self.metrics.schedule_attempts.get_or_create(&crate::metrics::ResultLabel { result }).inc();
         let result = match &placement {
             Placement::Node(node) => {
                 self.index.unscheduled.remove(&key);
@@ -476,7 +482,7 @@ impl Controller {
                 bound
             }
             Placement::Unschedulable(why) => {
-                self.index.unscheduled.insert(key);
+                self.index.unscheduled.insert(key, crate::index::spec_fingerprint(pod));
                 self.store
                     .update_with(&PODS, namespace, name, |cur| {
                         let v = cur.value()?;
@@ -516,7 +522,7 @@ impl Controller {
 
     /// Tries again the pods no node could take.
     async fn retry_unscheduled(&mut self) {
-        let waiting: Vec<(String, String)> = self.index.unscheduled.iter().cloned().collect();
+        let waiting: Vec<(String, String)> = self.index.unscheduled.keys().cloned().collect();
         for (ns, name) in waiting {
             match self.store.get(&PODS, &ns, &name).await {
                 Ok(obj) => {

@@ -2,7 +2,7 @@
 //! configmaps and secrets those pods use. A plain struct; the controller
 //! task turns its answers into messages.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use edgehive_registry::scheduling::{self, NodeInfo, Resources};
 use serde_json::Value;
@@ -63,14 +63,25 @@ impl Liveness {
     }
 }
 
+/// A fingerprint of a pod's spec: a pod whose spec is the one it was last
+/// tried with is not tried again for its own status writes (the scheduler's
+/// condition), only when the cluster changes.
+pub fn spec_fingerprint(pod: &serde_json::Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(&pod["spec"]).unwrap_or_default().hash(&mut h);
+    h.finish()
+}
+
 /// The per-node view.
 #[derive(Debug, Default)]
 pub struct Index {
     edge_nodes: HashSet<String>,
     nodes: HashMap<String, NodeInfo>,
     liveness: HashMap<String, Liveness>,
-    /// Pods waiting for a node.
-    pub unscheduled: BTreeSet<(String, String)>,
+    /// Pods waiting for a node, with a fingerprint of the spec they were
+    /// last tried with ([`spec_fingerprint`]).
+    pub unscheduled: BTreeMap<(String, String), u64>,
     pods: HashMap<(String, String), PodEntry>,
     pods_by_node: HashMap<String, BTreeSet<(String, String)>>,
     requested: HashMap<String, Resources>,

@@ -2,7 +2,9 @@
 //! and what is refused. Each counter is one atomic (prometheus-client's);
 //! [`Metrics::register`] exports them.
 
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 /// EdgeController's counters. The controller updates them; read them by
@@ -21,6 +23,15 @@ pub struct Metrics {
     pub(crate) not_ready: Counter,
     /// Pods deleted for a `NoExecute` taint they do not tolerate.
     pub(crate) taint_evictions: Counter,
+    /// Scheduling attempts, by result.
+    pub(crate) schedule_attempts: Family<ResultLabel, Counter>,
+}
+
+/// How a scheduling attempt ended.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ResultLabel {
+    /// `scheduled` or `unschedulable`.
+    pub(crate) result: &'static str,
 }
 
 impl Metrics {
@@ -47,6 +58,11 @@ impl Metrics {
             "taint_evictions",
             "Pods deleted for a NoExecute taint of their node they do not tolerate",
             self.taint_evictions.clone(),
+        );
+        r.register(
+            "schedule_attempts",
+            "Attempts to place a pod without a node, by result (scheduled, unschedulable)",
+            self.schedule_attempts.clone(),
         );
     }
 }

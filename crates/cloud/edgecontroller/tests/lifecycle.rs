@@ -208,6 +208,15 @@ async fn unbound_pods_go_to_the_least_loaded_matching_ready_edge_node() {
     );
     let said = pod_events(&cloud, "picky", |e| !e.is_empty()).await;
     assert_eq!(said, vec![("default-scheduler".into(), "FailedScheduling".into(), msg.clone())]);
+    // Its own condition write is no reason to try again: a pod created after
+    // it is placed, and picky was tried once.
+    cloud.store.create(&PODS, create("after", json!({"zone": "x"}))).await.unwrap();
+    eventually_async("after bound", WAIT, || {
+        let cloud = &cloud;
+        async move { pod_value(cloud, "after").await["spec"]["nodeName"].is_string() }
+    })
+    .await;
+    assert_eq!(cloud.metric("edgehive_edgecontroller_schedule_attempts_total{result=\"unschedulable\"}"), 1);
     assert!(pod_value(&cloud, "picky").await["spec"]["nodeName"].is_null());
 
     // A node that starts to match takes it.
