@@ -78,20 +78,24 @@ impl Cloud {
             .args(&extra)
             .env("EDGEHIVE_LOG", "warn")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("cloud.log")).unwrap())
             .spawn()
             .unwrap();
+        let mut cloud = Cloud { child, data, ws, _dir: dir };
         // Up to two minutes: a restart over many objects reads them all first.
-        for _ in 0..2400 {
-            if data.join("kubeconfig.yaml").exists()
-                && std::net::TcpStream::connect(("127.0.0.1", api)).is_ok()
-                && std::net::TcpStream::connect(("127.0.0.1", ws)).is_ok()
-            {
-                break;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !(std::net::TcpStream::connect(("127.0.0.1", api)).is_ok()
+            && std::net::TcpStream::connect(("127.0.0.1", ws)).is_ok()
+            && cloud.data.join("kubeconfig.yaml").exists())
+        {
+            let log = || std::fs::read_to_string(cloud._dir.path().join("cloud.log")).unwrap_or_default();
+            if let Some(status) = cloud.child.try_wait().unwrap() {
+                panic!("edgehive cloud exited ({status}) before serving; its log:\n{}", log());
             }
+            assert!(Instant::now() < deadline, "edgehive cloud not serving after 2 min; its log:\n{}", log());
             std::thread::sleep(Duration::from_millis(50));
         }
-        Cloud { child, data, ws, _dir: dir }
+        cloud
     }
 
     async fn client(&self) -> kube::Client {
@@ -119,6 +123,9 @@ impl Cloud {
     fn stop(mut self) -> TempDir {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // The next start listens on other ports and writes a new kubeconfig
+        // after it listens: wait for that one, not this.
+        let _ = std::fs::remove_file(self.data.join("kubeconfig.yaml"));
         let placeholder = TempDir::new("bench-cloudcore-stopped");
         std::mem::replace(&mut self._dir, placeholder)
     }
