@@ -414,8 +414,7 @@ impl Runner {
                     let sets: Vec<Key> = self
                         .world
                         .pods
-                        .iter()
-                        .filter(|p| p.node == node)
+                        .on_node(&node)
                         .flat_map(|p| {
                             p.owners
                                 .iter()

@@ -391,13 +391,14 @@ impl Objects {
 }
 
 /// Every pod, as [`PodInfo`], indexed by controlling owner (and those
-/// without one, by namespace, for adoption).
+/// without one, by namespace, for adoption) and by node.
 #[derive(Debug, Default)]
 pub struct Pods {
     items: BTreeMap<Key, PodInfo>,
     tombstones: HashMap<Key, u64>,
     by_owner: HashMap<String, BTreeSet<Key>>,
     orphans: BTreeSet<Key>,
+    by_node: HashMap<String, BTreeSet<Key>>,
 }
 
 impl Pods {
@@ -426,6 +427,11 @@ impl Pods {
             .filter_map(|k| self.items.get(k))
     }
 
+    /// Pods bound to node `node`.
+    pub fn on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a PodInfo> + use<'a> {
+        self.by_node.get(node).into_iter().flatten().filter_map(|k| self.items.get(k))
+    }
+
     /// Every pod.
     pub fn iter(&self) -> impl Iterator<Item = &PodInfo> {
         self.items.values()
@@ -442,6 +448,16 @@ impl Pods {
     }
 
     fn index(&mut self, key: &Key, pod: &PodInfo, add: bool) {
+        if !pod.node.is_empty() {
+            if add {
+                self.by_node.entry(pod.node.clone()).or_default().insert(key.clone());
+            } else if let Some(set) = self.by_node.get_mut(&pod.node) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.by_node.remove(&pod.node);
+                }
+            }
+        }
         match pod.controller_uid() {
             None if add => {
                 self.orphans.insert(key.clone());
@@ -496,6 +512,7 @@ impl Pods {
         self.items.clear();
         self.by_owner.clear();
         self.orphans.clear();
+        self.by_node.clear();
         self.tombstones.clear();
         for p in pods {
             let key = (p.namespace.clone(), p.name.clone());
@@ -665,4 +682,36 @@ pub enum Update {
         /// After.
         new: Option<Value>,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(name: &str, rev: u64, node: &str) -> PodInfo {
+        PodInfo::of("default", name, rev, &json!({"metadata": {"name": name}, "spec": {"nodeName": node}}))
+    }
+
+    fn on(pods: &Pods, node: &str) -> Vec<String> {
+        pods.on_node(node).map(|p| p.name.clone()).collect()
+    }
+
+    #[test]
+    fn pods_are_found_by_node_as_they_are_bound_moved_and_removed() {
+        let mut pods = Pods::default();
+        pods.upsert(pod("a", 1, "edge-1"));
+        pods.upsert(pod("b", 2, "edge-1"));
+        pods.upsert(pod("c", 3, ""));
+        assert_eq!(on(&pods, "edge-1"), ["a", "b"]);
+        // Bound elsewhere (a newer record), then gone.
+        pods.upsert(pod("b", 4, "edge-2"));
+        assert_eq!((on(&pods, "edge-1"), on(&pods, "edge-2")), (vec!["a".to_string()], vec!["b".to_string()]));
+        pods.remove(&("default".into(), "a".into()), 5, true);
+        assert!(on(&pods, "edge-1").is_empty());
+        assert!(!pods.by_node.contains_key("edge-1"), "an empty node's entry goes");
+        pods.relist([pod("d", 6, "edge-3")]);
+        assert_eq!((on(&pods, "edge-2").len(), on(&pods, "edge-3")), (0, vec!["d".to_string()]));
+    }
 }
