@@ -11,8 +11,10 @@ use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
-/// Parses a log filter (`EDGEHIVE_LOG`, `--log`).
+/// Parses a log filter (`EDGEHIVE_LOG`, `--log`); an empty one is the
+/// default, `info`.
 pub(crate) fn filter_of(filter: &str) -> anyhow::Result<Targets> {
+    let filter = if filter.trim().is_empty() { "info" } else { filter };
     filter.parse::<Targets>().with_context(|| format!("parse log filter {filter:?}"))
 }
 
@@ -42,6 +44,8 @@ mod tests {
         assert!(f.would_enable("edgehive_beehive::bus", &Level::DEBUG));
         assert!(!f.would_enable("h2::codec", &Level::ERROR));
         assert_eq!(filter_of("warn").unwrap().default_level(), Some(LevelFilter::WARN));
+        // `EDGEHIVE_LOG=` (set, but empty) logs as by default, not nothing.
+        assert_eq!(filter_of(" ").unwrap().default_level(), Some(LevelFilter::INFO));
     }
 
     #[test]

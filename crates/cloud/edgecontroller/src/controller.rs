@@ -290,6 +290,8 @@ impl Controller {
                         .filter(|(ns, n)| !names.contains(&(ns.as_str(), n.as_str())))
                         .cloned()
                         .collect();
+                    // Waiting pods that went during the gap wait no more.
+                    self.index.unscheduled.retain(|(ns, n), _| names.contains(&(ns.as_str(), n.as_str())));
                     for (ns, name) in gone {
                         let (node, uid) =
                             self.index.pod(&ns, &name).map(|p| (p.node.clone(), p.uid.clone())).unwrap_or_default();
@@ -343,7 +345,7 @@ impl Controller {
             if scheduler::wants_scheduling(value) {
                 // Tried with this spec and waiting: its own condition write is
                 // no reason to try again (cluster changes are).
-                if self.index.unscheduled.get(&key) != Some(&crate::index::spec_fingerprint(value)) {
+                if self.index.unscheduled.get(&key) != Some(&crate::index::scheduling_fingerprint(value)) {
                     self.schedule(obj.namespace(), obj.name(), value).await;
                 }
             } else {
@@ -460,6 +462,8 @@ impl Controller {
         let key = (namespace.to_owned(), name.to_owned());
         let now = edgehive_store::now_rfc3339();
         let placement = scheduler::place(&self.index, pod);
+        // Whether this attempt bound the pod, or found it still waiting.
+        let mut wrote = false;
         let result = if matches!(placement, Placement::Node(_)) { "scheduled" } else { "unschedulable" };
         self.metrics.schedule_attempts.get_or_create(&crate::metrics::ResultLabel { result }).inc();
         let result = match &placement {
@@ -470,7 +474,9 @@ impl Controller {
                     .store
                     .update_with(&PODS, namespace, name, |cur| {
                         let v = cur.value()?;
-                        Ok(scheduler::wants_scheduling(v).then(|| scheduler::bind(v, node, &now)))
+                        let bind = scheduler::wants_scheduling(v).then(|| scheduler::bind(v, node, &now));
+                        wrote = bind.is_some();
+                        Ok(bind)
                     })
                     .await;
                 if let Ok(obj) = &bound
@@ -482,21 +488,19 @@ impl Controller {
                 bound
             }
             Placement::Unschedulable(why) => {
-                self.index.unscheduled.insert(key, crate::index::spec_fingerprint(pod));
+                self.index.unscheduled.insert(key, crate::index::scheduling_fingerprint(pod));
                 self.store
                     .update_with(&PODS, namespace, name, |cur| {
                         let v = cur.value()?;
-                        Ok(if scheduler::wants_scheduling(v) {
-                            scheduler::mark_unschedulable(v, why, &now)
-                        } else {
-                            None
-                        })
+                        // Still waiting (not bound or deleted meanwhile): this attempt counts.
+                        wrote = scheduler::wants_scheduling(v);
+                        Ok(if wrote { scheduler::mark_unschedulable(v, why, &now) } else { None })
                     })
                     .await
             }
         };
         match result {
-            Ok(obj) => {
+            Ok(obj) if wrote => {
                 // What this attempt decided, about the pod as it now is.
                 let v = obj.value().ok();
                 let placed = v.and_then(|v| v.pointer("/spec/nodeName")).and_then(|n| n.as_str());
@@ -515,7 +519,7 @@ impl Controller {
                     }
                 }
             }
-            Err(StoreError::NotFound { .. }) => {}
+            Ok(_) | Err(StoreError::NotFound { .. }) => {}
             Err(e) => tracing::warn!(pod = %name, namespace, error = %e, "schedule pod"),
         }
     }

@@ -63,12 +63,17 @@ impl Liveness {
     }
 }
 
-/// A fingerprint of a pod's spec: a pod whose spec is the one it was last
-/// tried with is not tried again for its own status writes (the scheduler's
-/// condition), only when the cluster changes.
-pub fn spec_fingerprint(pod: &serde_json::Value) -> u64 {
+/// A fingerprint of what decides a pod's placement: its uid, labels (pod
+/// anti-affinity) and spec. A waiting pod whose fingerprint is the one it
+/// was last tried with is not tried again for its own status writes (the
+/// scheduler's condition), only when the cluster changes; any other change
+/// of the pod (as Kubernetes requeues on any update but a status one) or a
+/// new pod under the same name is tried at once.
+pub fn scheduling_fingerprint(pod: &serde_json::Value) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
+    pod["metadata"]["uid"].as_str().unwrap_or_default().hash(&mut h);
+    serde_json::to_string(&pod["metadata"]["labels"]).unwrap_or_default().hash(&mut h);
     serde_json::to_string(&pod["spec"]).unwrap_or_default().hash(&mut h);
     h.finish()
 }
@@ -79,8 +84,8 @@ pub struct Index {
     edge_nodes: HashSet<String>,
     nodes: HashMap<String, NodeInfo>,
     liveness: HashMap<String, Liveness>,
-    /// Pods waiting for a node, with a fingerprint of the spec they were
-    /// last tried with ([`spec_fingerprint`]).
+    /// Pods waiting for a node, with a fingerprint of what they were last
+    /// tried with ([`scheduling_fingerprint`]).
     pub unscheduled: BTreeMap<(String, String), u64>,
     pods: HashMap<(String, String), PodEntry>,
     pods_by_node: HashMap<String, BTreeSet<(String, String)>>,

@@ -217,6 +217,20 @@ async fn unbound_pods_go_to_the_least_loaded_matching_ready_edge_node() {
     })
     .await;
     assert_eq!(cloud.metric("edgehive_edgecontroller_schedule_attempts_total{result=\"unschedulable\"}"), 1);
+    // Any other change of the pod is a reason: relabelled, it is tried again.
+    cloud
+        .store
+        .update_with::<_, edgehive_store::StoreError>(&PODS, "default", "picky", |cur| {
+            let mut v = cur.to_value()?;
+            v["metadata"]["labels"] = json!({"tier": "web"});
+            Ok(Some(v))
+        })
+        .await
+        .unwrap();
+    eventually("picky tried again after a relabel", WAIT, || {
+        cloud.metric("edgehive_edgecontroller_schedule_attempts_total{result=\"unschedulable\"}") == 2
+    })
+    .await;
     assert!(pod_value(&cloud, "picky").await["spec"]["nodeName"].is_null());
 
     // A node that starts to match takes it.

@@ -11,8 +11,9 @@
 //! 3. **Spam filter**: each source and object has a token bucket of 25
 //!    notes, refilled one per 5 minutes; a note without a token is dropped.
 //!
-//! Every table is bounded (4,096 keys each, the oldest forgotten first), so a
-//! controller that records about ever new objects holds a fixed amount.
+//! Every table is bounded (4,096 keys each, the least recently used
+//! forgotten first), so a controller that records about ever new objects
+//! holds a fixed amount.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
@@ -36,28 +37,50 @@ const SPAM_REFILL_SECS: f64 = 300.0;
 /// Prefix of a combined message.
 pub(crate) const COMBINED: &str = "(combined from similar events): ";
 
-/// A map that forgets its oldest key when full.
+/// A map that forgets its least recently used key when full (client-go's
+/// LRU caches). Each use queues the key again with a new stamp; entries of
+/// the queue whose stamp is not the key's latest are skipped, and the queue
+/// is compacted when it grows past twice the capacity.
 #[derive(Debug)]
 struct Bounded<K, V> {
-    map: HashMap<K, V>,
-    order: VecDeque<K>,
+    map: HashMap<K, (V, u64)>,
+    order: VecDeque<(K, u64)>,
+    stamp: u64,
     cap: usize,
 }
 
 impl<K: Hash + Eq + Clone, V> Bounded<K, V> {
     fn new(cap: usize) -> Self {
-        Bounded { map: HashMap::new(), order: VecDeque::new(), cap }
+        Bounded { map: HashMap::new(), order: VecDeque::new(), stamp: 0, cap }
+    }
+
+    /// Marks `k` as used now.
+    fn touch(&mut self, k: &K) {
+        self.stamp += 1;
+        if let Some((_, s)) = self.map.get_mut(k) {
+            *s = self.stamp;
+            self.order.push_back((k.clone(), self.stamp));
+        }
+        if self.order.len() > 2 * self.cap.max(1) {
+            let map = &self.map;
+            self.order.retain(|(k, s)| map.get(k).is_some_and(|(_, latest)| latest == s));
+        }
     }
 
     fn get_mut(&mut self, k: &K) -> Option<&mut V> {
-        self.map.get_mut(k)
+        if !self.map.contains_key(k) {
+            return None;
+        }
+        self.touch(k);
+        self.map.get_mut(k).map(|(v, _)| v)
     }
 
     fn insert(&mut self, k: K, v: V) {
-        if self.map.insert(k.clone(), v).is_none() {
-            self.order.push_back(k);
-            while self.map.len() > self.cap {
-                let Some(old) = self.order.pop_front() else { break };
+        self.map.insert(k.clone(), (v, 0));
+        self.touch(&k);
+        while self.map.len() > self.cap {
+            let Some((old, s)) = self.order.pop_front() else { break };
+            if self.map.get(&old).is_some_and(|(_, latest)| *latest == s) {
                 self.map.remove(&old);
             }
         }
@@ -348,6 +371,25 @@ mod tests {
         );
         assert_eq!(c.decide("replicaset-controller", &note, t0() + Duration::seconds(299)), Decision::Spam);
         assert_ne!(c.decide("replicaset-controller", &note, t0() + Duration::seconds(301)), Decision::Spam);
+    }
+
+    #[test]
+    fn the_tables_forget_the_least_recently_used_key() {
+        let mut b = Bounded::new(3);
+        for k in ["a", "b", "c"] {
+            b.insert(k, 0);
+        }
+        // `a` used again: `b` is now the oldest, and goes first.
+        *b.get_mut(&"a").unwrap() += 1;
+        b.insert("d", 0);
+        assert!(b.get_mut(&"b").is_none());
+        assert_eq!(b.get_mut(&"a").copied(), Some(1));
+        // Many uses of one key keep the queue bounded.
+        for _ in 0..100 {
+            b.get_mut(&"a");
+        }
+        assert!(b.order.len() <= 6, "{}", b.order.len());
+        assert_eq!(b.len(), 3);
     }
 
     #[test]

@@ -3,15 +3,18 @@
 //! - a pod marked with `deletionTimestamp` when its grace period has run out
 //!   (its node normally confirms first, with a delete with grace 0);
 //! - an Event an hour (the store's `event_ttl`) after its last write, as
-//!   kube-apiserver's `--event-ttl` does with an etcd lease: Events are a
-//!   recent history, not a log that grows for ever.
+//!   kube-apiserver's `--event-ttl` does with an etcd lease renewed at each
+//!   write: Events are a recent history, not a log that grows for ever.
 //!
 //! A reaper watches its resource, keeps the deadlines in order, and at each
 //! deadline deletes the object with preconditions — the uid for pods (a pod
 //! re-created under the same name is never touched); for Events the uid and
-//! the resourceVersion of a fresh read that is still due (one written again
-//! meanwhile lives on, and its watch event brings its new deadline). Several
-//! cloud replicas may run it at once; the preconditions make that harmless.
+//! the resourceVersion it was timed at (one written again meanwhile lives
+//! on, and its watch event brings its new deadline). An Event's last write
+//! is when the watch brings its change; after a start, its latest time, never
+//! later than now (a writer's clock may run ahead). A delete that fails is
+//! tried again 5 s later. Several cloud replicas may run it at once; the
+//! preconditions make that harmless.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -37,8 +40,10 @@ pub(crate) enum Due {
 }
 
 impl Due {
-    /// The deadline of `obj` in unix seconds, if it has one.
-    fn of(self, obj: &Object) -> Option<i64> {
+    /// The deadline of `obj` in unix seconds, if it has one, seen at `now`
+    /// (`written`: this is the moment it was written, a change the watch
+    /// just brought).
+    fn of(self, obj: &Object, now: i64, written: bool) -> Option<i64> {
         let v = obj.value().ok()?;
         let at = |p: &str| v.pointer(p).and_then(|t| t.as_str()).and_then(parse_rfc3339);
         match self {
@@ -49,18 +54,28 @@ impl Due {
                 at("/metadata/deletionTimestamp").map(|t| t.unix_timestamp())
             }
             Due::Ttl(ttl) => {
-                let last = ["/lastTimestamp", "/eventTime", "/series/lastObservedTime", "/metadata/creationTimestamp"]
-                    .into_iter()
-                    .filter_map(at)
-                    .max()?;
-                Some(last.unix_timestamp().saturating_add(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX)))
+                // The last write: now for a change just seen; otherwise (a
+                // list after a start) the Event's latest time, but never
+                // later than now (a writer's clock may run ahead).
+                let last = if written {
+                    now
+                } else {
+                    ["/lastTimestamp", "/eventTime", "/series/lastObservedTime", "/metadata/creationTimestamp"]
+                        .into_iter()
+                        .filter_map(at)
+                        .map(|t| t.unix_timestamp())
+                        .max()
+                        .map_or(now, |t| t.min(now))
+                };
+                Some(last.saturating_add(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX)))
             }
         }
     }
 }
 
-/// An object's deadline: when, namespace, name, uid.
-type Entry = (i64, String, String, String);
+/// An object's deadline: when, namespace, name, uid, and the revision it
+/// was timed at.
+type Entry = (i64, String, String, String, u64);
 
 /// Deadlines of objects, earliest first.
 #[derive(Debug, Default)]
@@ -70,17 +85,23 @@ pub(crate) struct Deadlines {
 }
 
 impl Deadlines {
-    /// Records the state of `obj` (`gone`: deleted).
-    pub(crate) fn observe(&mut self, obj: &Object, gone: bool, due: Due) {
+    /// Records the state of `obj` (`gone`: deleted; `written`: a change
+    /// seen at `now`, see [`Due::of`]).
+    pub(crate) fn observe(&mut self, obj: &Object, gone: bool, written: bool, due: Due, now: i64) {
         self.forget(obj.key());
         if gone {
             return;
         }
-        let Some(at) = due.of(obj) else { return };
-        let key = obj.key().to_string();
+        let Some(at) = due.of(obj, now, written) else { return };
         let uid = obj.uid().unwrap_or_default().to_string();
-        self.by_time.insert((at, key.clone()));
-        self.by_key.insert(key, (at, obj.namespace().to_string(), obj.name().to_string(), uid));
+        self.insert(obj.key().to_string(), (at, obj.namespace().to_string(), obj.name().to_string(), uid, obj.rev()));
+    }
+
+    /// Records a deadline (again: a delete that failed is tried later).
+    pub(crate) fn insert(&mut self, key: String, entry: Entry) {
+        self.forget(&key);
+        self.by_time.insert((entry.0, key.clone()));
+        self.by_key.insert(key, entry);
     }
 
     fn forget(&mut self, key: &str) {
@@ -94,16 +115,16 @@ impl Deadlines {
         self.by_time.first().map(|(t, _)| *t)
     }
 
-    /// Removes and returns (namespace, name, uid) of everything due at `now`.
-    pub(crate) fn due(&mut self, now: i64) -> Vec<(String, String, String)> {
+    /// Removes and returns (key, entry) of everything due at `now`.
+    pub(crate) fn due(&mut self, now: i64) -> Vec<(String, Entry)> {
         let mut out = Vec::new();
         while let Some((t, key)) = self.by_time.first().cloned() {
             if t > now {
                 break;
             }
             self.by_time.remove(&(t, key.clone()));
-            if let Some((_, ns, name, uid)) = self.by_key.remove(&key) {
-                out.push((ns, name, uid));
+            if let Some(entry) = self.by_key.remove(&key) {
+                out.push((key, entry));
             }
         }
         out
@@ -153,7 +174,7 @@ async fn run_for(store: Store, res: &'static ResourceDef, due: Due, stop: Cancel
                 ev = watch.next() => match ev {
                     Ok(ev) => {
                         if let Some(obj) = ev.object() {
-                            deadlines.observe(obj, ev.ty == EventType::Deleted, due);
+                            deadlines.observe(obj, ev.ty == EventType::Deleted, ev.ty == EventType::Modified, due, unix_now());
                         }
                     }
                     Err(end) => {
@@ -162,24 +183,25 @@ async fn run_for(store: Store, res: &'static ResourceDef, due: Due, stop: Cancel
                     }
                 },
                 _ = sleep, if wait.is_some() => {
-                    for (ns, name, uid) in deadlines.due(unix_now()) {
+                    for (key, entry) in deadlines.due(unix_now()) {
+                        let (_, ns, name, uid, rev) = &entry;
+                        // Pods: the grace period is over whatever else changed. Events: only
+                        // the revision timed goes (one written since has a later deadline,
+                        // which its watch event brings).
                         let opts = match due {
-                            Due::GracePeriod => DeleteOptions { uid: Some(uid), grace_period_seconds: Some(0), ..DeleteOptions::default() },
-                            Due::Ttl(_) => {
-                                // Read again: still due (not written again since), and exactly that revision goes.
-                                match store.get(res, &ns, &name).await {
-                                    Ok(cur) if cur.uid() == Some(uid.as_str()) && due.of(&cur).is_some_and(|t| t <= unix_now()) => {
-                                        DeleteOptions { uid: Some(uid), resource_version: Some(cur.rev()), ..DeleteOptions::default() }
-                                    }
-                                    _ => continue,
-                                }
-                            }
+                            Due::GracePeriod => DeleteOptions { uid: Some(uid.clone()), grace_period_seconds: Some(0), ..DeleteOptions::default() },
+                            Due::Ttl(_) => DeleteOptions { uid: Some(uid.clone()), resource_version: Some(*rev), ..DeleteOptions::default() },
                         };
-                        match store.delete(res, &ns, &name, &opts).await {
+                        match store.delete(res, ns, name, &opts).await {
                             Ok(_) if matches!(due, Due::GracePeriod) => tracing::info!(namespace = %ns, name = %name, resource = res.plural, "grace period over; deleted"),
                             Ok(_) => tracing::debug!(namespace = %ns, name = %name, resource = res.plural, "time to live over; deleted"),
                             Err(StoreError::NotFound { .. } | StoreError::Conflict { .. }) => {}
-                            Err(e) => tracing::warn!(namespace = %ns, name = %name, resource = res.plural, error = %e, "reaper delete failed"),
+                            Err(e) => {
+                                tracing::warn!(namespace = %ns, name = %name, resource = res.plural, error = %e, "reaper delete failed; trying again in 5 s");
+                                let mut again = entry.clone();
+                                again.0 = unix_now() + 5;
+                                deadlines.insert(key, again);
+                            }
                         }
                     }
                 }
@@ -199,26 +221,39 @@ mod tests {
         Object::from_stored(&EVENTS, EVENTS.key("default", "e"), rev, raw)
     }
 
+    fn unix(t: &str) -> i64 {
+        parse_rfc3339(t).map(|t| t.unix_timestamp()).expect("a time")
+    }
+
     #[test]
-    fn an_events_deadline_follows_its_last_write() {
+    fn an_events_deadline_follows_its_last_write_and_not_a_clock_ahead() {
         let ttl = Due::Ttl(Duration::from_secs(3600));
+        let now = unix("2026-11-24T12:00:00Z");
         let mut d = Deadlines::default();
         let base = json!({"metadata": {"name": "e", "namespace": "default", "uid": "u",
             "creationTimestamp": "2026-11-24T10:00:00Z"}});
-        d.observe(&event(1, base.clone()), false, ttl);
-        let created = parse_rfc3339("2026-11-24T11:00:00Z").map(|t| t.unix_timestamp());
-        assert_eq!(d.next(), created);
-        // Counted up later: the latest of its timestamps counts.
+        // Listed after a start: its latest time counts.
         let mut counted = base.clone();
         counted["lastTimestamp"] = json!("2026-11-24T10:30:00Z");
         counted["eventTime"] = json!("2026-11-24T10:20:00.123456Z");
-        d.observe(&event(2, counted), false, ttl);
-        assert_eq!(d.next(), parse_rfc3339("2026-11-24T11:30:00Z").map(|t| t.unix_timestamp()));
+        d.observe(&event(2, counted), false, false, ttl, now);
+        assert_eq!(d.next(), Some(unix("2026-11-24T11:30:00Z")));
+        // Stamped in the future by a clock that runs ahead: no later than now.
+        let mut ahead = base.clone();
+        ahead["lastTimestamp"] = json!("2027-01-01T00:00:00Z");
+        d.observe(&event(3, ahead), false, false, ttl, now);
+        assert_eq!(d.next(), Some(now + 3600));
+        // Written again (a change the watch brings), whatever it says: from now.
+        d.observe(&event(4, base.clone()), false, true, ttl, now + 60);
+        assert_eq!(d.next(), Some(now + 3660));
         let due = d.due(i64::MAX);
-        assert_eq!(due, vec![("default".into(), "e".into(), "u".into())]);
+        assert_eq!(
+            due,
+            vec![(event(4, base.clone()).key().to_string(), (now + 3660, "default".into(), "e".into(), "u".into(), 4))]
+        );
         // Deleted: no deadline.
-        d.observe(&event(3, base.clone()), false, ttl);
-        d.observe(&event(4, base), true, ttl);
+        d.observe(&event(5, base.clone()), false, false, ttl, now);
+        d.observe(&event(6, base), true, false, ttl, now);
         assert_eq!(d.next(), None);
     }
 
@@ -228,13 +263,15 @@ mod tests {
             Object::from_stored(&PODS, PODS.key("default", "p"), 1, crate::object::encode_for_storage(&v).unwrap())
         };
         let mut d = Deadlines::default();
-        d.observe(&pod(json!({"metadata": {"name": "p", "uid": "u"}})), false, Due::GracePeriod);
+        d.observe(&pod(json!({"metadata": {"name": "p", "uid": "u"}})), false, false, Due::GracePeriod, 0);
         assert_eq!(d.next(), None);
         d.observe(
             &pod(json!({"metadata": {"name": "p", "uid": "u", "deletionTimestamp": "2026-11-24T10:00:30Z"}})),
             false,
+            true,
             Due::GracePeriod,
+            0,
         );
-        assert_eq!(d.next(), parse_rfc3339("2026-11-24T10:00:30Z").map(|t| t.unix_timestamp()));
+        assert_eq!(d.next(), Some(unix("2026-11-24T10:00:30Z")));
     }
 }

@@ -334,7 +334,7 @@ async fn grace_runs_out(kind: Kind) {
 }
 
 async fn events_expire_after_their_time_to_live(kind: Kind) {
-    let h = Harness::with(kind, |c| c.event_ttl = Some(Duration::from_secs(1))).await;
+    let h = Harness::with(kind, |c| c.event_ttl = Some(Duration::from_secs(2))).await;
     let s = &h.store;
     let at = |secs: i64| edgehive_store::rfc3339(time::OffsetDateTime::now_utc() + time::Duration::seconds(secs));
     let event = |name: &str, last: String| {
@@ -342,16 +342,30 @@ async fn events_expire_after_their_time_to_live(kind: Kind) {
             "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"}, "reason": "Started",
             "lastTimestamp": last})
     };
-    // The time to live runs from the latest of the Event's times (its
-    // creation, here): one that says it was last seen an hour from now stays.
-    s.create(&EVENTS, event("later", at(3600))).await.unwrap();
-    s.create(&EVENTS, event("now", at(-60))).await.unwrap();
+    // One written once; one that says it was last seen a day from now (a
+    // clock ahead: it expires all the same); one written again and again.
+    s.create(&EVENTS, event("once", at(0))).await.unwrap();
+    s.create(&EVENTS, event("ahead", at(86_400))).await.unwrap();
+    s.create(&EVENTS, event("busy", at(0))).await.unwrap();
+    let gone = |name: &'static str| async move {
+        matches!(s.get(&EVENTS, "default", name).await, Err(StoreError::NotFound { .. }))
+    };
     let end = tokio::time::Instant::now() + WAIT;
-    while !matches!(s.get(&EVENTS, "default", "now").await, Err(StoreError::NotFound { .. })) {
-        assert!(tokio::time::Instant::now() < end, "the Event past its time to live is removed");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut n = 0;
+    while !(gone("once").await && gone("ahead").await) {
+        assert!(tokio::time::Instant::now() < end, "the Events past their time to live are removed");
+        // Counted up: each write starts its time to live again.
+        s.update_with::<_, StoreError>(&EVENTS, "default", "busy", |cur| {
+            let mut v = cur.to_value()?;
+            n += 1;
+            v["count"] = json!(n);
+            Ok(Some(v))
+        })
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    s.get(&EVENTS, "default", "later").await.expect("an Event within its time to live stays");
+    s.get(&EVENTS, "default", "busy").await.expect("an Event written within its time to live stays");
     s.close().await;
 }
 

@@ -5,6 +5,8 @@
 //! Event is recorded only for what really happened (a scale that conflicted
 //! and is decided again says nothing).
 
+use std::borrow::Cow;
+
 use edgehive_events::{Note, ObjectRef};
 use edgehive_store::resources::{
     CRON_JOBS, DAEMON_SETS, DEPLOYMENTS, JOBS, POD_DISRUPTION_BUDGETS, PODS, REPLICA_SETS, ResourceDef, STATEFUL_SETS,
@@ -68,7 +70,7 @@ enum Says {
     },
     /// Notes that hold once the write is in (a Job finished, a CronJob saw
     /// its Jobs finish).
-    Notes(Vec<(bool, &'static str, String)>),
+    Notes(Vec<(bool, Cow<'static, str>, String)>),
 }
 
 /// What a write would say about the controller's object.
@@ -130,28 +132,24 @@ fn true_condition<'a>(conditions: Option<&'a Value>, ty: &str) -> Option<&'a Val
 
 /// A Job's status patch that makes it Complete or Failed: `Completed`, or
 /// the failure's own reason and message (`BackoffLimitExceeded`, ...).
-fn job_finished(job: &Value, patch: &Value) -> Option<Vec<(bool, &'static str, String)>> {
+fn job_finished(job: &Value, patch: &Value) -> Option<Vec<(bool, Cow<'static, str>, String)>> {
     let before = job.pointer("/status/conditions");
     let after = patch.pointer("/status/conditions")?;
     if true_condition(Some(after), "Complete").is_some() && true_condition(before, "Complete").is_none() {
-        return Some(vec![(false, "Completed", "Job completed".to_string())]);
+        return Some(vec![(false, "Completed".into(), "Job completed".to_string())]);
     }
     let failed = true_condition(Some(after), "Failed")?;
     if true_condition(before, "Failed").is_some() {
         return None;
     }
-    // The reason is one of the controller's own words.
-    let reason = match failed["reason"].as_str() {
-        Some("BackoffLimitExceeded") => "BackoffLimitExceeded",
-        Some("DeadlineExceeded") => "DeadlineExceeded",
-        _ => "JobFailed",
-    };
-    Some(vec![(true, reason, str_at(failed, "/message").to_string())])
+    // The condition's own reason and message, as Kubernetes' Job controller says them.
+    let reason = failed["reason"].as_str().filter(|r| !r.is_empty()).unwrap_or("JobFailed").to_string();
+    Some(vec![(true, reason.into(), str_at(failed, "/message").to_string())])
 }
 
 /// A CronJob's status patch that drops finished Jobs from `active`:
 /// `SawCompletedJob` for each.
-fn jobs_seen_finished(world: &World, cj: &Value, patch: &Value) -> Option<Vec<(bool, &'static str, String)>> {
+fn jobs_seen_finished(world: &World, cj: &Value, patch: &Value) -> Option<Vec<(bool, Cow<'static, str>, String)>> {
     let names = |v: Option<&Value>| -> Vec<String> {
         v.and_then(Value::as_array)
             .map(|a| a.iter().map(|r| str_at(r, "/name").to_string()).collect())
@@ -167,7 +165,7 @@ fn jobs_seen_finished(world: &World, cj: &Value, patch: &Value) -> Option<Vec<(b
             let job = world.jobs.get(ns, &n)?;
             let conditions = job.value.pointer("/status/conditions");
             let ty = ["Complete", "Failed"].into_iter().find(|t| true_condition(conditions, t).is_some())?;
-            Some((false, "SawCompletedJob", format!("Saw completed job: {n}, condition: {ty}")))
+            Some((false, "SawCompletedJob".into(), format!("Saw completed job: {n}, condition: {ty}")))
         })
         .collect();
     (!notes.is_empty()).then_some(notes)
@@ -178,41 +176,63 @@ impl Intent {
     /// (a `generateName` resolved), or `Err(error)`.
     pub(crate) fn notes(self, result: Result<&str, &str>) -> Vec<Note> {
         let o = self.involved;
-        let note = |warning: bool, reason: &'static str, message: String| {
+        let note = |warning: bool, reason: Cow<'static, str>, message: String| {
             if warning { Note::warning(o.clone(), reason, message) } else { Note::normal(o.clone(), reason, message) }
         };
         match (self.says, result) {
             (Says::CreatePod { statefulset: Some(set), name }, Ok(_)) => {
-                vec![note(false, "SuccessfulCreate", format!("create Pod {name} in StatefulSet {set} successful"))]
+                vec![note(
+                    false,
+                    "SuccessfulCreate".into(),
+                    format!("create Pod {name} in StatefulSet {set} successful"),
+                )]
             }
             (Says::CreatePod { statefulset: Some(set), name }, Err(e)) => {
-                vec![note(true, "FailedCreate", format!("create Pod {name} in StatefulSet {set} failed error: {e}"))]
+                vec![note(
+                    true,
+                    "FailedCreate".into(),
+                    format!("create Pod {name} in StatefulSet {set} failed error: {e}"),
+                )]
             }
             (Says::CreatePod { statefulset: None, .. }, Ok(name)) => {
-                vec![note(false, "SuccessfulCreate", format!("Created pod: {name}"))]
+                vec![note(false, "SuccessfulCreate".into(), format!("Created pod: {name}"))]
             }
             (Says::CreatePod { statefulset: None, .. }, Err(e)) => {
-                vec![note(true, "FailedCreate", format!("Error creating: {e}"))]
+                vec![note(true, "FailedCreate".into(), format!("Error creating: {e}"))]
             }
             (Says::DeletePod { statefulset: Some(set), name }, Ok(_)) => {
-                vec![note(false, "SuccessfulDelete", format!("delete Pod {name} in StatefulSet {set} successful"))]
+                vec![note(
+                    false,
+                    "SuccessfulDelete".into(),
+                    format!("delete Pod {name} in StatefulSet {set} successful"),
+                )]
             }
             (Says::DeletePod { statefulset: Some(set), name }, Err(e)) => {
-                vec![note(true, "FailedDelete", format!("delete Pod {name} in StatefulSet {set} failed error: {e}"))]
+                vec![note(
+                    true,
+                    "FailedDelete".into(),
+                    format!("delete Pod {name} in StatefulSet {set} failed error: {e}"),
+                )]
             }
             (Says::DeletePod { statefulset: None, name }, Ok(_)) => {
-                vec![note(false, "SuccessfulDelete", format!("Deleted pod: {name}"))]
+                vec![note(false, "SuccessfulDelete".into(), format!("Deleted pod: {name}"))]
             }
             (Says::DeletePod { statefulset: None, .. }, Err(e)) => {
-                vec![note(true, "FailedDelete", format!("Error deleting: {e}"))]
+                vec![note(true, "FailedDelete".into(), format!("Error deleting: {e}"))]
             }
-            (Says::CreateJob, Ok(name)) => vec![note(false, "SuccessfulCreate", format!("Created job {name}"))],
-            (Says::CreateJob, Err(e)) => vec![note(true, "FailedCreate", format!("Error creating job: {e}"))],
-            (Says::DeleteJob { name }, Ok(_)) => vec![note(false, "SuccessfulDelete", format!("Deleted job {name}"))],
-            (Says::DeleteJob { .. }, Err(e)) => vec![note(true, "FailedDelete", format!("Deleted job: {e}"))],
+            (Says::CreateJob, Ok(name)) => vec![note(false, "SuccessfulCreate".into(), format!("Created job {name}"))],
+            (Says::CreateJob, Err(e)) => vec![note(true, "FailedCreate".into(), format!("Error creating job: {e}"))],
+            (Says::DeleteJob { name }, Ok(_)) => {
+                vec![note(false, "SuccessfulDelete".into(), format!("Deleted job {name}"))]
+            }
+            (Says::DeleteJob { .. }, Err(e)) => vec![note(true, "FailedDelete".into(), format!("Deleted job: {e}"))],
             (Says::Scale { rs, from, to }, Ok(_)) => {
                 let way = if to > from { "up" } else { "down" };
-                vec![note(false, "ScalingReplicaSet", format!("Scaled {way} replica set {rs} from {from} to {to}"))]
+                vec![note(
+                    false,
+                    "ScalingReplicaSet".into(),
+                    format!("Scaled {way} replica set {rs} from {from} to {to}"),
+                )]
             }
             (Says::Notes(notes), Ok(_)) => notes.into_iter().map(|(w, r, m)| note(w, r, m)).collect(),
             (Says::Scale { .. } | Says::Notes(_), Err(_)) => Vec::new(),
@@ -326,6 +346,12 @@ mod tests {
             (n[0].reason.as_ref(), n[0].message.as_str(), n[0].warning),
             ("BackoffLimitExceeded", "Job has reached the specified backoff limit", true)
         );
+        // Any other failure: the condition's own words.
+        let policy = patch(json!([{"type": "Failed", "status": "True", "reason": "PodFailurePolicy",
+            "message": "Container main for pod default/pi-x exited with non-zero exit code 42 matching FailJob rule at index 0"}]));
+        let n = intent(&w, &task, &policy).unwrap().notes(Ok("pi"));
+        assert_eq!((n[0].reason.as_ref(), n[0].warning), ("PodFailurePolicy", true));
+        assert!(n[0].message.contains("exit code 42"), "{}", n[0].message);
         // Already complete: said before.
         let mut w = World::default();
         w.upsert(&stored(

@@ -824,15 +824,20 @@ impl Runner {
 }
 
 /// Records what a write said: its success, or a failure that is the
-/// write's own (a conflict or a vanished object is decided again, silently).
+/// write's own (a conflict, a vanished object or a name taken is decided
+/// again, silently).
 fn record(recorder: &Recorder, intent: Option<events::Intent>, r: &Result<Option<Written>, WriteError>) {
     let Some(intent) = intent else { return };
     let notes = match r {
         Ok(Some(Written::Stored(o) | Written::Deleted(o))) => intent.notes(Ok(o.name())),
         Ok(None) => intent.notes(Ok("")),
-        Err(WriteError::Stale | WriteError::Store(StoreError::Conflict { .. } | StoreError::NotFound { .. })) => {
-            Vec::new()
-        }
+        // (A create of a name that exists is no failure to tell either, as in Kubernetes.)
+        Err(
+            WriteError::Stale
+            | WriteError::Store(
+                StoreError::Conflict { .. } | StoreError::NotFound { .. } | StoreError::AlreadyExists { .. },
+            ),
+        ) => Vec::new(),
         Err(e) => intent.notes(Err(&e.to_string())),
     };
     for n in notes {
