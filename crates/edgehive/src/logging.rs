@@ -12,10 +12,22 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 /// Parses a log filter (`EDGEHIVE_LOG`, `--log`); an empty one is the
-/// default, `info`.
+/// default, `info`. A target is a module path (`edgehive_beehive::bus`):
+/// anything else (`[span]`, `{field}`: `EnvFilter`'s syntax) is refused
+/// rather than taken for a target that matches nothing.
 pub(crate) fn filter_of(filter: &str) -> anyhow::Result<Targets> {
     let filter = if filter.trim().is_empty() { "info" } else { filter };
-    filter.parse::<Targets>().with_context(|| format!("parse log filter {filter:?}"))
+    let context = || format!("parse log filter {filter:?}");
+    for directive in filter.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let target = directive.split_once('=').map_or(directive, |(t, _)| t);
+        if !target.chars().all(|c| c.is_ascii_alphanumeric() || "_:-.".contains(c)) {
+            return Err(anyhow::anyhow!(
+                "{target:?} is not a level or a target (a module path such as edgehive_beehive)"
+            ))
+            .with_context(context);
+        }
+    }
+    filter.parse::<Targets>().with_context(context)
 }
 
 /// Installs the global subscriber.
@@ -49,8 +61,12 @@ mod tests {
     }
 
     #[test]
-    fn a_bad_level_is_an_error_that_quotes_the_filter() {
+    fn a_bad_level_or_target_is_an_error_that_quotes_the_filter() {
         let e = filter_of("edgehive=loud").unwrap_err();
         assert!(format!("{e:#}").contains("\"edgehive=loud\""), "{e:#}");
+        for bad in ["[[[", "info,edgehive[span]=debug", "{field=1}"] {
+            let e = filter_of(bad).unwrap_err();
+            assert!(format!("{e:#}").contains("is not a level or a target"), "{bad}: {e:#}");
+        }
     }
 }
