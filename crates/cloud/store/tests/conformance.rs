@@ -723,7 +723,12 @@ async fn watch_bookmarks_report_progress(kind: Kind) {
 }
 
 async fn thousand_watchers_share_one_encoding(kind: Kind) {
-    let h = Harness::with(kind, |c| c.reap_graceful = false).await;
+    // No reapers: their watches would start at any moment and be counted.
+    let h = Harness::with(kind, |c| {
+        c.reap_graceful = false;
+        c.event_ttl = None;
+    })
+    .await;
     let s = &h.store;
     let from = s.current_rev().await.unwrap();
     let before = s.watch_cache().stats().watchers;
