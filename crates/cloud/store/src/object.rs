@@ -60,6 +60,15 @@ impl Object {
         Object::from_stored(self.inner.resource, self.inner.key.clone(), rev, self.inner.raw.clone())
     }
 
+    /// The same object with nothing derived yet: the stored bytes are
+    /// shared, the parse and the client JSON are not. For holders that keep
+    /// an object for long (the watch history, a controller's cache): what
+    /// others derive from a shared copy would otherwise live as long as the
+    /// holder keeps it (a parsed tree is about ten times the stored bytes).
+    pub fn detached(&self) -> Object {
+        self.at_rev(self.inner.rev)
+    }
+
     /// Its type.
     pub fn resource(&self) -> &'static ResourceDef {
         self.inner.resource
@@ -111,20 +120,23 @@ impl Object {
 
     /// The parsed object, with `metadata.resourceVersion` set; parsed once.
     pub fn value(&self) -> Result<&Value> {
-        let v = self.inner.value.get_or_init(|| {
-            let mut v: Value = serde_json::from_slice(&self.inner.raw).map_err(|e| self.corrupt(e))?;
-            if !v.get("metadata").is_some_and(Value::is_object) {
-                return Err(self.corrupt("no metadata object"));
-            }
-            set_resource_version(&mut v, self.inner.rev);
-            Ok(v)
-        });
+        let v =
+            self.inner.value.get_or_init(|| parse_stored(&self.inner.raw, self.inner.rev).map_err(|e| self.corrupt(e)));
         v.as_ref().map_err(Clone::clone)
     }
 
     /// An owned copy of the parsed object, to modify.
     pub fn to_value(&self) -> Result<Value> {
         self.value().cloned()
+    }
+
+    /// The object parsed (with `metadata.resourceVersion`) without keeping
+    /// the parse: each call parses again unless a parse is already kept.
+    pub fn parse(&self) -> Result<Value> {
+        if let Some(v) = self.inner.value.get() {
+            return v.clone();
+        }
+        parse_stored(&self.inner.raw, self.inner.rev).map_err(|e| self.corrupt(e))
     }
 
     /// `metadata.uid`.
@@ -147,9 +159,26 @@ impl Object {
         self.inner.resource.field_value(self.value().ok()?, name)
     }
 
+    /// Whether a parse or the client JSON is kept with this copy (for
+    /// holders to check that they keep the stored bytes alone).
+    pub fn has_derived(&self) -> bool {
+        self.inner.value.get().is_some() || self.inner.json.get().is_some()
+    }
+
     fn corrupt(&self, reason: impl std::fmt::Display) -> StoreError {
         StoreError::Corrupt { key: self.inner.key.to_string(), reason: reason.to_string() }
     }
+}
+
+/// Stored bytes parsed, with `metadata.resourceVersion` set to `rev`; the
+/// reason when they are not an object with a metadata object.
+fn parse_stored(raw: &[u8], rev: u64) -> std::result::Result<Value, String> {
+    let mut v: Value = serde_json::from_slice(raw).map_err(|e| e.to_string())?;
+    if !v.get("metadata").is_some_and(Value::is_object) {
+        return Err("no metadata object".into());
+    }
+    set_resource_version(&mut v, rev);
+    Ok(v)
 }
 
 /// Sets `metadata.resourceVersion` to `rev` (a string, as Kubernetes sends it).
@@ -284,6 +313,21 @@ mod tests {
     }
 
     #[test]
+    fn a_detached_copy_shares_the_bytes_and_nothing_derived() {
+        let v = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}});
+        let o = obj(&v, 5);
+        o.value().expect("value");
+        o.json().expect("json");
+        let d = o.detached();
+        assert_eq!(d.raw().as_ptr(), o.raw().as_ptr(), "the stored bytes are shared");
+        assert!(d.inner.value.get().is_none() && d.inner.json.get().is_none());
+        assert_eq!((d.rev(), d.key()), (5, o.key()));
+        // A parse that keeps nothing gives what a kept parse gives.
+        assert_eq!(&d.parse().expect("parse"), o.value().expect("value"));
+        assert!(d.inner.value.get().is_none());
+    }
+
+    #[test]
     fn empty_metadata_splices_without_a_trailing_comma() {
         let o = obj(&json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}}), 7);
         assert_eq!(
@@ -310,6 +354,9 @@ mod tests {
                 other => panic!("expected Corrupt, got {other:?}"),
             }
         }
+        // Parsing without keeping reports the same, and keeps nothing.
+        let o = Object::from_stored(&PODS, "/registry/pods/default/bad", 3, Bytes::from_static(b"{not json"));
+        assert!(matches!(o.parse(), Err(StoreError::Corrupt { .. })));
         // A damaged row whose prefix still looks right is reported, not spliced.
         let o = Object::from_stored(
             &PODS,

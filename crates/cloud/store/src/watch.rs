@@ -84,6 +84,20 @@ impl Event {
         Some(Event { rev: change.rev, deleted, object, prev, prev_at_rev: OnceLock::new(), lines: Default::default() })
     }
 
+    /// The same change with nothing derived (see [`Object::detached`]):
+    /// what the history keeps, and what a watch replaying it receives, so
+    /// that parses and encodings made for one watcher's sake end with it.
+    fn detached(&self) -> Event {
+        Event {
+            rev: self.rev,
+            deleted: self.deleted,
+            object: self.object.detached(),
+            prev: self.prev.as_ref().map(Object::detached),
+            prev_at_rev: OnceLock::new(),
+            lines: Default::default(),
+        }
+    }
+
     /// The revision of the change.
     pub fn rev(&self) -> u64 {
         self.rev
@@ -446,7 +460,9 @@ impl WatchCache {
                     }
                 });
             }
-            st.ring.push_back(ev);
+            // The watchers share `ev` and what they derive from it while
+            // they handle it; the history keeps the bytes alone.
+            st.ring.push_back(Arc::new(ev.detached()));
             if st.ring.len() > self.capacity
                 && let Some(old) = st.ring.pop_front()
             {
@@ -560,7 +576,7 @@ impl WatchCache {
             .ring
             .iter()
             .filter(|ev| ev.rev > from)
-            .filter_map(|ev| ev.delivery(&filter).map(|ty| (Arc::clone(ev), ty)))
+            .filter_map(|ev| ev.delivery(&filter).map(|ty| (Arc::new(ev.detached()), ty)))
             .collect();
         let (tx, rx) = mpsc::channel(self.queue + replay.len());
         for (ev, ty) in replay {
@@ -668,5 +684,57 @@ impl Drop for Watch {
         if let Some(cache) = self.cache.upgrade() {
             cache.unsubscribe(self.resource, self.id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::KeyValue;
+    use crate::resources::PODS;
+
+    fn pod(name: &str) -> Bytes {
+        Bytes::from(format!(r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}"}},"spec":{{}}}}"#))
+    }
+
+    #[tokio::test]
+    async fn history_keeps_no_parse_or_encoding_made_for_a_watcher() {
+        let cache = WatchCache::new(16, 16);
+        let mut live = cache.subscribe(WatchFilter::all(&PODS), 0, false).expect("subscribe");
+        let key = "/registry/pods/default/p".to_string();
+        cache.publish(vec![
+            Change { rev: 1, key: key.clone(), value: Some(pod("p")), prev: None },
+            Change {
+                rev: 2,
+                key: key.clone(),
+                value: Some(pod("p")),
+                prev: Some(KeyValue { key: key.clone(), value: pod("p"), mod_rev: 1 }),
+            },
+        ]);
+        // A watcher parses and encodes what it receives.
+        for _ in 0..2 {
+            let ev = live.next().await.expect("event");
+            ev.object().expect("object").value().expect("parse");
+            ev.line(&PODS).expect("line");
+            ev.change().expect("change").prev().map(|p| p.value().expect("parse prev"));
+        }
+        let kept = |cache: &WatchCache| {
+            let st = cache.lock();
+            st.ring.iter().any(|e| {
+                e.object.has_derived()
+                    || e.prev.as_ref().is_some_and(Object::has_derived)
+                    || e.lines.iter().any(|l| l.get().is_some())
+            })
+        };
+        assert!(!kept(&cache), "the history holds the stored bytes alone");
+        // A watch replaying the history derives for itself, not for the history.
+        let mut replay = cache.subscribe(WatchFilter::all(&PODS), 0, false).expect("subscribe");
+        for rev in [1, 2] {
+            let ev = replay.next().await.expect("replayed");
+            assert_eq!(ev.rev, rev);
+            ev.object().expect("object").value().expect("parse");
+            ev.line(&PODS).expect("line");
+        }
+        assert!(!kept(&cache));
     }
 }

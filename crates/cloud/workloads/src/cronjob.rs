@@ -43,13 +43,13 @@ fn after(d: time::Duration) -> Duration {
 pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
     let mut plan = Plan::none();
     let Some(cj) = world.cron_jobs.get(ns, name) else { return plan };
+    let cj = &cj;
     let v = &cj.value;
     if cj.deleting() {
         return plan;
     }
-    let jobs: Vec<&Stored> = world.jobs.owned_by(cj.uid()).collect();
-    let mut active: Vec<&Stored> =
-        jobs.iter().copied().filter(|j| finished(&j.value).is_none() && !j.deleting()).collect();
+    let jobs: Vec<Stored> = world.jobs.owned_by(cj.uid()).collect();
+    let mut active: Vec<&Stored> = jobs.iter().filter(|j| finished(&j.value).is_none() && !j.deleting()).collect();
     let last_success = jobs
         .iter()
         .filter(|j| finished(&j.value) == Some(true))
@@ -105,7 +105,7 @@ pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
                     active.clear();
                 }
                 let job_name = format!("{name}-{}", at.unix_timestamp() / 60);
-                if world.jobs.get(ns, &job_name).is_none() {
+                if !world.jobs.contains(ns, &job_name) {
                     plan.push(Action::Create { res: &JOBS, object: job_from_template(cj, &job_name, at) });
                 }
                 last_schedule = Some(at);
@@ -122,7 +122,7 @@ pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
         (true, int_at(v, "/spec/successfulJobsHistoryLimit").unwrap_or(3)),
         (false, int_at(v, "/spec/failedJobsHistoryLimit").unwrap_or(1)),
     ] {
-        let mut done: Vec<&&Stored> =
+        let mut done: Vec<&Stored> =
             jobs.iter().filter(|j| finished(&j.value) == Some(success) && !j.deleting()).collect();
         let excess = done.len().saturating_sub(usize::try_from(limit.max(0)).unwrap_or(0));
         done.sort_by_key(|j| (time_at(&j.value, "/status/startTime"), j.name().to_string()));

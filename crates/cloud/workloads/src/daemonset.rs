@@ -68,18 +68,20 @@ pub fn should_run(spec: &Value, node: &NodeInfo) -> bool {
 }
 
 fn hash_of(pod: &PodInfo) -> Option<&str> {
-    pod.labels.get(REVISION_HASH).map(String::as_str)
+    pod.labels.get(REVISION_HASH)
 }
 
 /// One sync of DaemonSet `ns/name` at `now`.
 pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
     let mut plan = Plan::none();
     let Some(ds) = world.daemon_sets.get(ns, name) else { return plan };
+    let ds = &ds;
     let Some(selector) = selector_of(ds) else { return plan };
     let template = ds.value.pointer("/spec/template").cloned().unwrap_or_else(|| json!({}));
     let collision = int_at(&ds.value, "/status/collisionCount");
     let hash = template_hash(&template, collision);
-    let revisions: Vec<&Stored> = world.revisions.owned_by(ds.uid()).collect();
+    let revisions: Vec<Stored> = world.revisions.owned_by(ds.uid()).collect();
+    let revisions: Vec<&Stored> = revisions.iter().collect();
     if !ds.deleting()
         && let Err(plan) = history::current(&DAEMON_SETS, ds, &revisions, &template, &hash)
     {

@@ -115,15 +115,15 @@ fn created(v: &Value) -> (String, String) {
 }
 
 /// Claims ReplicaSets as the ReplicaSet controller claims pods.
-fn claim<'w>(world: &'w World, d: &Stored, selector: &LabelSelector, plan: &mut Plan) -> Vec<&'w Stored> {
+fn claim(world: &World, d: &Stored, selector: &LabelSelector, plan: &mut Plan) -> Vec<Stored> {
     let ns = str_at(&d.value, "/metadata/namespace");
     let labels = |rs: &Stored| crate::world::labels_of(&rs.value, "/metadata/labels");
-    let mut out: Vec<&Stored> = Vec::new();
+    let mut out: Vec<Stored> = Vec::new();
     for rs in world.replica_sets.owned_by(d.uid()) {
         if str_at(&rs.value, "/metadata/namespace") != ns {
             continue;
         }
-        if selector.matches(&labels(rs)) || d.deleting() {
+        if selector.matches(&labels(&rs)) || d.deleting() {
             out.push(rs);
         } else if !rs.deleting() {
             let owners: Vec<Value> = OwnerRef::all_of(&rs.value)
@@ -131,18 +131,18 @@ fn claim<'w>(world: &'w World, d: &Stored, selector: &LabelSelector, plan: &mut 
                 .filter(|o| o.uid != d.uid())
                 .map(|o| json!({"apiVersion": o.api_version, "kind": o.kind, "name": o.name, "uid": o.uid}))
                 .collect();
-            plan.push(patch_rs(rs, Some(rs.rev), json!({"metadata": {"ownerReferences": owners}})));
+            plan.push(patch_rs(&rs, Some(rs.rev), json!({"metadata": {"ownerReferences": owners}})));
         }
     }
     if !d.deleting() {
         for rs in world.replica_sets.orphans_in(ns) {
-            if rs.deleting() || !selector.matches(&labels(rs)) {
+            if rs.deleting() || !selector.matches(&labels(&rs)) {
                 continue;
             }
             let mut owners: Vec<Value> =
                 rs.value["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
             owners.push(OwnerRef::controller_to(&DEPLOYMENTS, &d.value));
-            plan.push(patch_rs(rs, Some(rs.rev), json!({"metadata": {"ownerReferences": owners}})));
+            plan.push(patch_rs(&rs, Some(rs.rev), json!({"metadata": {"ownerReferences": owners}})));
             out.push(rs);
         }
     }
@@ -202,6 +202,7 @@ fn find_condition<'a>(conditions: &'a [Value], ty: &str) -> Option<&'a Value> {
 pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
     let mut plan = Plan::none();
     let Some(d) = world.deployments.get(ns, name) else { return plan };
+    let d = &d;
     let now_s = edgehive_store::rfc3339(now);
     let selector = d.value.pointer("/spec/selector").and_then(|s| LabelSelector::from_json(s).ok());
     let Some(selector) = selector.filter(|s| !s.is_empty()) else {
@@ -220,7 +221,7 @@ pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
         )
     });
     let new = new_idx.map(|i| sets.remove(i));
-    let sets = Sets { new, old: sets };
+    let sets = Sets { new: new.as_ref(), old: sets.iter().collect() };
     let mut conditions: Vec<Value> =
         d.value.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
     let paused = d.value.pointer("/spec/paused").and_then(Value::as_bool) == Some(true);
@@ -330,7 +331,7 @@ fn new_replica_set(world: &World, d: &Stored, sets: &Sets<'_>, replicas: i64) ->
     let mut template = d.value.pointer("/spec/template").cloned().unwrap_or_else(|| json!({}));
     let hash = template_hash(&template, collision_count(&d.value));
     let name = format!("{}-{hash}", d.name());
-    if world.replica_sets.get(ns, &name).is_some() {
+    if world.replica_sets.contains(ns, &name) {
         // The name is taken by another template (a hash collision): count
         // it, and the next hash differs.
         let count = collision_count(&d.value).unwrap_or(0) + 1;
@@ -561,7 +562,7 @@ fn rollout_recreate(world: &World, d: &Stored, sets: &Sets<'_>) -> Plan {
 
 /// The first step of a rollout to a template without a ReplicaSet.
 pub(crate) fn create_new_rs(world: &World, ns: &str, name: &str) -> Option<Action> {
-    let d = world.deployments.get(ns, name)?;
+    let d = &world.deployments.get(ns, name)?;
     let selector = d.value.pointer("/spec/selector").and_then(|s| LabelSelector::from_json(s).ok())?;
     let mut scratch = Plan::none();
     let owned = claim(world, d, &selector, &mut scratch);
@@ -574,7 +575,7 @@ pub(crate) fn create_new_rs(world: &World, ns: &str, name: &str) -> Option<Actio
     {
         return None;
     }
-    let sets = Sets { new: None, old: owned };
+    let sets = Sets { new: None, old: owned.iter().collect() };
     if recreate(&d.value) {
         // Recreate makes the new ReplicaSet only once the old pods are gone.
         let old_busy = sets.old.iter().any(|rs| {
@@ -755,7 +756,7 @@ pub fn sync_all(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Pla
         let d = world.deployments.get(ns, name);
         plan.push(create);
         // The Progressing condition says it at once.
-        if let Some(d) = d
+        if let Some(d) = &d
             && has_deadline(&d.value)
         {
             let now_s = edgehive_store::rfc3339(now);

@@ -41,7 +41,7 @@ fn expected_scale(world: &World, ns: &str, pods: &[&PodInfo]) -> Result<i64, Str
             continue;
         }
         let replicas = |v: &Value| int_at(v, "/spec/replicas").unwrap_or(1);
-        let scale = match owner.kind.as_str() {
+        let scale = match &*owner.kind {
             "ReplicaSet" => {
                 let rs = world.replica_sets.get(ns, &owner.name).filter(|rs| rs.uid() == owner.uid);
                 let rs = rs.ok_or_else(|| format!("replicasets.apps {:?} not found", owner.name))?;
@@ -72,6 +72,7 @@ fn expected_scale(world: &World, ns: &str, pods: &[&PodInfo]) -> Result<i64, Str
 pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
     let mut plan = Plan::none();
     let Some(pdb) = world.disruption_budgets.get(ns, name) else { return plan };
+    let pdb = &pdb;
     if pdb.deleting() {
         return plan;
     }

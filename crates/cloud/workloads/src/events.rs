@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::plan::Action;
 use crate::run::Task;
-use crate::world::{World, str_at};
+use crate::world::{Stored, World, str_at};
 
 /// The Kubernetes component that records a controller's Events.
 pub(crate) fn component(task: &Task) -> &'static str {
@@ -82,8 +82,18 @@ pub(crate) struct Intent {
 
 /// The Event a write of `task` would cause, if any.
 pub(crate) fn intent(world: &World, task: &Task, a: &Action) -> Option<Intent> {
+    intent_about(world, task, &subject_of(world, task)?, a)
+}
+
+/// The controller's object of `task`, parsed (once for a batch of writes).
+pub(crate) fn subject_of(world: &World, task: &Task) -> Option<Stored> {
     let (res, ns, name) = subject(task)?;
-    let obj = world.objects(res)?.get(ns, name)?;
+    world.objects(res)?.get(ns, name)
+}
+
+/// [`intent`] with the controller's object `obj` at hand.
+pub(crate) fn intent_about(world: &World, task: &Task, obj: &Stored, a: &Action) -> Option<Intent> {
+    let (res, _, name) = subject(task)?;
     let involved = ObjectRef::of(res, &obj.value);
     let sts = matches!(task, Task::StatefulSet(_)).then(|| name.to_string());
     let says = match a {

@@ -94,6 +94,7 @@ fn uids(status: &Value, list: &str) -> Vec<String> {
 pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
     let mut plan = Plan::none();
     let Some(job) = world.jobs.get(ns, name) else { return plan };
+    let job = &job;
     let v = &job.value;
     let now_s = edgehive_store::rfc3339(now);
     let status = v.get("status").cloned().unwrap_or_else(|| json!({}));

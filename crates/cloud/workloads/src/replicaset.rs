@@ -175,6 +175,7 @@ pub(crate) fn selector_of(obj: &Stored) -> Option<LabelSelector> {
 pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
     let mut plan = Plan::none();
     let Some(rs) = world.replica_sets.get(ns, name) else { return plan };
+    let rs = &rs;
     let Some(selector) = selector_of(rs) else { return plan };
     let claimed = claim_pods(world, &REPLICA_SETS, rs, &selector, &mut plan);
     let replace_after = rs
@@ -201,7 +202,7 @@ pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
     let min_ready = int_at(&rs.value, "/spec/minReadySeconds").unwrap_or(0);
     let template_labels = labels_of(&rs.value, "/spec/template/metadata/labels");
     let fully_labeled =
-        active.iter().filter(|p| template_labels.iter().all(|(k, v)| p.labels.get(k) == Some(v))).count();
+        active.iter().filter(|p| template_labels.iter().all(|(k, v)| p.labels.get(k) == Some(v.as_str()))).count();
     let ready = active.iter().filter(|p| p.ready()).count();
     let available = active.iter().filter(|p| p.available(min_ready, now)).count();
     if ready > available {

@@ -294,12 +294,12 @@ impl Runner {
                 }
                 let all = self.controllers_ready() && !controllers;
                 if all || (self.controllers_ready() && std::ptr::eq(resource, &REPLICA_SETS)) {
-                    for rs in self.world.replica_sets.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>() {
+                    for rs in self.world.replica_sets.keys().cloned().collect::<Vec<_>>() {
                         self.queue.add(Task::ReplicaSet(rs));
                     }
                 }
                 if all || (self.controllers_ready() && std::ptr::eq(resource, &DEPLOYMENTS)) {
-                    for d in self.world.deployments.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>() {
+                    for d in self.world.deployments.keys().cloned().collect::<Vec<_>>() {
                         self.queue.add(Task::Deployment(d));
                     }
                 }
@@ -308,7 +308,7 @@ impl Runner {
                     || std::ptr::eq(resource, &CONTROLLER_REVISIONS)
                     || std::ptr::eq(resource, &PODS);
                 if all || (self.controllers_ready() && daemons) {
-                    for d in self.world.daemon_sets.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>() {
+                    for d in self.world.daemon_sets.keys().cloned().collect::<Vec<_>>() {
                         self.queue.add(Task::DaemonSet(d));
                     }
                 }
@@ -316,13 +316,13 @@ impl Runner {
                     || std::ptr::eq(resource, &CONTROLLER_REVISIONS)
                     || std::ptr::eq(resource, &PODS);
                 if all || (self.controllers_ready() && sets) {
-                    for s in self.world.stateful_sets.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>() {
+                    for s in self.world.stateful_sets.keys().cloned().collect::<Vec<_>>() {
                         self.queue.add(Task::StatefulSet(s));
                     }
                 }
                 if all || (self.controllers_ready() && (std::ptr::eq(resource, &JOBS) || std::ptr::eq(resource, &PODS)))
                 {
-                    for j in self.world.jobs.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>() {
+                    for j in self.world.jobs.keys().cloned().collect::<Vec<_>>() {
                         self.queue.add(Task::Job(j));
                     }
                 }
@@ -330,18 +330,18 @@ impl Runner {
                     || (self.controllers_ready()
                         && (std::ptr::eq(resource, &CRON_JOBS) || std::ptr::eq(resource, &JOBS)))
                 {
-                    for c in self.world.cron_jobs.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>() {
+                    for c in self.world.cron_jobs.keys().cloned().collect::<Vec<_>>() {
                         self.queue.add(Task::CronJob(c));
                     }
                 }
                 if all || self.controllers_ready() {
-                    for b in self.world.disruption_budgets.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>() {
+                    for b in self.world.disruption_budgets.keys().cloned().collect::<Vec<_>>() {
                         self.queue.add(Task::Disruption(b));
                     }
                 }
                 if self.controllers_ready() && std::ptr::eq(resource, &PODS) && !all {
                     // Pods relisted: every ReplicaSet counts again.
-                    for rs in self.world.replica_sets.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>() {
+                    for rs in self.world.replica_sets.keys().cloned().collect::<Vec<_>>() {
                         self.queue.add(Task::ReplicaSet(rs));
                     }
                 }
@@ -370,7 +370,7 @@ impl Runner {
                 self.wake_budgets(&ns);
                 for p in old.iter().chain(new.iter()) {
                     for o in p.owners.iter().filter(|o| o.controller) {
-                        match o.kind.as_str() {
+                        match &*o.kind {
                             "ReplicaSet" => self.queue.add(Task::ReplicaSet((ns.clone(), o.name.clone()))),
                             "DaemonSet" => self.queue.add(Task::DaemonSet((ns.clone(), o.name.clone()))),
                             "StatefulSet" => self.queue.add(Task::StatefulSet((ns.clone(), o.name.clone()))),
@@ -432,7 +432,7 @@ impl Runner {
                     _ => true,
                 };
                 if moved {
-                    for d in self.world.daemon_sets.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>() {
+                    for d in self.world.daemon_sets.keys().cloned().collect::<Vec<_>>() {
                         self.queue.add(Task::DaemonSet(d));
                     }
                 }
@@ -571,7 +571,11 @@ impl Runner {
                     continue;
                 }
                 batch_size *= 2;
-                let intents: Vec<_> = batch.iter().map(|a| events::intent(&self.world, task, a)).collect();
+                let about = events::subject_of(&self.world, task);
+                let intents: Vec<_> = batch
+                    .iter()
+                    .map(|a| about.as_ref().and_then(|o| events::intent_about(&self.world, task, o, a)))
+                    .collect();
                 let results = futures_util::future::join_all(batch.into_iter().map(|a| self.write(a))).await;
                 for (r, intent) in results.into_iter().zip(intents) {
                     record(&recorder, intent, &r);
@@ -846,7 +850,7 @@ fn record(recorder: &Recorder, intent: Option<events::Intent>, r: &Result<Option
 }
 
 /// Whether the workload `v`'s selector selects `labels`.
-fn selects(v: &Value, labels: &std::collections::BTreeMap<String, String>) -> bool {
+fn selects(v: &Value, labels: &impl edgehive_store::selector::Labels) -> bool {
     v.pointer("/spec/selector")
         .and_then(|s| LabelSelector::from_json(s).ok())
         .is_some_and(|s| !s.is_empty() && s.matches(labels))

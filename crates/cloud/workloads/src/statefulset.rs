@@ -68,7 +68,7 @@ fn new_pod(set: &Stored, template: &Value, revision: &str, ord: i64) -> Value {
 }
 
 fn revision_of(p: &PodInfo) -> &str {
-    p.labels.get(REVISION_HASH).map_or("", String::as_str)
+    p.labels.get(REVISION_HASH).unwrap_or("")
 }
 
 fn delete(p: &PodInfo) -> Action {
@@ -79,12 +79,14 @@ fn delete(p: &PodInfo) -> Action {
 pub fn sync(world: &World, ns: &str, name: &str, now: OffsetDateTime) -> Plan {
     let mut plan = Plan::none();
     let Some(set) = world.stateful_sets.get(ns, name) else { return plan };
+    let set = &set;
     let Some(selector) = selector_of(set) else { return plan };
     let template = set.value.pointer("/spec/template").cloned().unwrap_or_else(|| json!({}));
     // Hashed with a collision count of 0 when there is none, as the status
     // then records (so the hash does not move when it does).
     let hash = template_hash(&template, Some(int_at(&set.value, "/status/collisionCount").unwrap_or(0)));
-    let revisions: Vec<&Stored> = world.revisions.owned_by(set.uid()).collect();
+    let revisions: Vec<Stored> = world.revisions.owned_by(set.uid()).collect();
+    let revisions: Vec<&Stored> = revisions.iter().collect();
     let update_rev = format!("{name}-{hash}");
     if !set.deleting()
         && let Err(plan) = history::current(&STATEFUL_SETS, set, &revisions, &template, &hash)

@@ -8,10 +8,12 @@
 //! only ever moves forward in resourceVersion; a deletion leaves a tombstone
 //! until the watch reports it, so a late event cannot bring it back.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use edgehive_store::Object;
 use edgehive_store::resources::{self, ResourceDef};
+use edgehive_store::selector::Labels;
 use serde_json::Value;
 use time::OffsetDateTime;
 
@@ -23,10 +25,10 @@ pub type Key = (String, String);
 /// An owner reference as controllers compare them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnerRef {
-    /// `apiVersion`.
-    pub api_version: String,
-    /// `kind`.
-    pub kind: String,
+    /// `apiVersion` (the workload groups' without an allocation).
+    pub api_version: Cow<'static, str>,
+    /// `kind` (the workload kinds' without an allocation).
+    pub kind: Cow<'static, str>,
     /// `name`.
     pub name: String,
     /// `uid`.
@@ -38,9 +40,11 @@ pub struct OwnerRef {
 }
 
 impl OwnerRef {
-    /// The owner references in `metadata.ownerReferences` of `obj`.
+    /// The owner references in `metadata.ownerReferences` of `obj` (in a
+    /// vector of their number: one per pod and per vertex is held for long).
     pub fn all_of(obj: &Value) -> Vec<OwnerRef> {
-        obj.pointer("/metadata/ownerReferences")
+        let mut all: Vec<OwnerRef> = obj
+            .pointer("/metadata/ownerReferences")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
@@ -48,15 +52,17 @@ impl OwnerRef {
                 let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
                 let b = |k: &str| r.get(k).and_then(Value::as_bool).unwrap_or(false);
                 OwnerRef {
-                    api_version: s("apiVersion"),
-                    kind: s("kind"),
+                    api_version: known(r.get("apiVersion").and_then(Value::as_str).unwrap_or_default()),
+                    kind: known(r.get("kind").and_then(Value::as_str).unwrap_or_default()),
                     name: s("name"),
                     uid: s("uid"),
                     controller: b("controller"),
                     block: b("blockOwnerDeletion"),
                 }
             })
-            .collect()
+            .collect();
+        all.shrink_to_fit();
+        all
     }
 
     /// The controlling owner of `obj`, if any.
@@ -78,6 +84,24 @@ impl OwnerRef {
     }
 }
 
+/// `s` without an allocation when it is one of the API versions and kinds
+/// that own most objects (every pod of a fleet names one).
+fn known(s: &str) -> Cow<'static, str> {
+    const KNOWN: &[&str] = &[
+        "v1",
+        "apps/v1",
+        "batch/v1",
+        "ReplicaSet",
+        "Deployment",
+        "DaemonSet",
+        "StatefulSet",
+        "Job",
+        "CronJob",
+        "Node",
+    ];
+    KNOWN.iter().find(|k| **k == s).map_or_else(|| Cow::Owned(s.to_string()), |k| Cow::Borrowed(*k))
+}
+
 /// A string field of `v` (`""` when absent or not a string).
 pub fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
@@ -94,6 +118,43 @@ pub fn labels_of(v: &Value, pointer: &str) -> BTreeMap<String, String> {
         .and_then(Value::as_object)
         .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
         .unwrap_or_default()
+}
+
+/// An object's labels, compact: a sorted slice of key and value, one
+/// allocation per string and one for the slice (a map of two labels would
+/// allocate a whole tree node, half a kilobyte, per pod).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LabelSet(Box<[(Box<str>, Box<str>)]>);
+
+impl LabelSet {
+    /// The labels at `pointer` in `v` (values that are not strings count as `""`).
+    pub fn of(v: &Value, pointer: &str) -> LabelSet {
+        let mut pairs: Vec<(Box<str>, Box<str>)> = v
+            .pointer(pointer)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str().into(), v.as_str().unwrap_or_default().into()))
+            .collect();
+        pairs.sort_unstable();
+        LabelSet(pairs.into_boxed_slice())
+    }
+
+    /// The value of label `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|i| &*self.0[i].1)
+    }
+
+    /// Every label, by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (&**k, &**v))
+    }
+}
+
+impl Labels for LabelSet {
+    fn get(&self, key: &str) -> Option<&str> {
+        LabelSet::get(self, key)
+    }
 }
 
 /// A pod's phase.
@@ -123,7 +184,7 @@ pub struct PodInfo {
     /// resourceVersion.
     pub rev: u64,
     /// Labels.
-    pub labels: BTreeMap<String, String>,
+    pub labels: LabelSet,
     /// Every owner reference.
     pub owners: Vec<OwnerRef>,
     /// `spec.nodeName`.
@@ -188,7 +249,7 @@ impl PodInfo {
             name: name.to_string(),
             uid: str_at(pod, "/metadata/uid").to_string(),
             rev,
-            labels: labels_of(pod, "/metadata/labels"),
+            labels: LabelSet::of(pod, "/metadata/labels"),
             owners: OwnerRef::all_of(pod),
             node: str_at(pod, "/spec/nodeName").to_string(),
             phase,
@@ -253,7 +314,8 @@ impl PodInfo {
     }
 }
 
-/// One stored workload object (Deployment, ReplicaSet, ...).
+/// One workload object (Deployment, ReplicaSet, ...) parsed for a sync: the
+/// world hands out a fresh parse each time it is asked, and keeps none.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stored {
     /// resourceVersion.
@@ -277,47 +339,70 @@ impl Stored {
     pub fn deleting(&self) -> bool {
         self.value.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
     }
+
+    fn of(object: &Object) -> Option<Stored> {
+        Some(Stored { rev: object.rev(), value: object.parse().ok()? })
+    }
 }
 
 /// The objects of one workload kind, by key, with their controllers
 /// indexed (and those without one, by namespace).
+///
+/// Each is kept as its stored bytes (shared with the store's copy while the
+/// watch history holds it), not as a parsed tree: a parsed object is about
+/// ten times its JSON, and a fleet's workloads are held for the process's
+/// life while a sync needs a few of them for a moment. The accessors parse.
 #[derive(Debug, Default)]
 pub struct Objects {
-    items: BTreeMap<Key, Stored>,
+    items: BTreeMap<Key, Object>,
     tombstones: HashMap<Key, u64>,
     by_owner: HashMap<String, BTreeSet<Key>>,
     orphans: BTreeSet<Key>,
 }
 
 impl Objects {
-    /// One object.
-    pub fn get(&self, ns: &str, name: &str) -> Option<&Stored> {
-        self.items.get(&(ns.to_string(), name.to_string()))
+    /// One object, parsed.
+    pub fn get(&self, ns: &str, name: &str) -> Option<Stored> {
+        self.items.get(&(ns.to_string(), name.to_string())).and_then(Stored::of)
     }
 
-    /// Every object, in key order.
-    pub fn iter(&self) -> impl Iterator<Item = (&Key, &Stored)> {
-        self.items.iter()
+    /// Whether `ns/name` is known.
+    pub fn contains(&self, ns: &str, name: &str) -> bool {
+        self.items.contains_key(&(ns.to_string(), name.to_string()))
     }
 
-    /// Objects of namespace `ns`.
-    pub fn in_namespace<'a>(&'a self, ns: &str) -> impl Iterator<Item = &'a Stored> + use<'a> {
+    /// Every key, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &Key> {
+        self.items.keys()
+    }
+
+    /// Every object, in key order, parsed.
+    pub fn iter(&self) -> impl Iterator<Item = (&Key, Stored)> {
+        self.items.iter().filter_map(|(k, o)| Some((k, Stored::of(o)?)))
+    }
+
+    /// Objects of namespace `ns`, parsed.
+    pub fn in_namespace<'a>(&'a self, ns: &str) -> impl Iterator<Item = Stored> + use<'a> {
         let ns = ns.to_string();
-        self.items.range((ns.clone(), String::new())..).take_while(move |(k, _)| k.0 == ns).map(|(_, v)| v)
+        self.items
+            .range((ns.clone(), String::new())..)
+            .take_while(move |(k, _)| k.0 == ns)
+            .filter_map(|(_, o)| Stored::of(o))
     }
 
-    /// Objects whose controller is `owner_uid`.
-    pub fn owned_by<'a>(&'a self, owner_uid: &str) -> impl Iterator<Item = &'a Stored> + use<'a> {
-        self.by_owner.get(owner_uid).into_iter().flatten().filter_map(|k| self.items.get(k))
+    /// Objects whose controller is `owner_uid`, parsed.
+    pub fn owned_by<'a>(&'a self, owner_uid: &str) -> impl Iterator<Item = Stored> + use<'a> {
+        self.by_owner.get(owner_uid).into_iter().flatten().filter_map(|k| self.items.get(k)).filter_map(Stored::of)
     }
 
-    /// Objects of namespace `ns` without a controller.
-    pub fn orphans_in<'a>(&'a self, ns: &str) -> impl Iterator<Item = &'a Stored> + use<'a> {
+    /// Objects of namespace `ns` without a controller, parsed.
+    pub fn orphans_in<'a>(&'a self, ns: &str) -> impl Iterator<Item = Stored> + use<'a> {
         let ns = ns.to_string();
         self.orphans
             .range((ns.clone(), String::new())..)
             .take_while(move |k| k.0 == ns)
             .filter_map(|k| self.items.get(k))
+            .filter_map(Stored::of)
     }
 
     /// Number of objects.
@@ -351,41 +436,48 @@ impl Objects {
         }
     }
 
-    /// Records `value` at `rev` unless something newer is known. True when it changed.
-    pub fn upsert(&mut self, key: Key, rev: u64, value: Value) -> bool {
-        if self.tombstones.get(&key).is_some_and(|t| rev <= *t) || self.items.get(&key).is_some_and(|s| s.rev >= rev) {
-            return false;
+    /// Records `object` (parsed: `value`) unless something newer is known;
+    /// the parse of what it replaced (`Some(None)`: nothing) when it changed.
+    pub fn upsert(&mut self, key: Key, object: &Object, value: &Value) -> Option<Option<Value>> {
+        let rev = object.rev();
+        if self.tombstones.get(&key).is_some_and(|t| rev <= *t) || self.items.get(&key).is_some_and(|o| o.rev() >= rev)
+        {
+            return None;
         }
-        if let Some(old) = self.items.remove(&key) {
-            self.index(&key, &old.value, false);
+        let old = self.items.remove(&key).and_then(|o| o.parse().ok());
+        if let Some(old) = &old {
+            self.index(&key, old, false);
         }
-        self.index(&key, &value, true);
-        self.items.insert(key, Stored { rev, value });
-        true
+        self.index(&key, value, true);
+        self.items.insert(key, object.detached());
+        Some(old)
     }
 
     /// Forgets `key`, deleted at `rev`; `watched` when the watch reported it
     /// (no later event about it can come, so no tombstone is needed).
-    pub fn remove(&mut self, key: &Key, rev: u64, watched: bool) -> Option<Stored> {
+    /// The parse of what it held.
+    pub fn remove(&mut self, key: &Key, rev: u64, watched: bool) -> Option<Value> {
         if watched {
             self.tombstones.remove(key);
         } else {
             self.tombstones.insert(key.clone(), rev);
         }
-        let old = self.items.remove(key)?;
-        self.index(key, &old.value, false);
+        let old = self.items.remove(key)?.parse().ok()?;
+        self.index(key, &old, false);
         Some(old)
     }
 
-    /// Replaces everything with a relist.
-    pub fn relist(&mut self, objects: impl IntoIterator<Item = (Key, Stored)>) {
+    /// Replaces everything with a relist (objects that do not parse are left out).
+    pub fn relist(&mut self, objects: &[Object]) {
         self.items.clear();
         self.by_owner.clear();
         self.orphans.clear();
         self.tombstones.clear();
-        for (k, s) in objects {
-            self.index(&k, &s.value, true);
-            self.items.insert(k, s);
+        for o in objects {
+            let Ok(value) = o.parse() else { continue };
+            let key = (o.namespace().to_string(), o.name().to_string());
+            self.index(&key, &value, true);
+            self.items.insert(key, o.detached());
         }
     }
 }
@@ -615,9 +707,8 @@ impl World {
             let old = self.nodes.insert(key.1, node.clone());
             return Some(Update::Node { old: old.map(Box::new), new: Some(Box::new(node)) });
         }
-        let table = self.objects_mut(res)?;
-        let old = table.get(&key.0, &key.1).map(|s| s.value.clone());
-        table.upsert(key, obj.rev(), value.clone()).then(|| Update::Object { res, old, new: Some(value.clone()) })
+        let old = self.objects_mut(res)?.upsert(key, obj, value)?;
+        Some(Update::Object { res, old, new: Some(value.clone()) })
     }
 
     /// Forgets a deleted object.
@@ -633,7 +724,7 @@ impl World {
             return Some(Update::Node { old: Some(Box::new(old)), new: None });
         }
         let old = self.objects_mut(res)?.remove(&key, obj.rev(), watched)?;
-        Some(Update::Object { res, old: Some(old.value), new: None })
+        Some(Update::Object { res, old: Some(old), new: None })
     }
 
     /// Replaces what is known of `res` with a relist.
@@ -648,10 +739,7 @@ impl World {
                 .filter_map(|o| Some((o.name().to_string(), NodeInfo::of(o.name(), o.rev(), o.value().ok()?))))
                 .collect();
         } else if let Some(table) = self.objects_mut(res) {
-            table.relist(objects.iter().filter_map(|o| {
-                let key = (o.namespace().to_string(), o.name().to_string());
-                Some((key, Stored { rev: o.rev(), value: o.value().ok()?.clone() }))
-            }));
+            table.relist(objects);
         }
     }
 }
@@ -696,6 +784,53 @@ mod tests {
 
     fn on(pods: &Pods, node: &str) -> Vec<String> {
         pods.on_node(node).map(|p| p.name.clone()).collect()
+    }
+
+    #[test]
+    fn workload_objects_are_held_as_stored_bytes_and_parsed_when_asked() {
+        use bytes::Bytes;
+        use edgehive_store::resources::DEPLOYMENTS;
+        let raw = br#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"default","uid":"u1"},"spec":{"replicas":2}}"#;
+        let hot = Object::from_stored(&DEPLOYMENTS, "/registry/deployments/default/web", 7, Bytes::from_static(raw));
+        let mut world = World::default();
+        assert!(world.upsert(&hot).is_some());
+        // Others parsing the copy they were given leave the world's alone.
+        hot.value().expect("parse");
+        let held = world.deployments.items.values().next().expect("held");
+        assert!(!held.has_derived() && held.raw().as_ptr() == hot.raw().as_ptr());
+        let d = world.deployments.get("default", "web").expect("parsed");
+        assert_eq!((d.rev, d.uid(), int_at(&d.value, "/spec/replicas")), (7, "u1", Some(2)));
+        assert_eq!(str_at(&d.value, "/metadata/resourceVersion"), "7");
+        assert!(!world.deployments.items.values().next().expect("held").has_derived(), "a get keeps no parse");
+        assert!(world.deployments.contains("default", "web") && !world.deployments.contains("default", "api"));
+        // An older copy is not news; a newer one replaces it and reports the old parse.
+        assert!(world.upsert(&hot.at_rev(6)).is_none());
+        match world.upsert(&hot.at_rev(8)) {
+            Some(Update::Object { old: Some(old), .. }) => assert_eq!(str_at(&old, "/metadata/resourceVersion"), "7"),
+            other => panic!("expected the old parse, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn label_sets_answer_as_the_map_they_replace() {
+        let v = json!({"metadata": {"labels": {"tier": "web", "app": "a", "n": 3}}});
+        let l = LabelSet::of(&v, "/metadata/labels");
+        assert_eq!((l.get("app"), l.get("tier"), l.get("n"), l.get("x")), (Some("a"), Some("web"), Some(""), None));
+        assert_eq!(l.iter().map(|(k, _)| k).collect::<Vec<_>>(), ["app", "n", "tier"]);
+        assert_eq!(LabelSet::of(&v, "/metadata/none"), LabelSet::default());
+        let sel = edgehive_store::selector::LabelSelector::from_json(&json!({"matchLabels": {"app": "a"}}))
+            .expect("selector");
+        assert!(sel.matches(&l));
+        // Owner references name the common kinds without allocating, and keep the others.
+        let o = OwnerRef::all_of(&json!({"metadata": {"ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "u", "controller": true},
+            {"apiVersion": "example.com/v1", "kind": "Widget", "name": "w", "uid": "v"}]}}));
+        assert!(matches!((&o[0].api_version, &o[0].kind), (Cow::Borrowed("apps/v1"), Cow::Borrowed("ReplicaSet"))));
+        assert_eq!(
+            (&*o[1].api_version, &*o[1].kind, o[0].controller, o[1].controller),
+            ("example.com/v1", "Widget", true, false)
+        );
+        assert_eq!(o.capacity(), 2, "no room held beyond the references");
     }
 
     #[test]
