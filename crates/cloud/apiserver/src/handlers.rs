@@ -329,17 +329,40 @@ async fn create(
     {
         o.remove("status");
     }
-    crate::admit::create(res, &mut obj)?;
-    if res.namespaced {
-        check_namespace(&shared.store, ns_of(target)).await?;
-    }
-    if body::dry_run(query)? {
-        // Everything create does but the write: uid, creationTimestamp,
-        // generation, a generated name, a taken name refused.
-        let preview = shared.store.create_dry_run(res, obj).await.map_err(store_err(res))?;
-        return Ok(value_response(StatusCode::CREATED, &preview));
-    }
-    let created = shared.store.create(res, obj).await.map_err(store_err(res))?;
+    // As Kubernetes' `RetryGenerateName`: a name asked for with
+    // `generateName` is chosen before admission (a Job's labels carry it),
+    // and chosen again, up to 8 times, while the one chosen is taken.
+    let prefix = obj
+        .pointer("/metadata/generateName")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty() && obj.pointer("/metadata/name").and_then(Value::as_str).is_none_or(str::is_empty))
+        .map(str::to_string);
+    let dry_run = body::dry_run(query)?;
+    let mut attempts = 0;
+    let created = loop {
+        attempts += 1;
+        let mut attempt = obj.clone();
+        if let (Some(prefix), Some(meta)) = (&prefix, attempt.get_mut("metadata").and_then(Value::as_object_mut)) {
+            meta.insert("name".into(), Value::String(edgehive_store::generate_name(prefix)));
+        }
+        crate::admit::create(res, &mut attempt)?;
+        if res.namespaced && attempts == 1 {
+            check_namespace(&shared.store, ns_of(target)).await?;
+        }
+        let retry = |e: &StoreError| matches!(e, StoreError::AlreadyExists { .. }) && prefix.is_some() && attempts < 8;
+        if dry_run {
+            // Everything create does but the write: uid, creationTimestamp,
+            // generation, a generated name, a taken name refused.
+            match shared.store.create_dry_run(res, attempt).await {
+                Err(e) if retry(&e) => continue,
+                r => return Ok(value_response(StatusCode::CREATED, &r.map_err(store_err(res))?)),
+            }
+        }
+        match shared.store.create(res, attempt).await {
+            Err(e) if retry(&e) => continue,
+            r => break r.map_err(store_err(res))?,
+        }
+    };
     // The service account controller would make it too; made here, it is
     // there by the time the client hears of its namespace.
     if std::ptr::eq(res, &NAMESPACES)

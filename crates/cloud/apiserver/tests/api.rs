@@ -826,6 +826,44 @@ async fn a_read_waiting_for_a_revision_is_answered_when_a_write_reaches_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generated_name_is_chosen_before_admission() {
+    // Kubernetes (RetryGenerateName): the name is generated before the
+    // strategy prepares the object, so a Job's generated labels name it.
+    let c = Cluster::start().await;
+    let client = c.admin().await;
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"generateName": "pi-"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}});
+    let jobs = "/apis/batch/v1/namespaces/default/jobs";
+    let made = raw(&client, "POST", jobs, "application/json", serde_json::to_vec(&job).unwrap()).await;
+    assert_eq!(made.code, 201, "{}", made.body);
+    let name = made.body["metadata"]["name"].as_str().unwrap_or_default();
+    assert!(name.starts_with("pi-") && name.len() == 8, "{}", made.body);
+    for labels in [&made.body["spec"]["template"]["metadata"]["labels"], &made.body["metadata"]["labels"]] {
+        assert_eq!(
+            (labels["batch.kubernetes.io/job-name"].as_str(), labels["job-name"].as_str()),
+            (Some(name), Some(name))
+        );
+    }
+    // A bad prefix is refused as Kubernetes refuses it, naming the prefix.
+    let bad = json!({"metadata": {"generateName": "Bad_"}});
+    let refused = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        serde_json::to_vec(&bad).unwrap(),
+    )
+    .await;
+    assert_eq!(refused.code, 422, "{}", refused.body);
+    assert!(
+        refused.body["message"].as_str().is_some_and(|m| m.contains("metadata.generateName: Invalid value: \"Bad_\"")),
+        "{}",
+        refused.body
+    );
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_create_answers_what_create_would_store() {
     // Kubernetes' dry-run create runs the whole create but the write: uid,
     // creationTimestamp and (for kinds that have one) generation are filled

@@ -35,6 +35,6 @@ pub use error::{Result, StoreError};
 pub use object::{Object, encode_for_storage, now_rfc3339, parse_rfc3339, rfc3339, set_resource_version};
 pub use store::{
     DeleteOptions, DeleteOutcome, FOREGROUND_FINALIZER, ListOptions, ListResult, ORPHAN_FINALIZER, Propagation, Store,
-    StoreConfig, WatchOptions, WatchStart,
+    StoreConfig, WatchOptions, WatchStart, generate_name,
 };
 pub use watch::{EventType, Watch, WatchCache, WatchCacheStats, WatchEnd, WatchEvent, WatchFilter};

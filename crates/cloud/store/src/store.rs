@@ -286,10 +286,17 @@ fn has_finalizers(res: &ResourceDef, obj: &Value) -> bool {
         || (std::ptr::eq(res, &crate::resources::NAMESPACES) && non_empty("/spec/finalizers"))
 }
 
-/// A `generateName` suffix: five characters from Kubernetes' alphabet.
-fn name_suffix() -> String {
+/// A name for `generateName` `prefix`, as Kubernetes' `SimpleNameGenerator`
+/// makes it: the prefix cut to 58 bytes and five random characters from
+/// its alphabet (63 at most, a label's length).
+pub fn generate_name(prefix: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    (0..5).map(|_| char::from(ALPHABET[fastrand::usize(..ALPHABET.len())])).collect()
+    let mut cut = prefix.len().min(58);
+    while !prefix.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let suffix = (0..5).map(|_| char::from(ALPHABET[fastrand::usize(..ALPHABET.len())]));
+    prefix[..cut].chars().chain(suffix).collect()
 }
 
 /// An object made ready for create: [`NewObject::next_name`] names it for
@@ -312,7 +319,7 @@ impl NewObject {
         }
         self.attempts_left -= 1;
         if let Some(prefix) = &self.generate_name {
-            let name = format!("{prefix}{}", name_suffix());
+            let name = generate_name(prefix);
             meta_mut(&mut self.obj)?.insert("name".into(), Value::String(name));
         }
         Ok(Some(res.key(&self.namespace, self.name())))
@@ -983,6 +990,18 @@ mod tests {
         for bad in ["", "!!!", "eyJ2IjoieCJ9", &B64URL.encode(br#"{"v":"meta.k8s.io/v1","rv":0,"start":""}"#)] {
             assert!(matches!(decode_continue(bad), Err(StoreError::BadRequest(_))), "{bad}");
         }
+    }
+
+    #[test]
+    fn generated_names_are_the_prefix_and_five_characters_at_most_63() {
+        let n = generate_name("pi-");
+        assert!(n.starts_with("pi-") && n.len() == 8, "{n}");
+        assert!(n[3..].bytes().all(|b| b"bcdfghjklmnpqrstvwxz2456789".contains(&b)), "{n}");
+        let long = "a".repeat(70);
+        assert_eq!(generate_name(&long).len(), 63);
+        // A multi-byte character at the cut is not split (validation refuses it later).
+        let odd = format!("{}é-", "a".repeat(57));
+        assert!(generate_name(&odd).starts_with(&"a".repeat(57)));
     }
 
     #[test]

@@ -234,9 +234,15 @@ pub struct WatchEvent {
 
 #[derive(Debug, Clone)]
 enum Body {
-    Change(Arc<Event>),
+    /// A change shared with the other watchers, and this watcher's own copy
+    /// of its object (made on first use): what one watcher parses lives as
+    /// long as that watcher keeps it, never in the shared event, which
+    /// waits in the queues of watchers that are behind.
+    Change(Arc<Event>, OnceLock<Object>),
     Object(Object),
-    Bookmark { initial_end: bool },
+    Bookmark {
+        initial_end: bool,
+    },
 }
 
 impl WatchEvent {
@@ -251,7 +257,7 @@ impl WatchEvent {
     /// The object (none for a bookmark).
     pub fn object(&self) -> Option<&Object> {
         match &self.body {
-            Body::Change(ev) => Some(ev.object_for(self.ty)),
+            Body::Change(ev, own) => Some(own.get_or_init(|| ev.object_for(self.ty).detached())),
             Body::Object(o) => Some(o),
             Body::Bookmark { .. } => None,
         }
@@ -260,7 +266,7 @@ impl WatchEvent {
     /// The change behind this event, when it is one (not an initial ADDED or a bookmark).
     pub fn change(&self) -> Option<&Arc<Event>> {
         match &self.body {
-            Body::Change(ev) => Some(ev),
+            Body::Change(ev, _) => Some(ev),
             _ => None,
         }
     }
@@ -274,7 +280,7 @@ impl WatchEvent {
     /// The event as one line of a Kubernetes JSON watch stream.
     pub fn line(&self, resource: &ResourceDef) -> Result<Bytes> {
         match &self.body {
-            Body::Change(ev) => ev.line(self.ty),
+            Body::Change(ev, _) => ev.line(self.ty),
             Body::Object(o) => Ok(encode_line(self.ty, o.json()?)),
             Body::Bookmark { initial_end } => {
                 let mut meta = serde_json::json!({"resourceVersion": self.rev.to_string()});
@@ -669,7 +675,7 @@ impl Watch {
         match d {
             Delivery::Change(ev, ty) => {
                 self.last = self.last.max(ev.rev);
-                WatchEvent { ty, rev: ev.rev, body: Body::Change(ev) }
+                WatchEvent { ty, rev: ev.rev, body: Body::Change(ev, OnceLock::new()) }
             }
             Delivery::Bookmark(rev) => {
                 self.last = self.last.max(rev);
@@ -727,6 +733,21 @@ mod tests {
             })
         };
         assert!(!kept(&cache), "the history holds the stored bytes alone");
+        // Nor does a watcher's parse reach the event shared with a watcher
+        // that is behind (its queue still holds it).
+        let behind = cache.subscribe(WatchFilter::all(&PODS), 2, false).expect("subscribe");
+        cache.publish(vec![Change {
+            rev: 3,
+            key: key.clone(),
+            value: Some(pod("p")),
+            prev: Some(KeyValue { key: key.clone(), value: pod("p"), mod_rev: 2 }),
+        }]);
+        let ev = live.next().await.expect("event");
+        ev.object().expect("object").value().expect("parse");
+        let shared = ev.change().expect("change");
+        assert!(!shared.object.has_derived(), "the parse is the watcher's own");
+        assert!(ev.object().expect("object").has_derived(), "and kept while it holds the event");
+        drop(behind);
         // A watch replaying the history derives for itself, not for the history.
         let mut replay = cache.subscribe(WatchFilter::all(&PODS), 0, false).expect("subscribe");
         for rev in [1, 2] {

@@ -486,7 +486,9 @@ impl Objects {
 /// without one, by namespace, for adoption) and by node.
 #[derive(Debug, Default)]
 pub struct Pods {
-    items: BTreeMap<Key, PodInfo>,
+    /// Boxed: a B-tree node holds eleven entries whether full or not, and
+    /// a record is a few hundred bytes.
+    items: BTreeMap<Key, Box<PodInfo>>,
     tombstones: HashMap<Key, u64>,
     by_owner: HashMap<String, BTreeSet<Key>>,
     orphans: BTreeSet<Key>,
@@ -496,18 +498,18 @@ pub struct Pods {
 impl Pods {
     /// One pod.
     pub fn get(&self, ns: &str, name: &str) -> Option<&PodInfo> {
-        self.items.get(&(ns.to_string(), name.to_string()))
+        self.items.get(&(ns.to_string(), name.to_string())).map(|p| &**p)
     }
 
     /// Pods of namespace `ns`.
     pub fn in_namespace<'a>(&'a self, ns: &str) -> impl Iterator<Item = &'a PodInfo> + use<'a> {
         let ns = ns.to_string();
-        self.items.range((ns.clone(), String::new())..).take_while(move |(k, _)| k.0 == ns).map(|(_, v)| v)
+        self.items.range((ns.clone(), String::new())..).take_while(move |(k, _)| k.0 == ns).map(|(_, v)| &**v)
     }
 
     /// Pods whose controller is `owner_uid`.
     pub fn owned_by<'a>(&'a self, owner_uid: &str) -> impl Iterator<Item = &'a PodInfo> + use<'a> {
-        self.by_owner.get(owner_uid).into_iter().flatten().filter_map(|k| self.items.get(k))
+        self.by_owner.get(owner_uid).into_iter().flatten().filter_map(|k| self.items.get(k).map(|p| &**p))
     }
 
     /// Pods of namespace `ns` without a controller.
@@ -516,17 +518,17 @@ impl Pods {
         self.orphans
             .range((ns.clone(), String::new())..)
             .take_while(move |k| k.0 == ns)
-            .filter_map(|k| self.items.get(k))
+            .filter_map(|k| self.items.get(k).map(|p| &**p))
     }
 
     /// Pods bound to node `node`.
     pub fn on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a PodInfo> + use<'a> {
-        self.by_node.get(node).into_iter().flatten().filter_map(|k| self.items.get(k))
+        self.by_node.get(node).into_iter().flatten().filter_map(|k| self.items.get(k).map(|p| &**p))
     }
 
     /// Every pod.
     pub fn iter(&self) -> impl Iterator<Item = &PodInfo> {
-        self.items.values()
+        self.items.values().map(|p| &**p)
     }
 
     /// Number of pods.
@@ -578,12 +580,12 @@ impl Pods {
         {
             return None;
         }
-        let old = self.items.remove(&key);
+        let old = self.items.remove(&key).map(|p| *p);
         if let Some(o) = &old {
             self.index(&key, o, false);
         }
         self.index(&key, &pod, true);
-        self.items.insert(key, pod);
+        self.items.insert(key, Box::new(pod));
         Some(old)
     }
 
@@ -594,7 +596,7 @@ impl Pods {
         } else {
             self.tombstones.insert(key.clone(), rev);
         }
-        let old = self.items.remove(key)?;
+        let old = *self.items.remove(key)?;
         self.index(key, &old, false);
         Some(old)
     }
@@ -609,7 +611,7 @@ impl Pods {
         for p in pods {
             let key = (p.namespace.clone(), p.name.clone());
             self.index(&key, &p, true);
-            self.items.insert(key, p);
+            self.items.insert(key, Box::new(p));
         }
     }
 }
