@@ -16,6 +16,7 @@
 //! tried again 5 s later. Several cloud replicas may run it at once; the
 //! preconditions make that harmless.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
@@ -39,20 +40,52 @@ pub(crate) enum Due {
     Ttl(Duration),
 }
 
+/// The few fields a reaper reads, taken from the stored bytes without
+/// building the object's tree (a reaper sees every pod and Event change; a
+/// full parse of each would be most of its cost).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Peek<'a> {
+    #[serde(borrow, default)]
+    metadata: PeekMeta<'a>,
+    #[serde(borrow, default)]
+    last_timestamp: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    event_time: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    series: Option<PeekSeries<'a>>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PeekMeta<'a> {
+    #[serde(borrow, default)]
+    uid: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    deletion_timestamp: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    creation_timestamp: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PeekSeries<'a> {
+    #[serde(borrow, default)]
+    last_observed_time: Option<Cow<'a, str>>,
+}
+
+fn unix(t: Option<&Cow<'_, str>>) -> Option<i64> {
+    t.and_then(|t| parse_rfc3339(t)).map(time::OffsetDateTime::unix_timestamp)
+}
+
 impl Due {
-    /// The deadline of `obj` in unix seconds, if it has one, seen at `now`
-    /// (`written`: this is the moment it was written, a change the watch
-    /// just brought).
-    fn of(self, obj: &Object, now: i64, written: bool) -> Option<i64> {
-        let v = obj.value().ok()?;
-        let at = |p: &str| v.pointer(p).and_then(|t| t.as_str()).and_then(parse_rfc3339);
+    /// The deadline of the object `peek` shows, if it has one, seen at
+    /// `now` (`written`: this is the moment it was written, a change the
+    /// watch just brought).
+    fn of(self, peek: &Peek<'_>, now: i64, written: bool) -> Option<i64> {
         match self {
-            Due::GracePeriod => {
-                if !obj.is_terminating() {
-                    return None;
-                }
-                at("/metadata/deletionTimestamp").map(|t| t.unix_timestamp())
-            }
+            // Once terminating: at its deletionTimestamp.
+            Due::GracePeriod => unix(peek.metadata.deletion_timestamp.as_ref()),
             Due::Ttl(ttl) => {
                 // The last write: now for a change just seen; otherwise (a
                 // list after a start) the Event's latest time, but never
@@ -60,12 +93,16 @@ impl Due {
                 let last = if written {
                     now
                 } else {
-                    ["/lastTimestamp", "/eventTime", "/series/lastObservedTime", "/metadata/creationTimestamp"]
-                        .into_iter()
-                        .filter_map(at)
-                        .map(|t| t.unix_timestamp())
-                        .max()
-                        .map_or(now, |t| t.min(now))
+                    [
+                        peek.last_timestamp.as_ref(),
+                        peek.event_time.as_ref(),
+                        peek.series.as_ref().and_then(|s| s.last_observed_time.as_ref()),
+                        peek.metadata.creation_timestamp.as_ref(),
+                    ]
+                    .into_iter()
+                    .filter_map(unix)
+                    .max()
+                    .map_or(now, |t| t.min(now))
                 };
                 Some(last.saturating_add(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX)))
             }
@@ -92,8 +129,11 @@ impl Deadlines {
         if gone {
             return;
         }
-        let Some(at) = due.of(obj, now, written) else { return };
-        let uid = obj.uid().unwrap_or_default().to_string();
+        // A row that does not parse has no deadline (the API reports it as
+        // damaged when read).
+        let Ok(peek) = serde_json::from_slice::<Peek<'_>>(obj.raw()) else { return };
+        let Some(at) = due.of(&peek, now, written) else { return };
+        let uid = peek.metadata.uid.as_deref().unwrap_or_default().to_string();
         self.insert(obj.key().to_string(), (at, obj.namespace().to_string(), obj.name().to_string(), uid, obj.rev()));
     }
 
@@ -251,6 +291,11 @@ mod tests {
             due,
             vec![(event(4, base.clone()).key().to_string(), (now + 3660, "default".into(), "e".into(), "u".into(), 4))]
         );
+        // A damaged row: no deadline, nothing else disturbed.
+        let damaged =
+            Object::from_stored(&EVENTS, EVENTS.key("default", "bad"), 7, bytes::Bytes::from_static(b"{not json"));
+        d.observe(&damaged, false, true, ttl, now);
+        assert_eq!(d.next(), None);
         // Deleted: no deadline.
         d.observe(&event(5, base.clone()), false, false, ttl, now);
         d.observe(&event(6, base), true, false, ttl, now);

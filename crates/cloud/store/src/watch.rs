@@ -66,7 +66,21 @@ pub struct Event {
     prev: Option<Object>,
     prev_at_rev: OnceLock<Object>,
     lines: [OnceLock<Bytes>; 3],
+    /// Watchers read `object` itself, sharing one parse; otherwise each
+    /// reads its own copy (see [`SHARED_PARSE_DEPTH`]).
+    shared: bool,
 }
+
+/// How deep in a watcher's queue a change may wait and still carry a parse
+/// shared by its watchers. A parse is about ten times the stored bytes, and
+/// one watcher's parse stays with the change as long as any other watcher
+/// has it queued: a change published while some watcher of its resource
+/// has more than this many changes waiting is read by each watcher from its
+/// own copy instead, parsed for itself and dropped when it is done. Shared
+/// parses thus stay in a few dozen changes per watcher (at the height of a
+/// 10,000-pod rollout, parses kept for watchers that were behind held
+/// ~40 MB), while watchers that keep up parse each change once.
+pub const SHARED_PARSE_DEPTH: usize = 64;
 
 impl std::fmt::Debug for Event {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -81,7 +95,15 @@ impl Event {
             Some(v) => (Object::from_stored(resource, change.key, change.rev, v), false),
             None => (prev.as_ref()?.at_rev(change.rev), true),
         };
-        Some(Event { rev: change.rev, deleted, object, prev, prev_at_rev: OnceLock::new(), lines: Default::default() })
+        Some(Event {
+            rev: change.rev,
+            deleted,
+            object,
+            prev,
+            prev_at_rev: OnceLock::new(),
+            lines: Default::default(),
+            shared: false,
+        })
     }
 
     /// The same change with nothing derived (see [`Object::detached`]):
@@ -95,6 +117,7 @@ impl Event {
             prev: self.prev.as_ref().map(Object::detached),
             prev_at_rev: OnceLock::new(),
             lines: Default::default(),
+            shared: false,
         }
     }
 
@@ -234,10 +257,11 @@ pub struct WatchEvent {
 
 #[derive(Debug, Clone)]
 enum Body {
-    /// A change shared with the other watchers, and this watcher's own copy
-    /// of its object (made on first use): what one watcher parses lives as
-    /// long as that watcher keeps it, never in the shared event, which
-    /// waits in the queues of watchers that are behind.
+    /// A change shared with the other watchers, and, when the change does
+    /// not share its parse, this watcher's own copy of its object (made on
+    /// first use): what this watcher parses then lives as long as it keeps
+    /// it, not in the shared change waiting in the queues of watchers that
+    /// are behind.
     Change(Arc<Event>, OnceLock<Object>),
     Object(Object),
     Bookmark {
@@ -257,6 +281,7 @@ impl WatchEvent {
     /// The object (none for a bookmark).
     pub fn object(&self) -> Option<&Object> {
         match &self.body {
+            Body::Change(ev, _) if ev.shared => Some(ev.object_for(self.ty)),
             Body::Change(ev, own) => Some(own.get_or_init(|| ev.object_for(self.ty).detached())),
             Body::Object(o) => Some(o),
             Body::Bookmark { .. } => None,
@@ -445,7 +470,11 @@ impl WatchCache {
             let rev = c.rev;
             st.rev = st.rev.max(rev);
             let Some(res) = resources::for_key(&c.key) else { continue };
-            let Some(ev) = Event::from_change(res, c) else { continue };
+            let Some(mut ev) = Event::from_change(res, c) else { continue };
+            ev.shared = st
+                .watchers
+                .get(res.storage)
+                .is_none_or(|slots| slots.iter().all(|s| s.tx.max_capacity() - s.tx.capacity() <= SHARED_PARSE_DEPTH));
             let ev = Arc::new(ev);
             self.published.fetch_add(1, Ordering::Relaxed);
             if let Some(slots) = st.watchers.get_mut(res.storage) {
@@ -733,21 +762,6 @@ mod tests {
             })
         };
         assert!(!kept(&cache), "the history holds the stored bytes alone");
-        // Nor does a watcher's parse reach the event shared with a watcher
-        // that is behind (its queue still holds it).
-        let behind = cache.subscribe(WatchFilter::all(&PODS), 2, false).expect("subscribe");
-        cache.publish(vec![Change {
-            rev: 3,
-            key: key.clone(),
-            value: Some(pod("p")),
-            prev: Some(KeyValue { key: key.clone(), value: pod("p"), mod_rev: 2 }),
-        }]);
-        let ev = live.next().await.expect("event");
-        ev.object().expect("object").value().expect("parse");
-        let shared = ev.change().expect("change");
-        assert!(!shared.object.has_derived(), "the parse is the watcher's own");
-        assert!(ev.object().expect("object").has_derived(), "and kept while it holds the event");
-        drop(behind);
         // A watch replaying the history derives for itself, not for the history.
         let mut replay = cache.subscribe(WatchFilter::all(&PODS), 0, false).expect("subscribe");
         for rev in [1, 2] {
@@ -757,5 +771,43 @@ mod tests {
             ev.line(&PODS).expect("line");
         }
         assert!(!kept(&cache));
+    }
+
+    #[tokio::test]
+    async fn a_parse_is_shared_only_while_no_watcher_is_far_behind() {
+        let cache = WatchCache::new(16, 4 * SHARED_PARSE_DEPTH);
+        let mut live = cache.subscribe(WatchFilter::all(&PODS), 0, false).expect("subscribe");
+        let behind = cache.subscribe(WatchFilter::all(&PODS), 0, false).expect("subscribe");
+        let key = "/registry/pods/default/p".to_string();
+        let mut rev = 0;
+        let mut publish = |n: usize| {
+            for _ in 0..n {
+                rev += 1;
+                cache.publish(vec![Change { rev, key: key.clone(), value: Some(pod("p")), prev: None }]);
+            }
+        };
+        // Both keep up: the watchers share one parse.
+        publish(1);
+        let ev = live.next().await.expect("event");
+        ev.object().expect("object").value().expect("parse");
+        assert!(ev.change().expect("change").object.has_derived(), "one parse for every watcher");
+        // One falls far behind: a change published now is parsed by each
+        // watcher for itself, and what it sits in (the other's queue) keeps
+        // no parse.
+        publish(SHARED_PARSE_DEPTH + 1);
+        for _ in 0..SHARED_PARSE_DEPTH + 1 {
+            live.next().await.expect("event");
+        }
+        publish(1);
+        let ev = live.next().await.expect("event");
+        ev.object().expect("object").value().expect("parse");
+        assert!(!ev.change().expect("change").object.has_derived(), "the parse is the watcher's own");
+        assert!(ev.object().expect("object").has_derived(), "kept while it holds the event");
+        drop(behind);
+        // Once the one behind is gone, parses are shared again.
+        publish(1);
+        let ev = live.next().await.expect("event");
+        ev.object().expect("object").value().expect("parse");
+        assert!(ev.change().expect("change").object.has_derived());
     }
 }
