@@ -173,13 +173,18 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     // Edges that offer it keep alive with WebSocket pings (edgehive edges;
     // KubeEdge edges never offer and keep sending `keepalive` messages).
     ws.ping_keepalive = true;
-    // EdgeController reconciles the inventories edges send (docs/protocol.md).
-    ws.features = vec![edgehive_viaduct::features::INVENTORY.to_owned()];
+    // EdgeController reconciles the inventories edges send, and the API
+    // reaches pods through stream sessions (docs/protocol.md).
+    let features = vec![edgehive_viaduct::features::INVENTORY.to_owned(), edgehive_viaduct::stream::FEATURE.to_owned()];
+    let stream_stats = Arc::new(edgehive_viaduct::StreamStats::default());
+    ws.features = features.clone();
+    ws.conn.stream_stats = Some(Arc::clone(&stream_stats));
     servers.push(Server::bind_ws(ws).await.context("CloudHub WebSocket server")?);
     if !args.no_quic {
         let mut quic = ServerConfig::new(args.quic_bind, tls);
         quic.handshake_timeout = args.handshake_timeout;
-        quic.features = vec![edgehive_viaduct::features::INVENTORY.to_owned()];
+        quic.features = features;
+        quic.conn.stream_stats = Some(Arc::clone(&stream_stats));
         servers.push(Server::bind_quic(quic).await.context("CloudHub QUIC server")?);
     }
     for s in &servers {
@@ -235,6 +240,8 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let mut config = ApiServerConfig::new(args.bind, args.data_dir.clone());
     config.sans = args.tls_sans;
     config.service_account_tokens = Some(sa_tokens);
+    config.edge_streams = Some(Arc::new(EdgeSessions(hub.streams())));
+    stream_stats.register(&mut config.metrics, "cloudhub_streams");
     // The process's one registry, served at the API's `/metrics`: every
     // module's metrics, `edgehive_` first (the API server adds its own).
     join_stats.register(&mut config.metrics);
@@ -271,4 +278,32 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let _ = joining.await;
     store.close().await;
     Ok(())
+}
+
+/// CloudHub's stream sessions, as the API server opens them.
+#[derive(Debug)]
+struct EdgeSessions(edgehive_cloudhub::NodeStreams);
+
+impl edgehive_apiserver::EdgeStreams for EdgeSessions {
+    fn open<'a>(
+        &'a self,
+        node: &'a str,
+        header: bytes::Bytes,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<Output = Result<edgehive_viaduct::Stream, edgehive_apiserver::EdgeStreamError>>
+                + Send
+                + 'a,
+        >,
+    > {
+        use edgehive_apiserver::EdgeStreamError as E;
+        use edgehive_cloudhub::OpenStreamError as O;
+        Box::pin(async move {
+            self.0.open(node, header).await.map_err(|e| match e {
+                O::NotConnected(n) => E::NotConnected(n),
+                O::NotSupported(n) => E::Unsupported(n),
+                other => E::Failed(other.to_string()),
+            })
+        })
+    }
 }

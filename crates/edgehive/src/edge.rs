@@ -163,7 +163,6 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
     hub_cfg.handshake_timeout = cfg.handshake_timeout;
     hub_cfg.write_timeout = cfg.write_timeout;
     hub_cfg.ping_keepalive = cfg.ping_keepalive;
-    let hub = Arc::new(EdgeHub::new(hub_cfg, cert_rx));
     let mut meta = MetaManager::new(
         MetaConfig {
             node_name: cfg.node_name.clone(),
@@ -191,6 +190,11 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
         agent_cfg.runtime_version = rt.version();
     }
     let agent = Arc::new(NodeAgent::new(agent_cfg));
+    // The cloud's stream sessions (logs, exec) go to edged, when it runs.
+    let (sessions_tx, sessions_rx) = tokio::sync::mpsc::channel(16);
+    let hub = EdgeHub::new(hub_cfg, cert_rx);
+    let hub = Arc::new(if runtime.is_some() { hub.with_streams(sessions_tx) } else { hub });
+    let mut sessions = None;
 
     let mut builder = Beehive::builder();
     builder.register(hub.clone()).context("register edgehub")?;
@@ -203,9 +207,9 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
             cfg.data_dir.clone(),
         );
         edged_cfg.backoff = edgehive_edged::Backoff { base: cfg.restart_backoff.0, cap: cfg.restart_backoff.1 };
-        builder
-            .register(Arc::new(edgehive_edged::Edged::with_runtime(edged_cfg, runtime)))
-            .context("register edged")?;
+        let edged = edgehive_edged::Edged::with_runtime(edged_cfg, runtime);
+        sessions = Some(edged.sessions());
+        builder.register(Arc::new(edged)).context("register edged")?;
     }
     let hive = builder.build();
     let bus = hive.context();
@@ -230,9 +234,13 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
         tracing::info!(%addr, "metrics at /metrics");
         tokio::spawn(crate::process::serve_metrics(listener, Arc::new(registry), stop.clone()));
     }
+    let serving = sessions.map(|server| tokio::spawn(server.run(sessions_rx, stop.clone())));
     tracing::info!(node = %cfg.node_name, endpoints = ?cfg.endpoints.iter().map(|e| e.server.as_str()).collect::<Vec<_>>(), "edgehive edge is up");
     hive.run(stop.clone()).await;
     stop.cancel();
+    if let Some(s) = serving {
+        let _ = s.await;
+    }
     if let Some(r) = renewing {
         let _ = r.await;
     }

@@ -56,7 +56,7 @@ fn pods_run_restart_fail_and_stop_on_containerd() {
     assert!(tasks(&ctd).contains(&id), "containerd runs {id}:\n{}", tasks(&ctd));
     // Its output is in the pod's log directory (CRI log format).
     let uid = field(&cloud, "loop", ".metadata.uid");
-    let log = edge.dir.join("data/pods").join(&uid).join("logs/main.log");
+    let log = edge.dir.join("data/pods").join(&uid).join("logs/main/0.log");
     wait_until("the log has ticks", || std::fs::read_to_string(&log).unwrap_or_default().contains("stdout F tick"));
 
     // Delete: containerd stops the container within the grace period.
@@ -79,20 +79,21 @@ fn probes_volumes_and_env_on_containerd() {
     cloud.kubectl(&["apply", "-f", "-"], Some(&yaml));
     wait_until("probed is Running", || field(&cloud, "probed", ".status.phase") == "Running");
     let uid = field(&cloud, "probed", ".metadata.uid");
-    let log = edge.dir.join("data/pods").join(&uid).join("logs/main.log");
+    // A log file per attempt (`logs/main/{attempt}.log`); the container restarts.
+    let logs = edge.dir.join("data/pods").join(&uid).join("logs/main");
+    let log = || -> String {
+        let files = std::fs::read_dir(&logs).into_iter().flatten().flatten();
+        files.map(|f| std::fs::read_to_string(f.path()).unwrap_or_default()).collect()
+    };
     // The env var and the mounted configMap file, inside the container.
-    wait_until("the container reads its config", || {
-        std::fs::read_to_string(&log).unwrap_or_default().contains("hello=hello")
-    });
+    wait_until("the container reads its config", || log().contains("hello=hello"));
     // The liveness probe (ExecSync in the container) fails after 2 s: restarted.
     wait_until("a liveness restart", || {
         field(&cloud, "probed", ".status.containerStatuses[0].restartCount").parse::<u32>().unwrap_or(0) >= 1
     });
     // The configMap changes: the running container sees the new file.
     cloud.kubectl(&["patch", "configmap", "cfg", "-p", r#"{"data":{"greeting":"changed"}}"#], None);
-    wait_until("the update reaches the container", || {
-        std::fs::read_to_string(&log).unwrap_or_default().contains("hello=changed")
-    });
+    wait_until("the update reaches the container", || log().contains("hello=changed"));
 }
 
 #[test]
@@ -170,7 +171,7 @@ fn a_container_waits_in_create_container_config_error_until_its_configmap_exists
     cloud.kubectl(&["create", "configmap", "cfg", "--from-literal=greeting=hello"], None);
     wait_until("waiter runs", || field(&cloud, "waiter", ".status.phase") == "Running");
     let uid = field(&cloud, "waiter", ".metadata.uid");
-    let log = edge.dir.join("data/pods").join(&uid).join("logs/main.log");
+    let log = edge.dir.join("data/pods").join(&uid).join("logs/main/0.log");
     wait_until("the container has the value; the optional one is unset", || {
         std::fs::read_to_string(&log).unwrap_or_default().contains("stdout F greeting=hello opt=unset")
     });

@@ -143,7 +143,7 @@ fn env_comes_from_configmaps_and_secrets() {
     cloud.kubectl(&["apply", "-f", "-"], Some(yaml));
     wait_until("envy is Running", || field(&cloud, "envy", ".status.phase") == "Running");
     let uid = field(&cloud, "envy", ".metadata.uid");
-    let log = edge.dir.join("data/pods").join(uid).join("logs/main.log");
+    let log = edge.dir.join("data/pods").join(uid).join("logs/main/0.log");
     wait_until("the log shows the environment", || {
         std::fs::read_to_string(&log).unwrap_or_default().contains("hello/s3cret/envy")
     });
@@ -184,7 +184,7 @@ fn configmap_and_secret_volumes_are_files_that_follow_their_objects() {
     wait_until("vols is Running", || field(&cloud, "vols", ".status.phase") == "Running");
     let uid = field(&cloud, "vols", ".metadata.uid");
     let pod_dir = edge.dir.join("data/pods").join(uid);
-    let log = pod_dir.join("logs/main.log");
+    let log = pod_dir.join("logs/main/0.log");
     wait_until("the configmap file is read", || std::fs::read_to_string(&log).unwrap_or_default().contains("hello"));
     // The secret's file, decoded, with the mode asked for (0400).
     let secret = pod_dir.join("containers/main/run/creds/password");
@@ -340,7 +340,7 @@ fn a_pod_waits_in_create_container_config_error_until_its_configmap_and_secret_e
     let dir = TempDir::new("edged-config-error");
     let cloud = Cloud::start(dir.path(), &[]);
     let edge = start(&dir, &cloud, &format!("127.0.0.1:{}", cloud.ws), "edge-w");
-    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: waiter, namespace: default}\nspec:\n  nodeName: edge-w\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'echo \"$GREETING/$PASSWORD/${OPT-unset}\"; sleep 600']\n    env:\n    - name: GREETING\n      valueFrom: {configMapKeyRef: {name: cfg, key: greeting}}\n    - name: PASSWORD\n      valueFrom: {secretKeyRef: {name: creds, key: password}}\n    - name: OPT\n      valueFrom: {configMapKeyRef: {name: nope, key: k, optional: true}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: mounter, namespace: default}\nspec:\n  nodeName: edge-w\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'cat etc/vcfg/greeting; sleep 600']\n    volumeMounts: [{name: vcfg, mountPath: /etc/vcfg}]\n  volumes: [{name: vcfg, configMap: {name: vcfg}}]\n";
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: waiter, namespace: default}\nspec:\n  nodeName: edge-w\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'echo \"$GREETING/$PASSWORD/${OPT-unset}\"; sleep 600']\n    env:\n    - name: GREETING\n      valueFrom: {configMapKeyRef: {name: cfg, key: greeting}}\n    - name: PASSWORD\n      valueFrom: {secretKeyRef: {name: creds, key: password}}\n    - name: OPT\n      valueFrom: {configMapKeyRef: {name: nope, key: k, optional: true}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: mounter, namespace: default}\nspec:\n  nodeName: edge-w\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'cat etc/vcfg/greeting; echo; sleep 600']\n    volumeMounts: [{name: vcfg, mountPath: /etc/vcfg}]\n  volumes: [{name: vcfg, configMap: {name: vcfg}}]\n";
     cloud.kubectl(&["apply", "-f", "-"], Some(yaml));
     let waiting =
         |pod: &str, what: &str| field(&cloud, pod, &format!(".status.containerStatuses[0].state.waiting.{what}"));
@@ -366,7 +366,7 @@ fn a_pod_waits_in_create_container_config_error_until_its_configmap_and_secret_e
     wait_until("waiter runs", || field(&cloud, "waiter", ".status.phase") == "Running");
     let log = |pod: &str| {
         let uid = field(&cloud, pod, ".metadata.uid");
-        std::fs::read_to_string(edge.dir.join("data/pods").join(uid).join("logs/main.log")).unwrap_or_default()
+        std::fs::read_to_string(edge.dir.join("data/pods").join(uid).join("logs/main/0.log")).unwrap_or_default()
     };
     wait_until("waiter has its values; the optional one is unset", || log("waiter").contains("hello/s3cret/unset"));
     assert_eq!(field(&cloud, "waiter", ".status.containerStatuses[0].restartCount"), "0");
@@ -620,4 +620,119 @@ fn start_in(dir: &Path, cloud: &Cloud, server: &str, node: &str) -> Edge {
     edge.start(&[]);
     wait_until("the node is Ready", || cloud.node_ready(node).as_deref() == Some("True"));
     edge
+}
+
+/// kubectl logs, exec and cp reach a pod on the edge through the edge's own
+/// connection to the cloud.
+#[test]
+fn kubectl_logs_exec_and_cp_reach_pods_on_the_edge() {
+    let dir = TempDir::new("edged-streams");
+    let cloud = Cloud::start(dir.path(), &[]);
+    let mut edge = start(&dir, &cloud, &format!("127.0.0.1:{}", cloud.ws), "edge-s");
+    let talker = "apiVersion: v1\nkind: Pod\nmetadata: {name: talker, namespace: default}\nspec:\n  nodeName: edge-s\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox\n    env: [{name: X, value: hello-x}]\n    command: [sh, -c, 'i=0; while true; do i=$((i+1)); echo line $i; echo err $i >&2; sleep 0.05; done']\n";
+    let crash =
+        shell_pod("crasher", "edge-s", "Always", "echo run-$(cat /proc/sys/kernel/random/uuid); exit 1", "busybox");
+    cloud.kubectl(&["apply", "-f", "-"], Some(&format!("{talker}---\n{crash}")));
+    wait_until("talker runs", || field(&cloud, "talker", ".status.phase") == "Running");
+
+    // logs: stdout and stderr, in order; --tail; --timestamps.
+    wait_until("talker has logged", || cloud.kubectl(&["logs", "talker"], None).contains("line 3"));
+    let all = cloud.kubectl(&["logs", "talker"], None);
+    assert!(all.starts_with("line 1\nerr 1\nline 2\n"), "{all}");
+    let tail = cloud.kubectl(&["logs", "talker", "--tail=2"], None);
+    assert_eq!(tail.lines().count(), 2, "{tail}");
+    let stamped = cloud.kubectl(&["logs", "talker", "--tail=1", "--timestamps"], None);
+    let (stamp, rest) = stamped.split_once(' ').unwrap();
+    assert!(time::OffsetDateTime::parse(stamp, &time::format_description::well_known::Rfc3339).is_ok(), "{stamped}");
+    assert!(rest.starts_with("line ") || rest.starts_with("err "), "{stamped}");
+    let limited = cloud.kubectl(&["logs", "talker", "--limit-bytes=5"], None);
+    assert_eq!(limited, "line ");
+
+    // logs -f: lines written after it started arrive while it runs.
+    let mut follow = std::process::Command::new("kubectl")
+        .env("KUBECONFIG", cloud.data.join("kubeconfig.yaml"))
+        .env("HOME", &cloud.home)
+        .args(["logs", "-f", "talker", "--tail=0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(follow.stdout.take().unwrap()));
+    let first = lines.next().unwrap().unwrap();
+    let second = lines.next().unwrap().unwrap();
+    assert!(first.starts_with("line ") || first.starts_with("err "), "{first}");
+    assert_ne!(first, second);
+    follow.kill().unwrap();
+    let _ = follow.wait();
+
+    // exec: the container's environment and directory, exit codes, stdin.
+    assert_eq!(cloud.kubectl(&["exec", "talker", "--", "sh", "-c", "echo $X"], None), "hello-x\n");
+    let pwd = cloud.kubectl(&["exec", "talker", "--", "pwd"], None);
+    assert!(pwd.trim_end().ends_with("/containers/main"), "{pwd}");
+    for (cmd, code) in [("false", 1), ("exit 7", 7)] {
+        let out = cloud.kubectl_output(&["exec", "talker", "--", "sh", "-c", cmd], None);
+        assert_eq!(out.status.code(), Some(code), "{cmd}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let echoed =
+        cloud.kubectl(&["exec", "-i", "talker", "--", "sh", "-c", "tr a-z A-Z"], Some("stdin reaches the pod\n"));
+    assert_eq!(echoed, "STDIN REACHES THE POD\n");
+    let both = cloud.kubectl_output(&["exec", "talker", "--", "sh", "-c", "echo out; echo err >&2"], None);
+    assert_eq!(String::from_utf8_lossy(&both.stdout), "out\n");
+    assert_eq!(String::from_utf8_lossy(&both.stderr), "err\n");
+
+    // exec -t: the command gets a terminal of its own (kubectl needs one
+    // too: `script` gives it one).
+    let terminal = std::process::Command::new("script")
+        .env("KUBECONFIG", cloud.data.join("kubeconfig.yaml"))
+        .env("HOME", &cloud.home)
+        .args(["-qec", "kubectl exec -it talker -- sh -c 'tty; stty size; echo $TERM; exit 3'", "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&terminal.stdout);
+    assert!(shown.contains("/dev/pts/"), "{shown}");
+    assert!(shown.contains("xterm"), "{shown}");
+    assert_eq!(terminal.status.code(), Some(3), "{shown}");
+
+    // cp, both ways (exec with tar).
+    let local = dir.path().join("payload.txt");
+    let payload: String = (0..20_000).map(|i| format!("{i}\n")).collect();
+    std::fs::write(&local, &payload).unwrap();
+    cloud.kubectl(&["cp", local.to_str().unwrap(), "talker:payload.txt"], None);
+    assert_eq!(
+        cloud.kubectl(&["exec", "talker", "--", "wc", "-c", "payload.txt"], None).split_whitespace().next(),
+        Some(payload.len().to_string().as_str())
+    );
+    let back = dir.path().join("back.txt");
+    cloud.kubectl(&["cp", "talker:payload.txt", back.to_str().unwrap()], None);
+    assert_eq!(std::fs::read_to_string(&back).unwrap(), payload);
+
+    // --previous: the attempt before the current one.
+    wait_until("crasher restarted twice", || {
+        field(&cloud, "crasher", ".status.containerStatuses[0].restartCount").parse::<u32>().unwrap_or(0) >= 2
+    });
+    let previous = cloud.kubectl(&["logs", "crasher", "--previous"], None);
+    assert!(previous.starts_with("run-") && previous.lines().count() == 1, "{previous}");
+
+    // Bad input: clear errors, nothing else hurt.
+    let refused = |args: &[&str]| {
+        let out = cloud.kubectl_output(args, None);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = refused(&["logs", "talker", "-c", "nope"]);
+    assert!(e.contains("container nope is not valid for pod talker"), "{e}");
+    let e = refused(&["exec", "ghost", "--", "true"]);
+    assert!(e.contains("pods \"ghost\" not found"), "{e}");
+    let e = refused(&["exec", "talker", "-c", "nope", "--", "true"]);
+    assert!(e.contains("container nope is not valid for pod talker"), "{e}");
+
+    // An offline node: a clear error at once, not a hang.
+    edge.terminate();
+    let started = Instant::now();
+    let e = refused(&["logs", "talker"]);
+    assert!(e.contains("not connected to the cloud"), "{e}");
+    let e = refused(&["exec", "talker", "--", "true"]);
+    assert!(e.contains("not connected to the cloud"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
 }

@@ -50,6 +50,15 @@ pub(crate) struct ApiState {
 pub(crate) fn verb_of(method: &Method, target: &route::Target, query: &route::Query) -> Option<&'static str> {
     let named = target.name.is_some();
     Some(match *method {
+        // Streams: reading a log is `get`; exec, attach and port-forward are
+        // `create` whatever the method (a WebSocket upgrade is a GET), as
+        // Kubernetes authorizes them.
+        Method::GET if named && target.subresource.as_deref() == Some("log") => "get",
+        Method::GET | Method::POST
+            if named && matches!(target.subresource.as_deref(), Some("exec" | "attach" | "portforward")) =>
+        {
+            "create"
+        }
         Method::GET if target.watch_path || query.flag("watch") => "watch",
         Method::GET if named => "get",
         Method::GET => "list",
@@ -98,6 +107,11 @@ pub(crate) async fn handle(
             let _enter = span.enter();
             if verb == "watch" {
                 return handlers::watch(&shared, &target, &query, req.headers()).await;
+            }
+            if matches!(target.subresource.as_deref(), Some("log" | "exec" | "attach")) {
+                // Bounded by the session's own deadlines (opening, the
+                // node's answer), then streamed for as long as it lasts.
+                return crate::streams::serve(&shared, &target, &query, req).await;
             }
             let timeout = shared.config.request_timeout;
             return match tokio::time::timeout(timeout, handlers::resource(&shared, verb, &target, &query, req)).await {

@@ -28,6 +28,7 @@ mod route;
 mod scale;
 mod server;
 mod serviceaccounts;
+mod streams;
 pub mod table;
 
 // Kubernetes object semantics (defaults, validation, patches, Status
@@ -36,6 +37,7 @@ pub(crate) use edgehive_registry::{admit, defaults, patch, status, validation};
 
 pub use context::User;
 pub use server::{ApiServer, ApiServerConfig, ServeError, default_sans};
+pub use streams::{EdgeStreamError, EdgeStreams, REPLY_DEADLINE};
 
 /// Runs the Kubernetes protobuf decoder on `bytes` and drops the result: the entry of the
 /// `protobuf_decode` fuzz target in `fuzz/`. Not part of the API.

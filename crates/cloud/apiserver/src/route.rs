@@ -108,7 +108,7 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Result<Route, Ap
                 (s == "status" && resource.status_subresource)
                     || (s == "scale" && resource.scale_subresource)
                     || (s == "finalize" && std::ptr::eq(resource, &NAMESPACES))
-                    || (s == "eviction" && std::ptr::eq(resource, &PODS))
+                    || (matches!(s, "eviction" | "log" | "exec" | "attach") && std::ptr::eq(resource, &PODS))
             };
             if sub.is_some_and(|s| !sub_ok(s)) {
                 return Err(ApiError::no_route());
@@ -166,15 +166,23 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Result<Route, Ap
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Query {
     params: HashMap<String, String>,
+    /// Every pair, in order (a parameter may repeat: `command`).
+    pairs: Vec<(String, String)>,
 }
 
 impl Query {
     /// Parses `a=b&c=d` (percent-decoded).
     pub(crate) fn parse(raw: Option<&str>) -> Query {
-        let params = raw
+        let pairs: Vec<(String, String)> = raw
             .map(|q| form_urlencoded::parse(q.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect())
             .unwrap_or_default();
-        Query { params }
+        let params = pairs.iter().cloned().collect();
+        Query { params, pairs }
+    }
+
+    /// Every value of a parameter that may repeat, in order.
+    pub(crate) fn all<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.pairs.iter().filter(move |(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
     /// A parameter.
@@ -263,7 +271,7 @@ mod tests {
             "/api/v2/pods",
             "/api/v1/widgets",
             "/api/v1/namespaces/default/nodes",
-            "/api/v1/namespaces/default/pods/web/log",
+            "/api/v1/namespaces/default/pods/web/logs",
             "/api/v1/namespaces/default/configmaps/c/status",
             "/apis/apps/v1/deployments/web",
             "/apis/apps/v1/namespaces/default/daemonsets/ds/scale",

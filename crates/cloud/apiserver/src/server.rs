@@ -49,6 +49,9 @@ pub struct ApiServerConfig {
     /// Verifies service account tokens presented as `Authorization: Bearer`
     /// (`None`: the key under `data_dir/tls` is loaded or created).
     pub service_account_tokens: Option<Arc<edgehive_pki::ServiceAccountTokens>>,
+    /// Opens stream sessions to edge nodes, for `pods/log`, `pods/exec` and
+    /// `pods/attach` (`None`: those answer 503).
+    pub edge_streams: Option<Arc<dyn crate::streams::EdgeStreams>>,
 }
 
 impl ApiServerConfig {
@@ -64,6 +67,7 @@ impl ApiServerConfig {
             max_connections: 10_000,
             metrics: prometheus_client::registry::Registry::with_prefix("edgehive"),
             service_account_tokens: None,
+            edge_streams: None,
         }
     }
 }
@@ -288,7 +292,7 @@ async fn serve_connection(tcp: tokio::net::TcpStream, peer: SocketAddr, acceptor
         .timer(TokioTimer::new())
         .keep_alive_interval(Some(Duration::from_secs(30)))
         .max_concurrent_streams(1000);
-    let conn = builder.serve_connection(TokioIo::new(tls), svc);
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
     tokio::pin!(conn);
     tokio::select! {
         r = conn.as_mut() => {

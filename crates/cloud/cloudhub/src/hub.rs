@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use edgehive_beehive::{Context, Module, ModuleContext, ModuleFuture};
 use edgehive_model::{Content, Message, ResourcePath, Text, group, op, source};
-use edgehive_viaduct::{Connection, Server};
+use edgehive_viaduct::{ConnTx, Connection, Server, Stream, StreamError};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -59,6 +59,8 @@ struct SessionHandle {
     id: u64,
     inbox: mpsc::Sender<Message>,
     cancel: CancellationToken,
+    /// The node's connection, for the stream sessions the cloud opens.
+    conn: ConnTx,
 }
 
 /// Longest wait for the store's answer on whether a certificate is still
@@ -161,6 +163,11 @@ impl CloudHub {
         &self.shared.points
     }
 
+    /// Opens stream sessions to connected nodes.
+    pub fn streams(&self) -> NodeStreams {
+        NodeStreams { shared: Arc::clone(&self.shared) }
+    }
+
     async fn serve(self: Arc<Self>, mut ctx: ModuleContext, cancel: CancellationToken) {
         let tasks = TaskTracker::new();
         let stop = cancel.child_token();
@@ -209,6 +216,59 @@ impl Module for CloudHub {
             self.serve(ctx, cancel).await;
             Ok(())
         })
+    }
+}
+
+/// Opens stream sessions (logs, exec, port-forward) to connected nodes over
+/// their viaduct connections: no other port, no other connection.
+#[derive(Clone)]
+pub struct NodeStreams {
+    shared: Arc<HubState>,
+}
+
+impl std::fmt::Debug for NodeStreams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeStreams").finish_non_exhaustive()
+    }
+}
+
+/// Why a stream session could not be opened to a node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpenStreamError {
+    /// The node has no session with the cloud now.
+    #[error("node {0:?} is not connected to the cloud")]
+    NotConnected(String),
+    /// The node's agent did not agree on stream sessions (a KubeEdge
+    /// EdgeCore, or an older edgehive edge).
+    #[error("node {0:?} does not support stream sessions over its connection")]
+    NotSupported(String),
+    /// The session could not be opened.
+    #[error("stream session to node {node:?}: {error}")]
+    Stream {
+        /// The node.
+        node: String,
+        /// What failed.
+        error: StreamError,
+    },
+}
+
+impl NodeStreams {
+    /// Opens a session to `node` with `header`; fails at once when the node
+    /// is not connected.
+    pub async fn open(&self, node: &str, header: bytes::Bytes) -> Result<Stream, OpenStreamError> {
+        let conn = self.shared.sessions().get(node).map(|s| s.conn.clone());
+        let Some(conn) = conn else {
+            return Err(OpenStreamError::NotConnected(node.to_owned()));
+        };
+        match conn.open_stream(header).await {
+            Ok(s) => {
+                tracing::debug!(node, session = s.id(), "stream session opened");
+                Ok(s)
+            }
+            Err(StreamError::NotAgreed) => Err(OpenStreamError::NotSupported(node.to_owned())),
+            Err(StreamError::Closed(_)) => Err(OpenStreamError::NotConnected(node.to_owned())),
+            Err(error) => Err(OpenStreamError::Stream { node: node.to_owned(), error }),
+        }
     }
 }
 
@@ -308,7 +368,8 @@ async fn admit(conn: Connection, shared: &Arc<HubState>, ctx: &Context, stop: &C
         let id = shared.next_id.fetch_add(1, Relaxed);
         let (inbox, inbox_rx) = mpsc::channel(shared.cfg.inbox.max(1));
         let cancel = stop.child_token();
-        if let Some(old) = sessions.insert(node.clone(), SessionHandle { id, inbox, cancel: cancel.clone() }) {
+        let handle = SessionHandle { id, inbox, cancel: cancel.clone(), conn: conn.tx.clone() };
+        if let Some(old) = sessions.insert(node.clone(), handle) {
             old.cancel.cancel();
             shared.metrics.replaced.inc();
             tracing::info!(node = %node, remote = %peer.remote_addr, "a newer connection replaces the session");

@@ -13,6 +13,9 @@
 //!   offline node nothing is queued at all.
 //! - Success points ([`SuccessPoints`]): what each node acknowledged, kept in
 //!   memory and written behind to the store as `ObjectSync` objects.
+//! - Stream sessions ([`NodeStreams`]): byte pipes to a connected node over
+//!   its own connection (logs, exec, port-forward), opened for the API
+//!   server.
 //!
 //! **Architecture Invariant:** CloudHub knows no Kubernetes semantics beyond
 //! an object's uid, kind and resourceVersion. Which objects a node gets, and
@@ -26,6 +29,6 @@ pub mod pool;
 pub mod rules;
 mod session;
 
-pub use hub::{CloudHub, CloudHubConfig};
+pub use hub::{CloudHub, CloudHubConfig, NodeStreams, OpenStreamError};
 pub use metrics::HubMetrics;
 pub use points::{SuccessPoints, UidKey};

@@ -12,6 +12,7 @@ mod id;
 pub mod inventory;
 mod message;
 pub mod resource;
+pub mod session;
 mod text;
 
 pub use constants::{group, op, resource_type, source, well_known};

@@ -23,6 +23,9 @@ pub struct ConnConfig {
     /// keeps the read deadline fed (`None`: never). Go's gorilla/websocket
     /// answers pings by default, so this works against KubeEdge peers too.
     pub ping_interval: Option<Duration>,
+    /// Where this connection's stream sessions are counted (`None`: not
+    /// counted).
+    pub stream_stats: Option<std::sync::Arc<crate::stream::StreamStats>>,
 }
 
 impl Default for ConnConfig {
@@ -34,6 +37,7 @@ impl Default for ConnConfig {
             write_timeout: Duration::from_secs(15),
             read_timeout: None,
             ping_interval: None,
+            stream_stats: None,
         }
     }
 }

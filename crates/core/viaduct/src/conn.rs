@@ -20,6 +20,7 @@ use tracing::Instrument;
 
 use crate::config::ConnConfig;
 use crate::error::{CloseReason, RequestError, WriteError};
+use crate::stream::{self, IncomingStreams, Mux, Stream, StreamError};
 use crate::tls::CertIdentity;
 
 /// Which transport carries a connection.
@@ -77,6 +78,8 @@ struct ConnState {
     /// or a pong) last arrived, in milliseconds after that.
     born: tokio::time::Instant,
     last_received_ms: std::sync::atomic::AtomicU64,
+    /// The connection's stream sessions.
+    mux: Arc<Mux>,
 }
 
 impl ConnState {
@@ -94,7 +97,9 @@ impl ConnState {
             }
             *r = Some(reason);
         }
+        let why = r.as_ref().map(ToString::to_string).unwrap_or_default();
         drop(r);
+        self.mux.close_all(&why);
         self.cancel.cancel();
         // Pending requests learn of the close through their dropped senders.
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
@@ -288,6 +293,18 @@ impl ConnTx {
         self.shared.reason().unwrap_or(CloseReason::Local)
     }
 
+    /// Opens a stream session with `header` (read by the peer's
+    /// application); fails at once when the peer did not agree on sessions
+    /// or the connection has ended ([`crate::stream`]).
+    pub async fn open_stream(&self, header: bytes::Bytes) -> Result<Stream, StreamError> {
+        self.shared.mux.open(header).await
+    }
+
+    /// Stream sessions open on this connection now.
+    pub fn open_streams(&self) -> usize {
+        self.shared.mux.open_count()
+    }
+
     /// Messages queued and not yet written.
     pub fn queued(&self) -> usize {
         self.queue.max_capacity() - self.queue.capacity()
@@ -317,6 +334,13 @@ impl ConnRx {
     /// received message has been taken.
     pub async fn recv(&mut self) -> Option<Message> {
         self.incoming.recv().await
+    }
+
+    /// Starts accepting the stream sessions the peer opens: `None` when
+    /// sessions were not agreed or they are already being taken. Until this
+    /// is called, every session the peer opens is reset.
+    pub fn incoming_streams(&self) -> Option<IncomingStreams> {
+        self.shared.mux.incoming()
     }
 
     /// Why the connection ended, once it has.
@@ -351,6 +375,9 @@ pub(crate) trait FrameRead: Send + 'static {
 pub(crate) trait FrameWrite: Send + 'static {
     /// Queues one encoded message (JSON plus the newline) for the next flush.
     fn feed(&mut self, text: String) -> impl std::future::Future<Output = Result<(), CloseReason>> + Send;
+    /// Queues one stream session frame (binary) for the next flush.
+    fn feed_binary(&mut self, frame: bytes::Bytes)
+    -> impl std::future::Future<Output = Result<(), CloseReason>> + Send;
     /// Writes everything fed.
     fn flush(&mut self) -> impl std::future::Future<Output = Result<(), CloseReason>> + Send;
     /// Sends a transport-level ping, if the transport has one.
@@ -365,22 +392,27 @@ pub(crate) fn spawn_conn<R: FrameRead, W: FrameWrite>(
     writer: W,
     info: PeerInfo,
     cfg: ConnConfig,
+    client: bool,
 ) -> Connection {
     let (queue_tx, queue_rx) = mpsc::channel(cfg.send_queue.max(1));
     let (in_tx, in_rx) = mpsc::channel(cfg.recv_queue.max(1));
+    let (frames_tx, frames_rx) = mpsc::channel(stream::FRAME_QUEUE);
+    let cancel = CancellationToken::new();
+    let mux = Mux::new(frames_tx, info.agreed(stream::FEATURE), client, cancel.clone(), cfg.stream_stats.clone());
     let shared = Arc::new(ConnState {
         info,
         cfg,
-        cancel: CancellationToken::new(),
+        cancel,
         reason: Mutex::new(None),
         pending: Mutex::new(HashMap::new()),
         pending_count: AtomicUsize::new(0),
         born: tokio::time::Instant::now(),
         last_received_ms: std::sync::atomic::AtomicU64::new(0),
+        mux,
     });
     let span = tracing::info_span!("conn", node = %shared.info.node_id, remote = %shared.info.remote_addr);
     let tx = ConnTx { shared: shared.clone(), queue: queue_tx };
-    tokio::spawn(write_loop(writer, queue_rx, shared.clone()).instrument(span.clone()));
+    tokio::spawn(write_loop(writer, queue_rx, frames_rx, shared.clone()).instrument(span.clone()));
     tokio::spawn(read_loop(reader, in_tx, tx.clone(), shared.clone()).instrument(span));
     Connection { tx, rx: ConnRx { shared, incoming: in_rx } }
 }
@@ -396,15 +428,32 @@ pub(crate) fn wire_line(m: &Message) -> String {
 /// Most messages written per flush.
 const WRITE_BATCH: usize = 64;
 
-async fn write_loop<W: FrameWrite>(mut writer: W, mut queue: mpsc::Receiver<Outgoing>, shared: Arc<ConnState>) {
+/// Most stream session bytes written in one flush after the messages of that
+/// flush, so that a message never waits behind more than this much session
+/// data.
+const STREAM_BYTES_PER_FLUSH: usize = 256 * 1024;
+
+async fn write_loop<W: FrameWrite>(
+    mut writer: W,
+    mut queue: mpsc::Receiver<Outgoing>,
+    mut frames: mpsc::Receiver<bytes::Bytes>,
+    shared: Arc<ConnState>,
+) {
     let write_timeout = shared.cfg.write_timeout;
     let mut ping = shared.cfg.ping_interval.map(|d| tokio::time::interval_at(Instant::now() + d, d));
     let mut batch = Vec::with_capacity(WRITE_BATCH);
     loop {
-        let got = tokio::select! {
+        // Messages first; session frames when no message waits.
+        let first_frame = tokio::select! {
             biased;
             _ = shared.cancel.cancelled() => break,
-            n = queue.recv_many(&mut batch, WRITE_BATCH) => n,
+            n = queue.recv_many(&mut batch, WRITE_BATCH) => {
+                if n == 0 {
+                    break;
+                }
+                None
+            }
+            f = frames.recv() => f,
             _ = async { match ping.as_mut() { Some(p) => { p.tick().await; } None => std::future::pending().await } } => {
                 match timeout(write_timeout, writer.ping()).await {
                     Ok(Ok(())) => continue,
@@ -414,17 +463,28 @@ async fn write_loop<W: FrameWrite>(mut writer: W, mut queue: mpsc::Receiver<Outg
                 break;
             }
         };
-        if got == 0 {
-            break;
-        }
         let mut last = false;
         let write = async {
             for out in batch.drain(..) {
                 last |= matches!(out, Outgoing::Last(_));
                 writer.feed(wire_line(&out.into_message())).await?;
                 if last {
-                    break;
+                    return writer.flush().await;
                 }
+            }
+            let mut budget = STREAM_BYTES_PER_FLUSH;
+            let mut next = first_frame;
+            loop {
+                let f = match next.take() {
+                    Some(f) => f,
+                    None if budget > 0 => match frames.try_recv() {
+                        Ok(f) => f,
+                        Err(_) => break,
+                    },
+                    None => break,
+                };
+                budget = budget.saturating_sub(f.len());
+                writer.feed_binary(f).await?;
             }
             writer.flush().await
         };
@@ -474,6 +534,13 @@ async fn read_loop<R: FrameRead>(mut reader: R, incoming: mpsc::Sender<Message>,
             ReadEvent::Alive => continue,
             ReadEvent::Data(b) => b,
         };
+        if stream::is_stream_frame(&bytes) {
+            if let Err(e) = shared.mux.on_frame(bytes) {
+                shared.close(CloseReason::Malformed(e));
+                break;
+            }
+            continue;
+        }
         let msg = match Message::decode(&bytes) {
             Ok(m) => m,
             Err(e) => {

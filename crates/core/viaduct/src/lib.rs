@@ -29,6 +29,7 @@ mod error;
 pub mod features;
 pub mod quic;
 mod server;
+pub mod stream;
 mod tls;
 pub mod ws;
 
@@ -39,4 +40,5 @@ pub use config::{
 pub use conn::{ConnRx, ConnTx, Connection, PeerInfo, Protocol};
 pub use error::{CloseReason, ConnectError, RequestError, WriteError};
 pub use server::{Server, ServerStats};
+pub use stream::{IncomingStreams, Stream, StreamError, StreamRx, StreamStats, StreamTx};
 pub use tls::CertIdentity;

@@ -196,7 +196,7 @@ async fn server_handshake(incoming: quinn::Incoming, cfg: &ServerConfig, stats: 
         features: agreed,
     };
     tracing::info!(node = %info.node_id, %remote, "edge connected over QUIC");
-    Some(spawn_quic(conn, send, recv, info, cfg.conn.clone()))
+    Some(spawn_quic(conn, send, recv, info, cfg.conn.clone(), false))
 }
 
 fn parse_header(req: &Message) -> Result<(Text, Text, Vec<String>), String> {
@@ -227,9 +227,14 @@ fn peer_cert(conn: &quinn::Connection) -> Option<CertIdentity> {
 
 /// Appends one frame: the length of `line`, then `line` (a `wire_line`).
 fn push_frame(buf: &mut Vec<u8>, line: &str) {
-    let len = u32::try_from(line.len()).unwrap_or(u32::MAX);
+    push_bytes(buf, line.as_bytes());
+}
+
+/// Appends one frame of any bytes (a stream session frame).
+fn push_bytes(buf: &mut Vec<u8>, frame: &[u8]) {
+    let len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
     buf.extend_from_slice(&len.to_be_bytes());
-    buf.extend_from_slice(line.as_bytes());
+    buf.extend_from_slice(frame);
 }
 
 async fn read_frame(recv: &mut RecvStream, limit: usize) -> ReadEvent {
@@ -294,6 +299,10 @@ impl FrameWrite for QuicWrite {
         push_frame(&mut self.buf, &line);
         Ok(())
     }
+    async fn feed_binary(&mut self, frame: bytes::Bytes) -> Result<(), CloseReason> {
+        push_bytes(&mut self.buf, &frame);
+        Ok(())
+    }
     async fn flush(&mut self) -> Result<(), CloseReason> {
         let r = self.send.write_all(&self.buf).await;
         self.buf.clear();
@@ -321,9 +330,10 @@ fn spawn_quic(
     recv: RecvStream,
     info: PeerInfo,
     cfg: ConnConfig,
+    client: bool,
 ) -> Connection {
     let limit = cfg.max_frame_size;
-    spawn_conn(QuicRead { recv, limit }, QuicWrite { conn, send, buf: Vec::new() }, info, cfg)
+    spawn_conn(QuicRead { recv, limit }, QuicWrite { conn, send, buf: Vec::new() }, info, cfg, client)
 }
 
 /// A QUIC client endpoint. Keep it for the life of the edge: it holds the TLS
@@ -479,7 +489,7 @@ impl QuicClient {
             ping_keepalive: false,
             features: agreed,
         };
-        Ok(spawn_quic(conn, send, recv, info, cfg.conn.clone()))
+        Ok(spawn_quic(conn, send, recv, info, cfg.conn.clone(), true))
     }
 }
 

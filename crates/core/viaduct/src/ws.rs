@@ -59,6 +59,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> FrameWrite for WsWrite<
         let limit = self.1;
         self.0.feed(Frame::Text(text.into())).await.map_err(|e| ws_reason(e, limit))
     }
+    async fn feed_binary(&mut self, frame: bytes::Bytes) -> Result<(), CloseReason> {
+        let limit = self.1;
+        self.0.feed(Frame::Binary(frame)).await.map_err(|e| ws_reason(e, limit))
+    }
     async fn flush(&mut self) -> Result<(), CloseReason> {
         let limit = self.1;
         self.0.flush().await.map_err(|e| ws_reason(e, limit))
@@ -86,10 +90,11 @@ fn spawn_ws<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     ws: WebSocketStream<S>,
     info: PeerInfo,
     cfg: ConnConfig,
+    client: bool,
 ) -> Connection {
     let (sink, stream) = futures_util::StreamExt::split(ws);
     let limit = cfg.max_frame_size;
-    spawn_conn(WsRead(stream, limit), WsWrite(sink, limit), info, cfg)
+    spawn_conn(WsRead(stream, limit), WsWrite(sink, limit), info, cfg, client)
 }
 
 /// Header carrying the node name.
@@ -250,7 +255,7 @@ async fn handshake(
         features: agreed,
     };
     tracing::info!(node = %info.node_id, %remote, cert_cn = ?info.cert.as_ref().and_then(|c| c.common_name.clone()), "edge connected");
-    Some(spawn_ws(ws, info, cfg.conn.clone()))
+    Some(spawn_ws(ws, info, cfg.conn.clone(), false))
 }
 
 /// Validates the upgrade request; returns (node_id, project_id).
@@ -352,7 +357,7 @@ async fn connect_inner(cfg: &ClientConfig) -> Result<Connection, ConnectError> {
             &offered,
         ),
     };
-    Ok(spawn_ws(ws, info, cfg.conn.clone()))
+    Ok(spawn_ws(ws, info, cfg.conn.clone(), true))
 }
 
 /// The host part of `host:port` or `[v6]:port`.

@@ -221,3 +221,188 @@ async fn features_are_those_both_ends_have() {
     .await;
     assert!(resp.to_ascii_lowercase().contains("edgehive-features: inventory\r\n"), "{resp}");
 }
+
+/// A WebSocket pair on which both ends agreed stream sessions: (edge, cloud).
+async fn streams_pair(
+    pki: &Pki,
+) -> (edgehive_viaduct::Server, edgehive_viaduct::Connection, edgehive_viaduct::Connection) {
+    let streams = edgehive_viaduct::stream::FEATURE.to_owned();
+    let mut cfg = edgehive_viaduct::ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    cfg.features = vec![streams.clone()];
+    let mut srv = edgehive_viaduct::Server::bind_ws(cfg).await.unwrap();
+    let mut client_cfg = client_config(pki, srv.local_addr(), "edge-1");
+    client_cfg.features = vec![streams];
+    let edge = edgehive_viaduct::ws::connect(&client_cfg).await.unwrap();
+    let cloud = tokio::time::timeout(Duration::from_secs(10), srv.accept()).await.unwrap().unwrap();
+    (srv, edge, cloud)
+}
+
+fn chunk(i: usize, len: usize) -> bytes::Bytes {
+    bytes::Bytes::from(vec![(i % 251) as u8; len])
+}
+
+#[tokio::test]
+async fn stream_sessions_carry_frames_both_ways_in_order_and_end_cleanly() {
+    let pki = Pki::new();
+    let (_srv, edge, cloud) = streams_pair(&pki).await;
+    let mut incoming = edge.rx.incoming_streams().unwrap();
+    assert!(edge.rx.incoming_streams().is_none(), "sessions are taken by one acceptor");
+
+    let opened = cloud.tx.open_stream(bytes::Bytes::from_static(b"{\"kind\":\"exec\"}")).await.unwrap();
+    let accepted = incoming.accept().await.unwrap();
+    assert_eq!(accepted.header().as_ref(), b"{\"kind\":\"exec\"}");
+    assert_eq!(accepted.id(), opened.id());
+    let (mut ctx, mut crx) = opened.split();
+    let (mut etx, mut erx) = accepted.split();
+
+    // 2 MiB each way in frames of varying size: more than the window, so
+    // credit must flow back; boundaries and order are kept.
+    let sizes: Vec<usize> = (0..200).map(|i| 1 + (i * 7919) % edgehive_viaduct::stream::MAX_DATA).collect();
+    let up_sizes = sizes.clone();
+    let up = tokio::spawn(async move {
+        for (i, n) in up_sizes.iter().enumerate() {
+            etx.send(chunk(i, *n)).await.unwrap();
+        }
+        etx.finish().await.unwrap();
+        etx
+    });
+    let down_sizes = sizes.clone();
+    let down = tokio::spawn(async move {
+        for (i, n) in down_sizes.iter().enumerate() {
+            ctx.send(chunk(i + 1, *n)).await.unwrap();
+        }
+        ctx.finish().await.unwrap();
+        ctx
+    });
+    for (i, n) in sizes.iter().enumerate() {
+        assert_eq!(crx.recv().await.unwrap(), Some(chunk(i, *n)), "frame {i} up");
+        assert_eq!(erx.recv().await.unwrap(), Some(chunk(i + 1, *n)), "frame {i} down");
+    }
+    assert_eq!(crx.recv().await.unwrap(), None, "the edge finished");
+    assert_eq!(erx.recv().await.unwrap(), None, "the cloud finished");
+    let (etx, ctx) = (up.await.unwrap(), down.await.unwrap());
+    assert_eq!(cloud.tx.open_streams(), 1);
+    drop((etx, erx, ctx, crx));
+    eventually("sessions removed", || cloud.tx.open_streams() == 0 && edge.tx.open_streams() == 0).await;
+    // The connection still carries messages.
+    cloud.tx.write(pod("after")).await.unwrap();
+    let mut erx = edge.rx;
+    assert_eq!(erx.recv().await.unwrap().route.resource, pod("after").route.resource);
+}
+
+#[tokio::test]
+async fn a_stuck_session_holds_back_neither_messages_nor_other_sessions() {
+    let pki = Pki::new();
+    let (_srv, edge, cloud) = streams_pair(&pki).await;
+    let mut incoming = edge.rx.incoming_streams().unwrap();
+    let (etx, mut erx) = edge.split();
+    let (ctx, mut crx) = cloud.split();
+
+    // Session A: the edge sends, nobody in the cloud reads.
+    let a = ctx.open_stream(bytes::Bytes::from_static(b"a")).await.unwrap();
+    let (mut a_etx, _a_erx) = incoming.accept().await.unwrap().split();
+    let window = edgehive_viaduct::stream::WINDOW as usize;
+    let max = edgehive_viaduct::stream::MAX_DATA;
+    for i in 0..window / max {
+        a_etx.send(chunk(i, max)).await.unwrap();
+    }
+    // The window is full: the next frame waits for credit.
+    let mut blocked = Box::pin(a_etx.send(chunk(0, max)));
+    assert!(tokio::time::timeout(Duration::from_millis(200), &mut blocked).await.is_err(), "sent past the window");
+
+    // Messages flow both ways meanwhile.
+    for i in 0..50 {
+        ctx.write(pod(&format!("down-{i}"))).await.unwrap();
+        etx.write(pod(&format!("up-{i}"))).await.unwrap();
+    }
+    for i in 0..50 {
+        assert_eq!(erx.recv().await.unwrap().route.resource, pod(&format!("down-{i}")).route.resource);
+        assert_eq!(crx.recv().await.unwrap().route.resource, pod(&format!("up-{i}")).route.resource);
+    }
+    // And session B moves 4 MiB.
+    let b = ctx.open_stream(bytes::Bytes::from_static(b"b")).await.unwrap();
+    let (mut b_etx, _b_erx) = incoming.accept().await.unwrap().split();
+    let (_b_ctx, mut b_crx) = b.split();
+    let sender = tokio::spawn(async move {
+        for i in 0..128 {
+            b_etx.send(chunk(i, max)).await.unwrap();
+        }
+        b_etx.finish().await.unwrap();
+        b_etx
+    });
+    let mut got = 0;
+    while let Some(f) = b_crx.recv().await.unwrap() {
+        got += f.len();
+    }
+    assert_eq!(got, 128 * max);
+    let _b_etx = sender.await.unwrap();
+
+    // Reading A lets the stuck sender go on.
+    let (_a_ctx, mut a_crx) = a.split();
+    for i in 0..window / max {
+        assert_eq!(a_crx.recv().await.unwrap(), Some(chunk(i, max)));
+    }
+    tokio::time::timeout(Duration::from_secs(10), blocked).await.unwrap().unwrap();
+    assert_eq!(a_crx.recv().await.unwrap(), Some(chunk(0, max)));
+}
+
+#[tokio::test]
+async fn sessions_need_agreement_and_an_acceptor_and_only_the_acceptor_is_opened_to() {
+    let pki = Pki::new();
+    // Not agreed (a KubeEdge peer, say): refused at once.
+    let mut srv = server(&pki, ConnConfig::default()).await;
+    let (_client, accepted) = pair(&pki, &mut srv, "edge-1").await;
+    assert_eq!(
+        accepted.tx.open_stream(bytes::Bytes::new()).await.unwrap_err(),
+        edgehive_viaduct::StreamError::NotAgreed
+    );
+
+    // Agreed, but the edge takes no sessions: the session is reset with why.
+    let (_srv, edge, cloud) = streams_pair(&pki).await;
+    let (_tx, mut rx) = cloud.tx.open_stream(bytes::Bytes::new()).await.unwrap().split();
+    match rx.recv().await {
+        Err(edgehive_viaduct::StreamError::Reset(why)) => assert!(why.contains("does not accept"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    // An edge opening a session to the cloud (which takes none) is refused
+    // the same way, and the connection is unharmed.
+    let (_etx, mut erx) = edge.tx.open_stream(bytes::Bytes::from_static(b"{\"kind\":\"exec\"}")).await.unwrap().split();
+    assert!(matches!(erx.recv().await, Err(edgehive_viaduct::StreamError::Reset(_))));
+    cloud.tx.write(pod("still")).await.unwrap();
+    let mut edge_rx = edge.rx;
+    assert_eq!(edge_rx.recv().await.unwrap().route.resource, pod("still").route.resource);
+}
+
+#[tokio::test]
+async fn a_reset_or_a_closed_connection_ends_sessions_at_both_ends() {
+    let pki = Pki::new();
+    let (_srv, edge, cloud) = streams_pair(&pki).await;
+    let mut incoming = edge.rx.incoming_streams().unwrap();
+
+    let (mut ctx, mut crx) = cloud.tx.open_stream(bytes::Bytes::new()).await.unwrap().split();
+    let (mut etx, mut erx) = incoming.accept().await.unwrap().split();
+    ctx.send(bytes::Bytes::from_static(b"before")).await.unwrap();
+    ctx.reset("pod deleted");
+    assert_eq!(erx.recv().await.unwrap(), Some(bytes::Bytes::from_static(b"before")), "data before the reset arrives");
+    assert_eq!(erx.recv().await.unwrap_err(), edgehive_viaduct::StreamError::Reset("pod deleted".into()));
+    assert!(matches!(etx.send(bytes::Bytes::from_static(b"x")).await, Err(edgehive_viaduct::StreamError::Reset(_))));
+    assert!(crx.recv().await.is_err());
+    drop((ctx, crx, etx, erx));
+
+    // Dropping a half-used session resets it for the peer.
+    let (ctx, mut crx) = cloud.tx.open_stream(bytes::Bytes::new()).await.unwrap().split();
+    let accepted = incoming.accept().await.unwrap();
+    drop(accepted);
+    assert!(matches!(crx.recv().await, Err(edgehive_viaduct::StreamError::Reset(_))));
+    drop((ctx, crx));
+
+    // The connection closing ends every session.
+    let (mut ctx, mut crx) = cloud.tx.open_stream(bytes::Bytes::new()).await.unwrap().split();
+    let (_etx, mut erx) = incoming.accept().await.unwrap().split();
+    edge.tx.close();
+    assert!(matches!(erx.recv().await, Err(edgehive_viaduct::StreamError::Closed(_))));
+    assert!(matches!(crx.recv().await, Err(edgehive_viaduct::StreamError::Closed(_))));
+    assert!(ctx.send(bytes::Bytes::from_static(b"x")).await.is_err());
+    assert!(incoming.accept().await.is_none());
+    assert!(matches!(cloud.tx.open_stream(bytes::Bytes::new()).await, Err(edgehive_viaduct::StreamError::Closed(_))));
+}

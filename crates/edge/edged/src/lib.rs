@@ -25,11 +25,13 @@
 pub mod cgroup;
 mod config;
 pub mod cri;
+mod logs;
 pub mod node;
 pub mod pod;
 pub mod probe;
 pub mod process;
 pub mod runtime;
+pub mod streams;
 mod volume;
 
 use std::collections::{HashMap, HashSet};
@@ -48,6 +50,7 @@ pub use pod::Backoff;
 pub use node::{HostInfo, NodeAgent, NodeAgentConfig};
 pub use process::RUNTIME_VERSION;
 pub use runtime::Runtime;
+pub use streams::SessionServer;
 
 /// Edged's module name.
 pub const MODULE: &str = source::EDGED;
@@ -88,18 +91,26 @@ impl EdgedConfig {
 pub struct Edged {
     cfg: EdgedConfig,
     runtime: Arc<dyn Runtime>,
+    /// The pods running, for the stream sessions.
+    table: streams::PodTable,
 }
 
 impl Edged {
     /// Edged for the node `cfg` names, with the process runtime.
     pub fn new(cfg: EdgedConfig) -> Edged {
         let runtime = Arc::new(process::ProcessRuntime::new(cfg.root.join("pods")));
-        Edged { cfg, runtime }
+        Edged::with_runtime(cfg, runtime)
     }
 
     /// Edged with another runtime.
     pub fn with_runtime(cfg: EdgedConfig, runtime: Arc<dyn Runtime>) -> Edged {
-        Edged { cfg, runtime }
+        Edged { cfg, runtime, table: Arc::default() }
+    }
+
+    /// Serves the stream sessions the cloud opens to this node (logs,
+    /// exec, attach) on the pods this edged runs.
+    pub fn sessions(&self) -> SessionServer {
+        SessionServer::new(Arc::clone(&self.table))
     }
 }
 
@@ -144,6 +155,8 @@ struct Edge {
     /// Moves whenever edged is passed a configmap or secret: pods and
     /// containers waiting for one try again.
     config_changed: tokio::sync::watch::Sender<u64>,
+    /// The pods running, as stream sessions find them.
+    table: streams::PodTable,
 }
 
 impl Module for Edged {
@@ -167,6 +180,7 @@ impl Module for Edged {
                 changed_tx,
                 runtime: Arc::clone(&self.runtime),
                 config_changed: tokio::sync::watch::Sender::new(0),
+                table: Arc::clone(&self.table),
             };
             if !e.load(&cancel).await {
                 return Ok(());
@@ -190,6 +204,7 @@ impl Module for Edged {
             // with edged (stopped here; a restarted edge starts them again
             // from the store).
             let keep = e.runtime.keeps_containers();
+            e.table.lock().unwrap_or_else(|p| p.into_inner()).clear();
             for (_, r) in e.pods.drain() {
                 if keep {
                     r.handle.detach().await;
@@ -385,6 +400,8 @@ impl Edge {
         };
         tracing::info!(pod = %key, uid = %uid, "starting pod");
         let handle = pod::run(&pod, env, self.changed_tx.clone());
+        let entry = streams::PodEntry { uid: uid.clone(), state: Arc::clone(&handle.state) };
+        self.table.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone(), entry);
         self.pods.insert(key.clone(), Running { handle, pod: slim(&pod) });
         self.changed(key);
     }
@@ -439,6 +456,13 @@ impl Edge {
     }
 
     async fn forget(&self, pod: &Value) {
+        {
+            let key = pod_key(pod);
+            let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
+            if table.get(&key).is_some_and(|e| Some(e.uid.as_str()) == pod["metadata"]["uid"].as_str()) {
+                table.remove(&key);
+            }
+        }
         if let Some(uid) = pod["metadata"]["uid"].as_str().filter(|u| !u.is_empty()) {
             let _ = tokio::fs::remove_dir_all(self.cfg.root.join("pods").join(uid)).await;
         }

@@ -54,6 +54,17 @@ pub(crate) struct ContainerStatus {
     /// The readiness probe's verdict (`None`: no readiness probe, ready
     /// while running).
     ready: Option<bool>,
+    /// The running attempt (for exec and attach).
+    pub(crate) live: Option<Live>,
+    /// The log of the latest attempt, and of the one before it.
+    pub(crate) log: Option<PathBuf>,
+    pub(crate) previous_log: Option<PathBuf>,
+}
+
+/// A container attempt that is running: what streams reach.
+#[derive(Debug, Clone)]
+pub(crate) struct Live {
+    pub(crate) container: Arc<dyn Container>,
 }
 
 impl ContainerStatus {
@@ -68,6 +79,24 @@ impl ContainerStatus {
             container_id: None,
             notes: Vec::new(),
             ready: None,
+            live: None,
+            log: None,
+            previous_log: None,
+        }
+    }
+
+    /// The container's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Why the container is not running now, in kubelet's words (`None`
+    /// while it runs).
+    pub(crate) fn waiting_reason(&self) -> Option<String> {
+        match &self.state {
+            State::Running { .. } => None,
+            State::Waiting { reason, .. } => Some(reason.clone()),
+            State::Terminated { reason, .. } => Some(reason.clone()),
         }
     }
 
@@ -302,7 +331,7 @@ fn container_spec(pod: &Value, c: &Value, env: &PodEnv) -> (ContainerSpec, Vec<S
         env: Vec::new(),
         working_dir: c["workingDir"].as_str().unwrap_or_default().to_owned(),
         host_dir: env.dir.join("containers").join(&name),
-        log: env.dir.join("logs").join(format!("{name}.log")),
+        log: crate::logs::log_path(&env.dir, &name, 0),
         mounts: crate::volume::mounts(pod, c, &env.dir),
         limits,
         attempt: 0,
@@ -614,7 +643,8 @@ impl Supervisor {
                 Some((c, _)) => (Ok(c), false),
                 None => match self.build_env().await {
                     Ok(()) => {
-                        let spec = ContainerSpec { attempt, image: image.clone(), ..self.spec.clone() };
+                        let log = crate::logs::log_path(&self.pod.dir, &self.name, attempt);
+                        let spec = ContainerSpec { attempt, image: image.clone(), log, ..self.spec.clone() };
                         (self.runtime.start(&self.pod, &self.sandbox, &spec).await, true)
                     }
                     Err(e) => (Err(e), true),
@@ -629,11 +659,17 @@ impl Supervisor {
                     let mut notes = self.notes.clone();
                     notes.extend(c.not_applied());
                     tracing::info!(pod = %self.key, container = %self.name, id = %id, "container running");
+                    let log = crate::logs::log_path(&self.pod.dir, &self.name, attempt.saturating_sub(1));
+                    let live = Live { container: Arc::clone(&c) };
                     self.set(|s| {
                         s.image = image.clone();
                         s.state = State::Running { started: started.clone() };
                         s.container_id = Some(id);
                         s.notes = notes;
+                        s.live = Some(live);
+                        if s.log.as_ref() != Some(&log) {
+                            s.previous_log = s.log.replace(log);
+                        }
                     });
                     let kill = Arc::new(tokio::sync::Notify::new());
                     let probing = self.probes(Arc::clone(&c), Arc::clone(&kill));
@@ -758,6 +794,7 @@ impl Supervisor {
             _ => "Error",
         };
         self.set(|c| {
+            c.live = None;
             c.state = State::Terminated {
                 code: exit.code,
                 signal: exit.signal,

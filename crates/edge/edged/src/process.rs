@@ -1,11 +1,12 @@
 //! The process runtime: each container is a supervised host process started
 //! from its `command` and `args`, with its `env`, in a working directory
 //! under the pod's directory, its own process group (so a stop reaches the
-//! whole tree), and stdout/stderr appended to a log file (the process's own
-//! file descriptors: nothing is copied through edged) that is rotated at a
-//! size cap. The image name is recorded, not pulled. CPU and memory
-//! limits go into a cgroup per container where the host lets edged make
-//! one ([`crate::cgroup`]); what could not be applied is reported.
+//! whole tree), and stdout/stderr pipes that a task per container copies
+//! into the attempt's log file in the CRI log format containerd writes
+//! ([`crate::logs`]), rotated at a size cap. The image name is recorded,
+//! not pulled. CPU and memory limits go into a cgroup per container where
+//! the host lets edged make one ([`crate::cgroup`]); what could not be
+//! applied is reported.
 //!
 //! A process has no mount namespace, so a container's root is its working
 //! directory: a volume mounted at `/etc/cfg` appears at `{workdir}/etc/cfg`
@@ -31,7 +32,8 @@ use tokio::process::{Child, Command};
 
 use crate::cgroup::{Applied, Cgroups};
 pub use crate::runtime::Exit;
-use crate::runtime::{BoxFuture, Container, ContainerSpec, Mount, PodInfo, Runtime, RuntimeError, Sandbox};
+use crate::runtime::{BoxFuture, Container, ContainerSpec, ExecSpec, Mount, PodInfo, Runtime, RuntimeError, Sandbox};
+use edgehive_viaduct::{StreamRx, StreamTx};
 
 /// The process runtime's name and version, as `nodeInfo.containerRuntimeVersion` shows it.
 pub const RUNTIME_VERSION: &str = concat!("process://edgehive-", env!("CARGO_PKG_VERSION"));
@@ -117,6 +119,10 @@ impl Runtime for ProcessRuntime {
                 .await
                 .map_err(|e| RuntimeError::new("CreateContainerError", format!("{}: {e}", workdir.display())))?;
             link_mounts(&spec.mounts, &workdir);
+            // The current and the previous attempt's logs are kept.
+            crate::logs::prune_attempts(&pod.dir, &spec.name, spec.attempt)
+                .await
+                .map_err(|e| RuntimeError::new("CreateContainerError", format!("{}: {e}", spec.log.display())))?;
             let cgroup = self.cgroups.create(&format!("{}/{}", pod.uid, spec.name), &spec.limits);
             for note in &cgroup.not_applied {
                 tracing::warn!(pod = %pod.name, container = %spec.name, "{note}");
@@ -280,10 +286,21 @@ impl Container for ProcessContainer {
     fn not_applied(&self) -> Vec<String> {
         self.cgroup.not_applied.clone()
     }
+
+    fn exec_session(&self, spec: ExecSpec, tx: StreamTx, rx: StreamRx) -> BoxFuture<'_, ()> {
+        let at =
+            crate::streams::ProcessExec { env: &self.env, workdir: &self.workdir, cgroup_procs: &self.cgroup.procs };
+        Box::pin(crate::streams::exec_process(at, spec, tx, rx))
+    }
 }
 
-/// Largest log file before it is rotated to `{name}.log.1` (one kept).
+/// Largest log file: past it, the file is renamed to `{log}.1` (one kept)
+/// and a new one begun.
 pub const LOG_CAP: u64 = 10 << 20;
+
+/// How long the end of a container waits for its last output to reach the
+/// log (a process it left behind may hold its pipes open longer).
+const LOG_DRAIN: Duration = Duration::from_secs(2);
 
 /// What to run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -294,7 +311,7 @@ pub struct ProcessSpec {
     pub env: Vec<(String, String)>,
     /// Working directory (created if missing).
     pub workdir: PathBuf,
-    /// Log file for stdout and stderr.
+    /// Log file for stdout and stderr (CRI log format).
     pub log: PathBuf,
     /// The process's [`MARKER`] value (set in its environment last, so a
     /// container's own `env` cannot hide it).
@@ -336,7 +353,8 @@ pub struct Running {
     pgid: Option<Pid>,
     /// Its process id.
     pub pid: u32,
-    log: PathBuf,
+    /// The task copying its output into the log, until it ends or is let go.
+    pump: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// Where a container's process is recorded once it runs: `{workdir}.pid`
@@ -388,10 +406,8 @@ pub async fn start(spec: &ProcessSpec) -> Result<Running, StartError> {
     if let Some(dir) = spec.log.parent() {
         tokio::fs::create_dir_all(dir).await.map_err(io(dir))?;
     }
-    // The log file is the process's stdout and stderr (O_APPEND): nothing
-    // passes through edged, no buffer per container.
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(&spec.log).map_err(io(&spec.log))?;
-    let log2 = log.try_clone().map_err(io(&spec.log))?;
+    // Stdout and stderr are pipes a task copies into the log as CRI records.
+    let log = crate::logs::LogFile::open(&spec.log, LOG_CAP).await.map_err(io(&spec.log))?;
     let mut cmd = Command::new(program);
     cmd.args(args)
         .env_clear()
@@ -400,11 +416,11 @@ pub async fn start(spec: &ProcessSpec) -> Result<Running, StartError> {
         .envs(spec.marker.iter().map(|m| (MARKER, m.as_str())))
         .current_dir(&spec.workdir)
         .stdin(Stdio::null())
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(log2))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let child = cmd.spawn().map_err(|source| StartError::Spawn { program: program.clone(), source })?;
+    let mut child = cmd.spawn().map_err(|source| StartError::Spawn { program: program.clone(), source })?;
     if spec.abort_after_spawn {
         tracing::error!(pid = ?child.id(), marker = ?spec.marker, "failpoint edged-after-spawn: aborting");
         std::process::abort();
@@ -415,7 +431,8 @@ pub async fn start(spec: &ProcessSpec) -> Result<Running, StartError> {
         let path = pid_file(spec);
         tokio::fs::write(&path, format!("{pid} {started}\n")).await.map_err(io(&path))?;
     }
-    Ok(Running { child, pgid, pid, log: spec.log.clone() })
+    let pump = tokio::spawn(crate::logs::pump(child.stdout.take(), child.stderr.take(), log));
+    Ok(Running { child, pgid, pid, pump: Some(pump) })
 }
 
 /// A process an earlier run left: found by its marker, held by a pidfd (so
@@ -527,15 +544,16 @@ fn wait_ended(mut procs: Vec<Leftover>, deadline: Duration) -> Vec<Leftover> {
 }
 
 impl Running {
-    /// Waits for the process to end, rotating its log meanwhile.
+    /// Waits for the process to end, and (up to [`LOG_DRAIN`]) for its last
+    /// output to reach its log.
     pub async fn wait(&mut self) -> Exit {
-        let status = loop {
-            // `Child::wait` may be cancelled and called again.
-            tokio::select! {
-                s = self.child.wait() => break s,
-                () = tokio::time::sleep(ROTATE_CHECK) => rotate_log(&self.log).await,
-            }
-        };
+        // `Child::wait` may be cancelled and called again.
+        let status = self.child.wait().await;
+        if let Some(pump) = &mut self.pump {
+            // Cancelled here, the next wait waits again.
+            let _ = tokio::time::timeout(LOG_DRAIN, pump).await;
+            self.pump = None;
+        }
         match status {
             Ok(status) => {
                 use std::os::unix::process::ExitStatusExt as _;
@@ -573,30 +591,6 @@ impl Running {
                 self.wait().await
             }
         }
-    }
-}
-
-/// How often a running container's log size is checked.
-const ROTATE_CHECK: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Rotates a log past [`LOG_CAP`] the way `copytruncate` does: the process
-/// holds the file open in append mode, so it is copied to `{log}.1` (one
-/// kept) and cut to zero, and the process goes on writing at its new end.
-/// What is written between the copy and the cut is lost (a few bytes at
-/// most, once per 10 MiB).
-pub async fn rotate_log(log: &Path) {
-    let Ok(meta) = tokio::fs::metadata(log).await else { return };
-    if meta.len() <= LOG_CAP {
-        return;
-    }
-    let mut rotated = log.to_owned().into_os_string();
-    rotated.push(".1");
-    let cut = async {
-        tokio::fs::copy(log, &rotated).await?;
-        tokio::fs::OpenOptions::new().write(true).open(log).await?.set_len(0).await
-    };
-    if let Err(e) = cut.await {
-        tracing::warn!(log = %log.display(), error = %e, "log not rotated");
     }
 }
 
@@ -663,7 +657,7 @@ mod tests {
             env: vec![(MARKER.into(), "a container cannot hide its marker".into())],
             working_dir: String::new(),
             host_dir: pod.dir.join("containers/main"),
-            log: pod.dir.join("logs/main.log"),
+            log: crate::logs::log_path(&pod.dir, "main", 3),
             mounts: vec![],
             limits: Default::default(),
             attempt: 3,
@@ -702,40 +696,103 @@ mod tests {
     async fn exit_codes_env_workdir_and_logs() {
         let dir = edgehive_testkit::fixtures::TempDir::new("edged-process");
         let mut r = start(&spec(dir.path(), "echo $GREETING; pwd; exit 7")).await.unwrap();
+        // The exit waits for the last output to reach the log.
         assert_eq!(r.wait().await, Exit::code(7));
-        // The log is written by a task; give it a moment to flush.
-        let mut log = String::new();
-        for _ in 0..100 {
-            log = std::fs::read_to_string(dir.path().join("logs/c.log")).unwrap_or_default();
-            if log.lines().count() >= 2 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert_eq!(log.lines().next(), Some("hello"));
-        assert!(log.contains("/work"), "{log}");
+        let log = crate::logs::log_text(&dir.path().join("logs/c.log"));
+        assert_eq!(log, format!("hello\n{}\n", dir.path().join("work").display()));
         let none = ProcessSpec { argv: vec![], ..spec(dir.path(), "") };
         assert!(matches!(start(&none).await, Err(StartError::NoCommand)));
         let missing = ProcessSpec { argv: vec!["/no/such/program".into()], ..spec(dir.path(), "") };
         assert!(matches!(start(&missing).await, Err(StartError::Spawn { .. })));
     }
 
+    /// The records of a CRI log: (stream, tag, content).
+    fn records(path: &Path) -> Vec<(String, String, String)> {
+        let text = std::fs::read_to_string(path).unwrap();
+        text.lines()
+            .map(|l| {
+                let mut f = l.splitn(4, ' ');
+                let time = f.next().unwrap();
+                assert!(time.len() == 30 && time.ends_with('Z'), "time {time:?} in {l:?}");
+                time::OffsetDateTime::parse(time, &time::format_description::well_known::Rfc3339).unwrap();
+                let (stream, tag, content) = (f.next().unwrap(), f.next().unwrap(), f.next().unwrap());
+                (stream.to_owned(), tag.to_owned(), content.to_owned())
+            })
+            .collect()
+    }
+
     #[tokio::test]
-    async fn a_log_past_its_cap_is_copied_and_cut_while_the_writer_goes_on() {
-        use std::io::Write as _;
-        let dir = edgehive_testkit::fixtures::TempDir::new("edged-rotate");
-        let log = dir.path().join("c.log");
-        let mut writer = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
-        writer.write_all(&vec![b'a'; LOG_CAP as usize]).unwrap();
-        rotate_log(&log).await;
-        assert_eq!(std::fs::metadata(&log).unwrap().len(), LOG_CAP, "not past the cap: left alone");
-        writer.write_all(b"b\n").unwrap();
-        rotate_log(&log).await;
-        assert_eq!(std::fs::metadata(dir.path().join("c.log.1")).unwrap().len(), LOG_CAP + 2);
-        assert_eq!(std::fs::metadata(&log).unwrap().len(), 0);
-        // The writer's next line lands at the start of the cut file.
-        writer.write_all(b"after\n").unwrap();
-        assert_eq!(std::fs::read_to_string(&log).unwrap(), "after\n");
+    async fn stdout_and_stderr_become_cri_records() {
+        let dir = edgehive_testkit::fixtures::TempDir::new("edged-cri-log");
+        // A line of 40,000 bytes: two P records of 16 KiB and the rest as F;
+        // output that ends without a newline: P.
+        let script = "echo out; echo err >&2; printf '\\n'; \
+                      head -c 40000 /dev/zero | tr '\\0' x; echo; printf 'no newline'";
+        let mut r = start(&spec(dir.path(), script)).await.unwrap();
+        assert_eq!(r.wait().await, Exit::code(0));
+        let recs = records(&dir.path().join("logs/c.log"));
+        let of = |stream: &str| -> Vec<(String, String)> {
+            recs.iter().filter(|r| r.0 == stream).map(|r| (r.1.clone(), r.2.clone())).collect()
+        };
+        let x = |n: usize| "x".repeat(n);
+        let want: Vec<(String, String)> = vec![
+            ("F".into(), "out".into()),
+            ("F".into(), String::new()),
+            ("P".into(), x(16384)),
+            ("P".into(), x(16384)),
+            ("F".into(), x(40000 - 2 * 16384)),
+            ("P".into(), "no newline".into()),
+        ];
+        assert_eq!(of("stdout"), want);
+        assert_eq!(of("stderr"), vec![("F".to_owned(), "err".to_owned())]);
+        assert_eq!(recs.len(), 7, "{recs:?}");
+    }
+
+    #[tokio::test]
+    async fn the_runtime_keeps_the_current_and_the_previous_attempts_log() {
+        let dir = edgehive_testkit::fixtures::TempDir::new("edged-attempts");
+        let pods = dir.path().join("pods");
+        let rt = ProcessRuntime::with_cgroups(&pods, Cgroups::none());
+        let pod = PodInfo {
+            uid: "uid-1".into(),
+            name: "p".into(),
+            namespace: "default".into(),
+            dir: pods.join("uid-1"),
+            host_network: true,
+            node_ip: "127.0.0.1".into(),
+            labels: Default::default(),
+        };
+        // The single file of the layout before per-attempt logs goes.
+        std::fs::create_dir_all(pod.dir.join("logs")).unwrap();
+        std::fs::write(pod.dir.join("logs/main.log"), "old\n").unwrap();
+        let sandbox = rt.run_sandbox(&pod).await.unwrap();
+        let logs = pod.dir.join("logs/main");
+        for attempt in 0..4u32 {
+            let log = crate::logs::log_path(&pod.dir, "main", attempt);
+            let cspec = ContainerSpec {
+                name: "main".into(),
+                image: "busybox".into(),
+                pull_policy: "Never".into(),
+                command: vec!["sh".into(), "-c".into(), format!("echo attempt {attempt}")],
+                args: vec![],
+                env: vec![],
+                working_dir: String::new(),
+                host_dir: pod.dir.join("containers/main"),
+                log: log.clone(),
+                mounts: vec![],
+                limits: Default::default(),
+                attempt,
+            };
+            let c = rt.start(&pod, &sandbox, &cspec).await.unwrap();
+            assert_eq!(c.wait().await, Exit::code(0));
+            assert_eq!(log, logs.join(format!("{attempt}.log")));
+            assert_eq!(crate::logs::log_text(&log), format!("attempt {attempt}\n"));
+        }
+        let mut left: Vec<String> =
+            std::fs::read_dir(&logs).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        left.sort();
+        assert_eq!(left, ["2.log", "3.log"]);
+        assert!(!pod.dir.join("logs/main.log").exists());
     }
 
     #[tokio::test]

@@ -16,6 +16,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use edgehive_viaduct::{StreamRx, StreamTx};
+
 use crate::cgroup::Limits;
 
 /// A boxed future, so that runtimes can be used as trait objects.
@@ -184,4 +186,28 @@ pub trait Container: Send + Sync + Debug {
 
     /// Limits asked for but not enforced, and why (empty when all were).
     fn not_applied(&self) -> Vec<String>;
+
+    /// Runs a command in the container with its standard streams carried by
+    /// a stream session in Kubernetes' remote command channels, and ends
+    /// with the command's status on the error channel
+    /// ([`crate::streams`]). A runtime that cannot says so there.
+    fn exec_session(&self, spec: ExecSpec, tx: StreamTx, rx: StreamRx) -> BoxFuture<'_, ()> {
+        let _ = (spec, rx);
+        Box::pin(crate::streams::fail(tx, "exec is not supported by this container runtime".into()))
+    }
+}
+
+/// A command run with its streams (`kubectl exec`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecSpec {
+    /// The command and its arguments.
+    pub command: Vec<String>,
+    /// The client sends input.
+    pub stdin: bool,
+    /// The client reads output.
+    pub stdout: bool,
+    /// The client reads error output.
+    pub stderr: bool,
+    /// A terminal.
+    pub tty: bool,
 }

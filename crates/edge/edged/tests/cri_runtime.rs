@@ -40,11 +40,16 @@ fn spec(pod: &PodInfo, name: &str, script: &str) -> ContainerSpec {
         env: vec![("GREETING".into(), "hello".into())],
         working_dir: String::new(),
         host_dir: pod.dir.join("containers").join(name),
-        log: pod.dir.join("logs").join(format!("{name}.log")),
+        log: pod.dir.join("logs").join(name).join("0.log"),
         mounts: vec![],
         limits: Default::default(),
         attempt: 0,
     }
+}
+
+/// `s` as attempt `n`, logging to that attempt's file.
+fn attempt(pod: &PodInfo, s: ContainerSpec, n: u32) -> ContainerSpec {
+    ContainerSpec { attempt: n, log: pod.dir.join("logs").join(&s.name).join(format!("{n}.log")), ..s }
 }
 
 async fn runtime(ctd: &Containerd, node: &str) -> CriRuntime {
@@ -64,11 +69,11 @@ async fn containers_start_exit_exec_and_stop() {
     let c: Arc<dyn Container> = rt.start(&p, &sb, &spec(&p, "main", "echo $GREETING; exit 7")).await.unwrap();
     assert!(c.id().starts_with("containerd://"));
     assert_eq!(c.wait().await.code, 7);
-    let log = std::fs::read_to_string(p.dir.join("logs/main.log")).unwrap();
+    let log = std::fs::read_to_string(p.dir.join("logs/main/0.log")).unwrap();
     assert!(log.contains("stdout F hello"), "{log}");
 
     // A second attempt replaces the first; exec runs inside it.
-    let s2 = ContainerSpec { attempt: 1, ..spec(&p, "main", "touch /tmp/here; sleep 600") };
+    let s2 = attempt(&p, spec(&p, "main", "echo second; touch /tmp/here; sleep 600"), 1);
     let c2 = rt.start(&p, &sb, &s2).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(c2.exec(&["test".into(), "-f".into(), "/tmp/here".into()], Duration::from_secs(5)).await.unwrap(), 0);
@@ -80,12 +85,17 @@ async fn containers_start_exit_exec_and_stop() {
     assert_eq!(exit.code, 143, "{exit:?}");
     // One that ignores SIGTERM is killed after the grace period.
     let c3 = rt
-        .start(&p, &sb, &ContainerSpec { attempt: 2, ..spec(&p, "main", "trap '' TERM; while true; do sleep 1; done") })
+        .start(&p, &sb, &attempt(&p, spec(&p, "main", "trap '' TERM; while true; do sleep 1; done"), 2))
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let exit = c3.stop(Duration::from_secs(1)).await;
     assert_eq!(exit.code, 137, "{exit:?}");
+    // A log file per attempt: the current one and the previous one are kept.
+    let log = std::fs::read_to_string(p.dir.join("logs/main/1.log")).unwrap();
+    assert!(log.contains("stdout F second"), "{log}");
+    assert!(p.dir.join("logs/main/2.log").exists());
+    assert!(!p.dir.join("logs/main/0.log").exists(), "attempt 0's log went when attempt 2 started");
     rt.remove_sandbox(&p, &sb).await;
 }
 
@@ -102,7 +112,7 @@ async fn restarts_adopt_sandboxes_and_cleanup_spares_other_nodes() {
     // A new edged run makes p1's sandbox again: the old one goes.
     // A container of p1 runs; a new edged run takes the ready sandbox and
     // the container over instead of making them again.
-    let c = rt.start(&p1, &s1, &ContainerSpec { attempt: 4, ..spec(&p1, "main", "sleep 600") }).await.unwrap();
+    let c = rt.start(&p1, &s1, &attempt(&p1, spec(&p1, "main", "sleep 600"), 4)).await.unwrap();
     let s1b = rt.run_sandbox(&p1).await.unwrap();
     assert_eq!(s1, s1b, "the ready sandbox is adopted");
     let (adopted, attempt) = rt.adopt(&p1, &s1b, &spec(&p1, "main", "")).await.unwrap();

@@ -242,7 +242,7 @@ async fn a_missing_configmap_holds_its_containers_until_edged_is_passed_it() {
         {"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "greeting"}}},
         {"name": "OPT", "valueFrom": {"secretKeyRef": {"name": "nope", "key": "k", "optional": true}}},
     ]);
-    let mut mounty = versioned_pod("mounty", 1, "busybox", "cat etc/cfg/greeting; sleep 600");
+    let mut mounty = versioned_pod("mounty", 1, "busybox", "cat etc/cfg/greeting; echo; sleep 600");
     mounty["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "cfg", "mountPath": "/etc/cfg"}]);
     mounty["spec"]["volumes"] = json!([{"name": "cfg", "configMap": {"name": "cfg"}}]);
     store.lock().unwrap().insert("default/pod/envy".into(), envy);
@@ -266,7 +266,7 @@ async fn a_missing_configmap_holds_its_containers_until_edged_is_passed_it() {
     ctx.send("edged", passed(op::INSERT, "default/configmap/cfg", &cfg)).await.unwrap();
     eventually("both run", || running_pid(&seen, "envy").is_some() && running_pid(&seen, "mounty").is_some()).await;
     let log = |name: &str| {
-        std::fs::read_to_string(dir.path().join(format!("pods/uid-{name}/logs/main.log"))).unwrap_or_default()
+        std::fs::read_to_string(dir.path().join(format!("pods/uid-{name}/logs/main/0.log"))).unwrap_or_default()
     };
     eventually("envy has its value; the optional one is unset", || log("envy").contains("greeting=hello opt=unset"))
         .await;

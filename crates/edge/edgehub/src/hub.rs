@@ -10,8 +10,8 @@ use std::time::Duration;
 use edgehive_beehive::{Module, ModuleContext, ModuleFuture};
 use edgehive_model::{Content, Message, Text, group, op, source, well_known};
 use edgehive_viaduct::quic::QuicClient;
-use edgehive_viaduct::{ClientConfig, ConnConfig, ConnRx, ConnTx, ConnectError, Connection};
-use tokio::sync::watch;
+use edgehive_viaduct::{ClientConfig, ConnConfig, ConnRx, ConnTx, ConnectError, Connection, IncomingStreams, Stream};
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -120,6 +120,7 @@ pub struct EdgeHub {
     cfg: EdgeHubConfig,
     certs: watch::Receiver<Arc<EdgeCerts>>,
     metrics: Arc<EdgeHubMetrics>,
+    streams: Option<mpsc::Sender<Stream>>,
 }
 
 impl std::fmt::Debug for EdgeHub {
@@ -132,7 +133,19 @@ impl EdgeHub {
     /// A hub that connects with the certificates `certs` holds (and
     /// reconnects when a renewed one is published there).
     pub fn new(cfg: EdgeHubConfig, certs: watch::Receiver<Arc<EdgeCerts>>) -> EdgeHub {
-        EdgeHub { cfg, certs, metrics: Arc::default() }
+        EdgeHub { cfg, certs, metrics: Arc::default(), streams: None }
+    }
+
+    /// Takes the stream sessions the cloud opens (logs, exec, port-forward)
+    /// and hands each to `sessions` (its reader serves them); offers the
+    /// cloud the `streams` feature. A session that finds `sessions` full is
+    /// refused with a reason. Without this, the edge offers no sessions.
+    pub fn with_streams(mut self, sessions: mpsc::Sender<Stream>) -> EdgeHub {
+        if !self.cfg.features.iter().any(|f| f == edgehive_viaduct::stream::FEATURE) {
+            self.cfg.features.push(edgehive_viaduct::stream::FEATURE.to_owned());
+        }
+        self.streams = Some(sessions);
+        self
     }
 
     /// The hub's metrics, to register in the process's registry
@@ -161,6 +174,7 @@ impl Module for EdgeHub {
                 quic: HashMap::new(),
                 certs: self.certs.clone(),
                 metrics: Arc::clone(&self.metrics),
+                streams: self.streams.clone(),
                 cfg,
                 ctx,
                 cancel,
@@ -203,6 +217,8 @@ struct Link {
     /// One QUIC endpoint per cloud endpoint (it keeps the session tickets
     /// for 0-RTT), with the certificate generation it was made with.
     quic: HashMap<String, (usize, QuicClient)>,
+    /// Where the cloud's stream sessions go.
+    streams: Option<mpsc::Sender<Stream>>,
 }
 
 impl Link {
@@ -336,6 +352,12 @@ impl Link {
 
     async fn connected(&mut self, conn: Connection) -> End {
         let (tx, mut rx) = conn.split();
+        // The cloud's stream sessions go to their server while this
+        // connection lasts.
+        let _sessions = match (&self.streams, rx.incoming_streams()) {
+            (Some(to), Some(incoming)) => Some(AbortOnDrop(tokio::spawn(hand_over(incoming, to.clone())))),
+            _ => None,
+        };
         // Pings (every heartbeat, sent by viaduct) keep the session alive
         // when the cloud agreed; otherwise `keepalive` messages do.
         let pings = rx.peer().ping_keepalive;
@@ -511,6 +533,30 @@ impl Link {
 /// ACKs and other answers to the cloud skip the rate limit: the cloud paces
 /// what it sends (its ACK window), and holding back an ACK only makes it
 /// re-send. Everything the edge starts itself is limited.
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Hands the sessions the cloud opens to their server; one that finds it
+/// busy is refused.
+async fn hand_over(mut incoming: IncomingStreams, to: mpsc::Sender<Stream>) {
+    while let Some(s) = incoming.accept().await {
+        if let Err(e) = to.try_send(s) {
+            let s = match e {
+                mpsc::error::TrySendError::Full(s) | mpsc::error::TrySendError::Closed(s) => s,
+            };
+            tracing::warn!(session = s.id(), "stream session refused: the edge's session server is busy");
+            let (tx, _rx) = s.split();
+            tx.reset("the edge is busy: too many stream sessions waiting");
+        }
+    }
+}
+
 fn exempt(m: &Message) -> bool {
     m.route.operation == op::RESPONSE && m.parent_id().is_some()
 }

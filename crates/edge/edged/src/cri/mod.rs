@@ -6,7 +6,8 @@
 //! stops with `StopContainer` and the grace period, runs exec probes with
 //! `ExecSync`, and rotates each
 //! container's log at the same cap as the process runtime
-//! (`ReopenContainerLog`).
+//! (`ReopenContainerLog`). Each attempt logs to `{name}/{attempt}.log` under
+//! the sandbox's log directory (kubelet's layout, [`crate::logs`]).
 //!
 //! Sandboxes carry kubelet's labels (`io.kubernetes.pod.uid` and friends)
 //! and `edgehive.io/node`, so that a restarted edged finds and replaces what
@@ -331,6 +332,12 @@ impl Runtime for CriRuntime {
                     tracing::warn!(container = %c.id, error = %e, "could not remove an earlier attempt");
                 }
             }
+            // `{name}/{attempt}.log` under the sandbox's log directory: the
+            // directory is made here (a runtime may not), and the logs of
+            // attempts before the previous one go.
+            crate::logs::prune_attempts(&pod.dir, &spec.name, spec.attempt)
+                .await
+                .map_err(|e| RuntimeError::new("CreateContainerError", format!("{}: {e}", spec.log.display())))?;
             let log_dir = pod.dir.join("logs");
             let log_path = spec.log.strip_prefix(&log_dir).unwrap_or(&spec.log).to_string_lossy().into_owned();
             let limits = &spec.limits;
@@ -388,7 +395,7 @@ impl Runtime for CriRuntime {
 
     fn adopt<'a>(
         &'a self,
-        _pod: &'a PodInfo,
+        pod: &'a PodInfo,
         sandbox: &'a Sandbox,
         spec: &'a ContainerSpec,
     ) -> BoxFuture<'a, Option<(Arc<dyn Container>, u32)>> {
@@ -410,8 +417,8 @@ impl Runtime for CriRuntime {
             };
             let c = list.containers.into_iter().find(|c| c.state == api::CONTAINER_RUNNING)?;
             let attempt = c.metadata.as_ref().map_or(0, |m| m.attempt);
-            let adopted: Arc<dyn Container> =
-                Arc::new(CriContainer { rt: Arc::clone(&self.inner), id: c.id, log: spec.log.clone() });
+            let log = crate::logs::log_path(&pod.dir, &spec.name, attempt);
+            let adopted: Arc<dyn Container> = Arc::new(CriContainer { rt: Arc::clone(&self.inner), id: c.id, log });
             Some((adopted, attempt))
         })
     }

@@ -1,0 +1,532 @@
+//! Streams to edge pods: `pods/log`, `pods/exec` and `pods/attach`, served
+//! through a stream session over the pod's node's own connection to the
+//! cloud (no other port, no route from the cloud to the node needed).
+//!
+//! The API checks the request as Kubernetes does (the pod, its container,
+//! its node, the options), opens a session to the node with a
+//! [`SessionRequest`] and waits, with a deadline, for the edge's
+//! [`SessionReply`]: an edge that refuses (no such container, a container
+//! that has not started) is answered with its status before anything is
+//! upgraded, and a node that is offline or silent fails at once with a
+//! clear error. Then:
+//! - `log`: the session's bytes are the response body, streamed;
+//! - `exec`, `attach`: the request is upgraded to a WebSocket speaking
+//!   Kubernetes' remote command protocol (`v5.channel.k8s.io` or
+//!   `v4.channel.k8s.io`), and each WebSocket message is relayed as one
+//!   session frame both ways. SPDY (kubectl before 1.31) is refused with a
+//!   message saying so.
+//!
+//! A client that goes away ends the session, which stops the edge's side.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use edgehive_model::session::{LogOptions, SessionKind, SessionReply, SessionRequest, channel};
+use edgehive_store::resources::PODS;
+use edgehive_viaduct::stream::MAX_DATA;
+use edgehive_viaduct::{Stream, StreamRx, StreamTx};
+use futures_util::{SinkExt, StreamExt};
+use http::{HeaderValue, Request, Response, StatusCode, header};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig, frame::coding::CloseCode};
+use tokio_tungstenite::tungstenite::{Message as Frame, handshake::derive_accept_key};
+
+use crate::context::ApiState;
+use crate::handlers::store_err;
+use crate::response::Body;
+use crate::route::{Query, Target};
+use crate::status::{ApiError, Cause};
+
+/// Why a session to a node could not be opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EdgeStreamError {
+    /// The node is not connected to the cloud now.
+    NotConnected(String),
+    /// The node's agent does not take stream sessions (a KubeEdge EdgeCore,
+    /// or an older edgehive edge).
+    Unsupported(String),
+    /// Anything else.
+    Failed(String),
+}
+
+/// Opens stream sessions to edge nodes (the binary wires CloudHub's).
+pub trait EdgeStreams: Send + Sync + Debug {
+    /// Opens a session to `node` with `header`.
+    fn open<'a>(
+        &'a self,
+        node: &'a str,
+        header: Bytes,
+    ) -> Pin<Box<dyn Future<Output = Result<Stream, EdgeStreamError>> + Send + 'a>>;
+}
+
+/// Longest wait for a node's first answer on a new session.
+pub const REPLY_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The WebSocket subprotocols of remote command, best first.
+const REMOTE_COMMAND_PROTOCOLS: [&str; 2] = ["v5.channel.k8s.io", "v4.channel.k8s.io"];
+
+/// Serves a pod's `log`, `exec` or `attach`.
+pub(crate) async fn serve(
+    shared: &Arc<ApiState>,
+    target: &Target,
+    query: &Query,
+    mut req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    let kind = match target.subresource.as_deref() {
+        Some("log") => SessionKind::Log,
+        Some("exec") => SessionKind::Exec,
+        Some("attach") => SessionKind::Attach,
+        _ => return Err(ApiError::no_route()),
+    };
+    let namespace = target.namespace.clone().unwrap_or_default();
+    let name = target.name.clone().unwrap_or_default();
+    let obj = shared.store.get(&PODS, &namespace, &name).await.map_err(store_err(&PODS))?;
+    let pod = obj.parse().map_err(|e| ApiError::internal(format!("pod {namespace}/{name}: {e}")))?;
+    let container = pick_container(&pod, &name, query.get("container"))?;
+    let node = pod["spec"]["nodeName"].as_str().unwrap_or_default().to_owned();
+    let mut request = SessionRequest {
+        kind: Some(kind),
+        namespace,
+        pod: name.clone(),
+        uid: obj.uid().unwrap_or_default().to_owned(),
+        container,
+        ..SessionRequest::default()
+    };
+    let protocol = match kind {
+        SessionKind::Log => {
+            request.log = log_options(query, &name)?;
+            if node.is_empty() {
+                // Kubernetes: a pod not yet on a node has no log to show.
+                return Ok(log_response(None));
+            }
+            None
+        }
+        _ => {
+            let phase = pod["status"]["phase"].as_str().unwrap_or_default();
+            if matches!(phase, "Succeeded" | "Failed") {
+                return Err(ApiError::bad_request(format!(
+                    "cannot {} into a container in a completed pod; current phase is {phase}",
+                    if kind == SessionKind::Exec { "exec" } else { "attach" }
+                )));
+            }
+            if node.is_empty() {
+                return Err(ApiError::bad_request(format!("pod {name} does not have a host assigned")));
+            }
+            request.command = query.all("command").map(str::to_owned).collect();
+            if kind == SessionKind::Exec && request.command.is_empty() {
+                return Err(ApiError::bad_request("you must specify at least one command for the container"));
+            }
+            request.stdin = query.flag("stdin");
+            request.stdout = query.flag("stdout");
+            request.stderr = query.flag("stderr");
+            request.tty = query.flag("tty");
+            if !(request.stdin || request.stdout || request.stderr) {
+                return Err(ApiError::bad_request("you must specify at least 1 of stdin, stdout, stderr"));
+            }
+            // Checked after the node answers: a client that fell back to
+            // SPDY after a failed WebSocket upgrade (kubectl does) then
+            // sees why the first attempt failed, not only that SPDY is
+            // not served.
+            Some(websocket_protocol(&req))
+        }
+    };
+    let streams = shared.config.edge_streams.as_ref().ok_or_else(|| {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", "no edge connections are served here")
+    })?;
+    let header = Bytes::from(serde_json::to_vec(&request).map_err(|e| ApiError::internal(e.to_string()))?);
+    let session = open(streams.as_ref(), &node, header).await?;
+    let (tx, rx) = session.split();
+    let protocol = match protocol {
+        Some(Err(e)) => {
+            tx.reset("the client's protocol is not served");
+            return Err(e);
+        }
+        Some(Ok(p)) => Some(p),
+        None => None,
+    };
+    match protocol {
+        None => {
+            let (out, body) = mpsc::channel(8);
+            tokio::spawn(pump_log(tx, rx, out));
+            Ok(log_response(Some(body)))
+        }
+        Some(protocol) => {
+            let key = req.headers().get("sec-websocket-key").cloned().unwrap_or(HeaderValue::from_static(""));
+            let upgrade = hyper::upgrade::on(&mut req);
+            tokio::spawn(async move {
+                match upgrade.await {
+                    Ok(upgraded) => relay(upgraded, protocol, tx, rx).await,
+                    Err(e) => {
+                        tracing::info!(error = %e, "stream upgrade failed");
+                        tx.reset("the client's upgrade failed");
+                    }
+                }
+            });
+            let mut r = Response::new(Body::Full(http_body_util::Full::new(Bytes::new())));
+            *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+            let h = r.headers_mut();
+            h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+            h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+            if let Ok(v) = HeaderValue::from_str(&derive_accept_key(key.as_bytes())) {
+                h.insert("sec-websocket-accept", v);
+            }
+            h.insert("sec-websocket-protocol", HeaderValue::from_static(protocol));
+            Ok(r)
+        }
+    }
+}
+
+/// Opens the session and reads the edge's answer, each within its deadline.
+async fn open(streams: &dyn EdgeStreams, node: &str, header: Bytes) -> Result<Stream, ApiError> {
+    let unavailable = |m: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", m);
+    let session = match tokio::time::timeout(REPLY_DEADLINE, streams.open(node, header)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(EdgeStreamError::NotConnected(_))) => {
+            return Err(unavailable(format!("node {node:?} is not connected to the cloud")));
+        }
+        Ok(Err(EdgeStreamError::Unsupported(_))) => {
+            return Err(unavailable(format!(
+                "node {node:?} does not take stream sessions over its connection (its agent is not edgehive's)"
+            )));
+        }
+        Ok(Err(EdgeStreamError::Failed(m))) => return Err(unavailable(m)),
+        Err(_) => return Err(timeout(node)),
+    };
+    let (tx, mut rx) = session.split();
+    let first = match tokio::time::timeout(REPLY_DEADLINE, rx.recv()).await {
+        Ok(Ok(Some(b))) => b,
+        Ok(Ok(None)) => return Err(unavailable(format!("node {node:?} ended the session without an answer"))),
+        Ok(Err(e)) => return Err(unavailable(format!("node {node:?}: {e}"))),
+        Err(_) => {
+            tx.reset("no answer in time");
+            return Err(timeout(node));
+        }
+    };
+    let reply: SessionReply = serde_json::from_slice(&first)
+        .map_err(|e| ApiError::internal(format!("node {node:?} answered the session with something else: {e}")))?;
+    if reply.code != 200 {
+        return Err(reply_error(&reply));
+    }
+    Ok(Stream::join(tx, rx))
+}
+
+fn timeout(node: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::GATEWAY_TIMEOUT,
+        "Timeout",
+        format!("node {node:?} did not answer within {}s", REPLY_DEADLINE.as_secs()),
+    )
+}
+
+/// The API's answer for an edge's refusal.
+fn reply_error(reply: &SessionReply) -> ApiError {
+    let code = StatusCode::from_u16(reply.code)
+        .ok()
+        .filter(|c| c.is_client_error() || c.is_server_error())
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let reason = match reply.reason.as_str() {
+        "NotFound" => "NotFound",
+        "BadRequest" => "BadRequest",
+        "Conflict" => "Conflict",
+        "Forbidden" => "Forbidden",
+        "ServiceUnavailable" => "ServiceUnavailable",
+        "Timeout" => "Timeout",
+        _ if code == StatusCode::BAD_REQUEST => "BadRequest",
+        _ => "InternalError",
+    };
+    ApiError::new(code, reason, reply.message.clone())
+}
+
+/// The container a request names, or the pod's only one, as Kubernetes
+/// chooses it.
+fn pick_container(pod: &Value, name: &str, asked: Option<&str>) -> Result<String, ApiError> {
+    let names = |field: &str| -> Vec<String> {
+        pod["spec"][field]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let containers = names("containers");
+    let init = names("initContainers");
+    match asked.filter(|c| !c.is_empty()) {
+        Some(c) if containers.iter().chain(&init).any(|n| n == c) => Ok(c.to_owned()),
+        Some(c) => Err(ApiError::bad_request(format!("container {c} is not valid for pod {name}"))),
+        None if containers.len() == 1 => Ok(containers[0].clone()),
+        None => {
+            let mut m =
+                format!("a container name must be specified for pod {name}, choose one of: [{}]", containers.join(" "));
+            if !init.is_empty() {
+                m.push_str(&format!(" or one of the init containers: [{}]", init.join(" ")));
+            }
+            Err(ApiError::bad_request(m))
+        }
+    }
+}
+
+/// `pods/log`'s query, checked as Kubernetes checks `PodLogOptions`.
+fn log_options(query: &Query, name: &str) -> Result<LogOptions, ApiError> {
+    let mut causes = Vec::new();
+    let mut bad = |field: &str, value: &str, why: &str| {
+        causes.push(Cause {
+            reason: "FieldValueInvalid".into(),
+            message: format!("{field}: Invalid value: {value}: {why}"),
+            field: field.into(),
+        });
+    };
+    let tail_lines = query.int("tailLines")?;
+    let since_seconds = query.int("sinceSeconds")?;
+    let limit_bytes = query.int("limitBytes")?;
+    let since_time = query.get("sinceTime").filter(|s| !s.is_empty()).map(str::to_owned);
+    if let Some(t) = tail_lines
+        && t < 0
+    {
+        bad("tailLines", &t.to_string(), "must be greater than or equal to 0");
+    }
+    if let Some(s) = since_seconds
+        && s < 1
+    {
+        bad("sinceSeconds", &s.to_string(), "must be greater than 0");
+    }
+    if let Some(l) = limit_bytes
+        && l < 1
+    {
+        bad("limitBytes", &l.to_string(), "must be greater than 0");
+    }
+    if since_seconds.is_some() && since_time.is_some() {
+        bad("sinceSeconds", "", "at most one of `sinceTime` or `sinceSeconds` may be specified");
+    }
+    if let Some(t) = &since_time
+        && time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).is_err()
+    {
+        return Err(ApiError::bad_request(format!("parsing time {t:?}: not an RFC 3339 time")));
+    }
+    if !causes.is_empty() {
+        return Err(ApiError::invalid("PodLogOptions", "", name, causes));
+    }
+    Ok(LogOptions {
+        follow: query.flag("follow"),
+        previous: query.flag("previous"),
+        timestamps: query.flag("timestamps"),
+        tail_lines: tail_lines.map(|t| t.unsigned_abs()),
+        since_seconds: since_seconds.map(|s| s.unsigned_abs()),
+        since_time,
+        limit_bytes: limit_bytes.map(|l| l.unsigned_abs()),
+    })
+}
+
+fn log_response(body: Option<mpsc::Receiver<Bytes>>) -> Response<Body> {
+    let body = match body {
+        Some(rx) => Body::Stream(rx),
+        None => Body::Full(http_body_util::Full::new(Bytes::new())),
+    };
+    let mut r = Response::new(body);
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    r.headers_mut().insert("transfer-encoding", HeaderValue::from_static("chunked"));
+    r
+}
+
+/// Copies the log session into the response body until either ends.
+async fn pump_log(tx: StreamTx, mut rx: StreamRx, out: mpsc::Sender<Bytes>) {
+    loop {
+        tokio::select! {
+            r = rx.recv() => match r {
+                Ok(Some(b)) => {
+                    if out.send(b).await.is_err() {
+                        tx.reset("the client went away");
+                        return;
+                    }
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::info!(error = %e, "log session ended");
+                    return;
+                }
+            },
+            () = out.closed() => {
+                tx.reset("the client went away");
+                return;
+            }
+        }
+    }
+}
+
+/// Whether a request asks for a WebSocket and which subprotocol it gets.
+fn websocket_protocol(req: &Request<Incoming>) -> Result<&'static str, ApiError> {
+    let h = req.headers();
+    let has = |name: header::HeaderName, token: &str| {
+        h.get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case(token))
+    };
+    let upgrade = h.get(header::UPGRADE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    if upgrade.to_ascii_lowercase().starts_with("spdy") {
+        return Err(ApiError::bad_request(
+            "SPDY/3.1 streams are not served: this server speaks Kubernetes' WebSocket stream protocols \
+             (v5.channel.k8s.io, v4.channel.k8s.io); use kubectl 1.31 or later",
+        ));
+    }
+    if !has(header::UPGRADE, "websocket") || !has(header::CONNECTION, "upgrade") {
+        return Err(ApiError::bad_request("Upgrade request required"));
+    }
+    if h.get("sec-websocket-key").is_none() {
+        return Err(ApiError::bad_request("WebSocket upgrade without Sec-WebSocket-Key"));
+    }
+    let offered: Vec<String> = h
+        .get_all("sec-websocket-protocol")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|p| p.trim().to_owned())
+        .collect();
+    REMOTE_COMMAND_PROTOCOLS.into_iter().find(|p| offered.iter().any(|o| o == p)).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "none of the offered WebSocket subprotocols {offered:?} is served; this server speaks {}",
+            REMOTE_COMMAND_PROTOCOLS.join(", ")
+        ))
+    })
+}
+
+/// Relays a remote command WebSocket and a session, message for frame,
+/// until the session ends; then closes the WebSocket.
+async fn relay(upgraded: hyper::upgrade::Upgraded, protocol: &'static str, mut tx: StreamTx, mut rx: StreamRx) {
+    let config = WebSocketConfig::default().max_message_size(Some(4 << 20)).max_frame_size(Some(4 << 20));
+    let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
+    let (mut sink, mut source) = ws.split();
+    let v5 = protocol == REMOTE_COMMAND_PROTOCOLS[0];
+    let mut client_open = true;
+    let end: Option<String> = loop {
+        tokio::select! {
+            m = source.next(), if client_open => match m {
+                Some(Ok(Frame::Binary(b))) => {
+                    if b.is_empty() {
+                        continue;
+                    }
+                    if !v5 && b[0] == channel::CLOSE {
+                        // Not a v4 channel: ignored, as Kubernetes does.
+                        continue;
+                    }
+                    if let Err(e) = send_split(&mut tx, &b).await {
+                        break Some(e.to_string());
+                    }
+                }
+                Some(Ok(Frame::Close(_))) | None => {
+                    // The client is done sending; its output may still come.
+                    client_open = false;
+                    let _ = tx.finish().await;
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => {
+                    tx.reset("the client's connection failed");
+                    break Some(e.to_string());
+                }
+            },
+            f = rx.recv() => match f {
+                Ok(Some(b)) => {
+                    if sink.send(Frame::Binary(b)).await.is_err() {
+                        tx.reset("the client went away");
+                        break None;
+                    }
+                }
+                Ok(None) => break None,
+                Err(e) => break Some(e.to_string()),
+            },
+        }
+    };
+    if let Some(why) = end {
+        // Tell the client why, on the error channel, as a Status.
+        let status = serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": format!("stream to the node ended: {why}"), "reason": "InternalError", "code": 500,
+        });
+        let mut b = BytesMut::from(&[channel::ERROR][..]);
+        b.extend_from_slice(&serde_json::to_vec(&status).unwrap_or_default());
+        let _ = sink.send(Frame::Binary(b.freeze())).await;
+    }
+    let close = CloseFrame { code: CloseCode::Normal, reason: "".into() };
+    let _ = sink.send(Frame::Close(Some(close))).await;
+    let _ = sink.close().await;
+}
+
+/// Sends one channel message as session frames of at most [`MAX_DATA`]
+/// bytes, each starting with the channel byte.
+async fn send_split(tx: &mut StreamTx, msg: &[u8]) -> Result<(), edgehive_viaduct::StreamError> {
+    if msg.len() <= MAX_DATA {
+        return tx.send(Bytes::copy_from_slice(msg)).await;
+    }
+    let (ch, data) = (msg[0], &msg[1..]);
+    for part in data.chunks(MAX_DATA - 1) {
+        let mut b = BytesMut::with_capacity(part.len() + 1);
+        b.extend_from_slice(&[ch]);
+        b.extend_from_slice(part);
+        tx.send(b.freeze()).await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_container_is_chosen_as_kubernetes_chooses_it() {
+        let one = json!({"spec": {"containers": [{"name": "app"}]}});
+        assert_eq!(pick_container(&one, "p", None).unwrap(), "app");
+        assert_eq!(pick_container(&one, "p", Some("")).unwrap(), "app");
+        let e = pick_container(&one, "p", Some("nope")).unwrap_err();
+        assert_eq!((e.code, e.message.as_str()), (StatusCode::BAD_REQUEST, "container nope is not valid for pod p"));
+        let two = json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}], "initContainers": [{"name": "i"}]}});
+        assert_eq!(
+            pick_container(&two, "p", None).unwrap_err().message,
+            "a container name must be specified for pod p, choose one of: [a b] or one of the init containers: [i]"
+        );
+        assert_eq!(pick_container(&two, "p", Some("i")).unwrap(), "i");
+    }
+
+    #[test]
+    fn log_options_are_checked_as_kubernetes_checks_them() {
+        let q = Query::parse(Some("follow=true&tailLines=5&timestamps=1&limitBytes=100"));
+        let o = log_options(&q, "p").unwrap();
+        assert!(o.follow && o.timestamps && !o.previous);
+        assert_eq!((o.tail_lines, o.limit_bytes), (Some(5), Some(100)));
+        for (raw, field) in [
+            ("tailLines=-1", "tailLines"),
+            ("sinceSeconds=0", "sinceSeconds"),
+            ("limitBytes=0", "limitBytes"),
+            ("sinceSeconds=5&sinceTime=2026-01-01T00:00:00Z", "sinceSeconds"),
+        ] {
+            let e = log_options(&Query::parse(Some(raw)), "p").unwrap_err();
+            assert_eq!(e.code, StatusCode::UNPROCESSABLE_ENTITY, "{raw}");
+            assert!(e.message.starts_with("PodLogOptions \"p\" is invalid"), "{raw}: {}", e.message);
+            assert!(e.message.contains(field), "{raw}: {}", e.message);
+        }
+        assert_eq!(
+            log_options(&Query::parse(Some("sinceTime=yesterday")), "p").unwrap_err().code,
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(log_options(&Query::parse(Some("tailLines=x")), "p").unwrap_err().code, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn refusals_keep_the_edges_status() {
+        let e = reply_error(&SessionReply::refuse(404, "NotFound", "container \"x\" not found"));
+        assert_eq!((e.code, e.reason), (StatusCode::NOT_FOUND, "NotFound"));
+        let e = reply_error(&SessionReply::refuse(400, "Whatever", "waiting to start"));
+        assert_eq!((e.code, e.reason), (StatusCode::BAD_REQUEST, "BadRequest"));
+        let e = reply_error(&SessionReply::refuse(999, "", "odd"));
+        assert_eq!(e.code, StatusCode::INTERNAL_SERVER_ERROR);
+    }
+}
