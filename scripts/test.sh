@@ -13,9 +13,12 @@ cd "$(dirname "$0")/.."
 # kubectl end-to-end test run against a real etcd). containerd, runc,
 # busybox-static and the CNI plugins: edged's CRI runtime tests start their
 # own containerd (scripts/cri-dev.sh) with images built from busybox-static.
-# mosquitto joins this list with the part that uses it.
+# python3-venv: the official Kubernetes Python client (from PyPI, below)
+# is one of the clients the end-to-end tests drive. mosquitto joins this
+# list with the part that uses it.
 packages=(golang-go golang-github-gorilla-websocket-dev etcd-server
-          containerd runc busybox-static containernetworking-plugins iproute2)
+          containerd runc busybox-static containernetworking-plugins iproute2
+          python3-venv)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -28,6 +31,16 @@ if ((${#missing[@]})); then
     $sudo apt-get update -q
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+# The official Kubernetes Python client, in a virtual environment of its
+# own under target/ (the tests find it through EDGEHIVE_TEST_PYTHON).
+venv="target/test-python"
+if ! "$venv/bin/python" -c 'import kubernetes' 2>/dev/null; then
+    echo "installing the Kubernetes Python client into $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q "kubernetes==37.0.2"
+fi
+export EDGEHIVE_TEST_PYTHON="$PWD/$venv/bin/python"
 
 # A one-off build gains nothing from incremental compilation and its cache
 # doubles the disk the build takes; a developer iterating can set it to 1.

@@ -707,6 +707,59 @@ fn kubectl_logs_exec_and_cp_reach_pods_on_the_edge() {
     cloud.kubectl(&["cp", "talker:payload.txt", back.to_str().unwrap()], None);
     assert_eq!(std::fs::read_to_string(&back).unwrap(), payload);
 
+    // The official Python client: logs, exec with its exit code, and
+    // port-forward (WebSocket) to an HTTP server in a pod.
+    let port = edgehive_testkit::fixtures::free_port();
+    let server = shell_pod(
+        "web",
+        "edge-s",
+        "Always",
+        &format!("echo hello-from-the-pod > hello.txt; exec python3 -m http.server {port} --bind 127.0.0.1"),
+        "python",
+    );
+    cloud.kubectl(&["apply", "-f", "-"], Some(&server));
+    wait_until("the web server listens", || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+    let python = std::env::var("EDGEHIVE_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/streams.py");
+    let kubeconfig = cloud.data.join("kubeconfig.yaml");
+    let out = std::process::Command::new(&python)
+        .arg(script)
+        .arg(&kubeconfig)
+        .args(["talker", &port.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the Python client ({python}; scripts/test.sh installs it): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = &out;
+    let forwarded = std::process::Command::new(&python)
+        .arg(script)
+        .arg(&kubeconfig)
+        .args(["web", &port.to_string()])
+        .output()
+        .unwrap();
+    assert!(forwarded.status.success(), "{}", String::from_utf8_lossy(&forwarded.stderr));
+    let talker_view: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(talker_view["exec"], "hello-x\n");
+    assert_eq!(talker_view["exec_code"], 4);
+    assert!(
+        talker_view["log"].as_str().unwrap().starts_with("line ")
+            || talker_view["log"].as_str().unwrap().starts_with("err ")
+    );
+    let web_view: serde_json::Value = serde_json::from_slice(&forwarded.stdout).unwrap();
+    let page = web_view["forward"].as_str().unwrap();
+    assert!(page.starts_with("HTTP/1.0 200") && page.ends_with("hello-from-the-pod\n"), "{page}");
+    assert!(web_view["forward_error"].is_null(), "{web_view}");
+    let refused = web_view["closed_port_error"].as_str().unwrap_or_default();
+    assert!(refused.contains("error forwarding port 1") && refused.contains("refused"), "{web_view}");
+    // kubectl port-forward speaks SPDY: refused with a message saying what is served.
+    let kpf = cloud.kubectl_output(&["port-forward", "pod/web", &format!("0:{port}")], None);
+    assert!(!kpf.status.success());
+    let why = String::from_utf8_lossy(&kpf.stderr);
+    assert!(why.contains("v4.channel.k8s.io"), "{why}");
+
     // --previous: the attempt before the current one.
     wait_until("crasher restarted twice", || {
         field(&cloud, "crasher", ".status.containerStatuses[0].restartCount").parse::<u32>().unwrap_or(0) >= 2
@@ -735,4 +788,60 @@ fn kubectl_logs_exec_and_cp_reach_pods_on_the_edge() {
     let e = refused(&["exec", "talker", "--", "true"]);
     assert!(e.contains("not connected to the cloud"), "{e}");
     assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+}
+
+/// A 100 MiB burst through an exec and a `kubectl logs -f` that stops
+/// reading hold back neither the node's deliveries nor each other: a
+/// configmap update still reaches another pod's volume.
+#[test]
+fn a_stream_burst_and_a_stuck_log_reader_hold_back_no_delivery() {
+    let dir = TempDir::new("edged-burst");
+    let cloud = Cloud::start(dir.path(), &[]);
+    let edge = start(&dir, &cloud, &format!("127.0.0.1:{}", cloud.ws), "edge-b");
+    let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: default}\ndata: {greeting: v0}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: holder, namespace: default}\nspec:\n  nodeName: edge-b\n  containers:\n  - name: main\n    image: busybox\n    command: [sh, -c, 'while true; do sleep 1; done']\n    volumeMounts: [{name: cfg, mountPath: /etc/cfg}]\n  volumes: [{name: cfg, configMap: {name: cfg}}]\n";
+    let chatty = shell_pod("chatty", "edge-b", "Always", "while true; do seq 1 2000; done", "busybox");
+    cloud.kubectl(&["apply", "-f", "-"], Some(&format!("{yaml}---\n{chatty}")));
+    wait_until("both run", || {
+        field(&cloud, "holder", ".status.phase") == "Running" && field(&cloud, "chatty", ".status.phase") == "Running"
+    });
+    let file = edge.dir.join("data/pods").join(field(&cloud, "holder", ".metadata.uid")).join("volumes/cfg/greeting");
+    let update = |value: &str| {
+        let started = Instant::now();
+        let patch = format!(r#"{{"data":{{"greeting":"{value}"}}}}"#);
+        cloud.kubectl(&["patch", "configmap", "cfg", "-p", &patch], None);
+        wait_until("the update reaches the volume", || std::fs::read_to_string(&file).unwrap_or_default() == value);
+        started.elapsed()
+    };
+    let quiet = update("v1");
+
+    // A log follower that never reads, and a 100 MiB exec output.
+    let kubectl = |args: &[&str]| {
+        let mut c = std::process::Command::new("kubectl");
+        c.env("KUBECONFIG", cloud.data.join("kubeconfig.yaml")).env("HOME", &cloud.home).args(args);
+        c
+    };
+    let mut stuck = kubectl(&["logs", "-f", "chatty"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut burst = kubectl(&["exec", "chatty", "--", "head", "-c", "104857600", "/dev/zero"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = burst.stdout.take().unwrap();
+    let counter = std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()).unwrap());
+    let mut busy = Vec::new();
+    for i in 2..6 {
+        busy.push(update(&format!("v{i}")));
+    }
+    let copied = counter.join().unwrap();
+    assert!(burst.wait().unwrap().success());
+    assert_eq!(copied, 100 << 20, "the whole burst arrived");
+    eprintln!("configmap update to a volume: quiet {quiet:?}; during the burst and a stuck follower {busy:?}");
+    // The stuck follower is still there, and still served once it reads.
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(stuck.stdout.as_mut().unwrap(), &mut first).unwrap();
+    stuck.kill().unwrap();
+    let _ = stuck.wait();
 }

@@ -108,7 +108,7 @@ pub(crate) async fn handle(
             if verb == "watch" {
                 return handlers::watch(&shared, &target, &query, req.headers()).await;
             }
-            if matches!(target.subresource.as_deref(), Some("log" | "exec" | "attach")) {
+            if matches!(target.subresource.as_deref(), Some("log" | "exec" | "attach" | "portforward")) {
                 // Bounded by the session's own deadlines (opening, the
                 // node's answer), then streamed for as long as it lasts.
                 return crate::streams::serve(&shared, &target, &query, req).await;

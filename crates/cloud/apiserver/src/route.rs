@@ -108,7 +108,8 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Result<Route, Ap
                 (s == "status" && resource.status_subresource)
                     || (s == "scale" && resource.scale_subresource)
                     || (s == "finalize" && std::ptr::eq(resource, &NAMESPACES))
-                    || (matches!(s, "eviction" | "log" | "exec" | "attach") && std::ptr::eq(resource, &PODS))
+                    || (matches!(s, "eviction" | "log" | "exec" | "attach" | "portforward")
+                        && std::ptr::eq(resource, &PODS))
             };
             if sub.is_some_and(|s| !sub_ok(s)) {
                 return Err(ApiError::no_route());

@@ -84,6 +84,7 @@ pub(crate) async fn serve(
         Some("log") => SessionKind::Log,
         Some("exec") => SessionKind::Exec,
         Some("attach") => SessionKind::Attach,
+        Some("portforward") => return port_forward(shared, target, query, req).await,
         _ => return Err(ApiError::no_route()),
     };
     let namespace = target.namespace.clone().unwrap_or_default();
@@ -170,17 +171,225 @@ pub(crate) async fn serve(
                     }
                 }
             });
-            let mut r = Response::new(Body::Full(http_body_util::Full::new(Bytes::new())));
-            *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-            let h = r.headers_mut();
-            h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-            h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-            if let Ok(v) = HeaderValue::from_str(&derive_accept_key(key.as_bytes())) {
-                h.insert("sec-websocket-accept", v);
-            }
-            h.insert("sec-websocket-protocol", HeaderValue::from_static(protocol));
-            Ok(r)
+            Ok(switching(&key, protocol))
         }
+    }
+}
+
+/// The WebSocket subprotocol of port forwarding.
+const PORT_FORWARD_PROTOCOL: &str = "v4.channel.k8s.io";
+
+/// `pods/portforward`: Kubernetes' WebSocket port forwarding
+/// (`v4.channel.k8s.io`, the `ports` query): for the i-th port, channel 2i
+/// carries its data both ways and channel 2i+1 its errors, each starting
+/// with the port (two bytes, little-endian). One session per port carries
+/// its TCP connection. kubectl's SPDY-based port forwarding is refused with
+/// a message saying what is served.
+async fn port_forward(
+    shared: &Arc<ApiState>,
+    target: &Target,
+    query: &Query,
+    mut req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    let namespace = target.namespace.clone().unwrap_or_default();
+    let name = target.name.clone().unwrap_or_default();
+    let obj = shared.store.get(&PODS, &namespace, &name).await.map_err(store_err(&PODS))?;
+    let pod = obj.parse().map_err(|e| ApiError::internal(format!("pod {namespace}/{name}: {e}")))?;
+    let upgrade = req.headers().get(header::UPGRADE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let offered = offered_protocols(&req);
+    if upgrade.to_ascii_lowercase().starts_with("spdy") || offered.iter().any(|p| p.starts_with("SPDY")) {
+        return Err(ApiError::bad_request(
+            "port forwarding over SPDY (kubectl port-forward) is not served: this server forwards ports over \
+             Kubernetes' WebSocket protocol (v4.channel.k8s.io), as the Kubernetes client libraries speak it",
+        ));
+    }
+    let mut ports = Vec::new();
+    for value in query.all("ports").flat_map(|v| v.split(',')).map(str::trim).filter(|v| !v.is_empty()) {
+        match value.parse::<u16>() {
+            Ok(p) if p > 0 => ports.push(p),
+            _ => return Err(ApiError::bad_request(format!("invalid port {value:?}: ports must be 1-65535"))),
+        }
+    }
+    if ports.is_empty() {
+        return Err(ApiError::bad_request("at least one port must be given (query parameter ports)"));
+    }
+    if ports.len() > 64 {
+        return Err(ApiError::bad_request("at most 64 ports can be forwarded at once"));
+    }
+    let node = pod["spec"]["nodeName"].as_str().unwrap_or_default().to_owned();
+    if node.is_empty() {
+        return Err(ApiError::bad_request(format!("pod {name} does not have a host assigned")));
+    }
+    websocket_upgrade_checks(&req)?;
+    if !offered.iter().any(|p| p == PORT_FORWARD_PROTOCOL) {
+        return Err(ApiError::bad_request(format!(
+            "none of the offered WebSocket subprotocols {offered:?} is served; port forwarding speaks {PORT_FORWARD_PROTOCOL}"
+        )));
+    }
+    let streams = shared.config.edge_streams.as_ref().ok_or_else(|| {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", "no edge connections are served here")
+    })?;
+    let mut sessions = Vec::with_capacity(ports.len());
+    for port in &ports {
+        let request = SessionRequest {
+            kind: Some(SessionKind::Portforward),
+            namespace: namespace.clone(),
+            pod: name.clone(),
+            uid: obj.uid().unwrap_or_default().to_owned(),
+            port: Some(*port),
+            ..SessionRequest::default()
+        };
+        let header = Bytes::from(serde_json::to_vec(&request).map_err(|e| ApiError::internal(e.to_string()))?);
+        sessions.push(open(streams.as_ref(), &node, header).await?.split());
+    }
+    let key = req.headers().get("sec-websocket-key").cloned().unwrap_or(HeaderValue::from_static(""));
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        match on_upgrade.await {
+            Ok(upgraded) => relay_ports(upgraded, ports, sessions).await,
+            Err(e) => tracing::info!(error = %e, "port-forward upgrade failed"),
+        }
+    });
+    Ok(switching(&key, PORT_FORWARD_PROTOCOL))
+}
+
+/// The WebSocket subprotocols a request offers.
+fn offered_protocols(req: &Request<Incoming>) -> Vec<String> {
+    req.headers()
+        .get_all("sec-websocket-protocol")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|p| p.trim().to_owned())
+        .collect()
+}
+
+/// The `101 Switching Protocols` answer to a WebSocket upgrade.
+fn switching(key: &HeaderValue, protocol: &'static str) -> Response<Body> {
+    let mut r = Response::new(Body::Full(http_body_util::Full::new(Bytes::new())));
+    *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = r.headers_mut();
+    h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    if let Ok(v) = HeaderValue::from_str(&derive_accept_key(key.as_bytes())) {
+        h.insert("sec-websocket-accept", v);
+    }
+    h.insert("sec-websocket-protocol", HeaderValue::from_static(protocol));
+    r
+}
+
+/// What one port's session says to the relay.
+enum PortEvent {
+    Data(usize, Bytes),
+    /// The pod's side of the connection ended (`None`) or failed (why).
+    End(usize, Option<String>),
+}
+
+/// Relays a port-forward WebSocket and one session per port.
+async fn relay_ports(upgraded: hyper::upgrade::Upgraded, ports: Vec<u16>, sessions: Vec<(StreamTx, StreamRx)>) {
+    let config = WebSocketConfig::default().max_message_size(Some(4 << 20)).max_frame_size(Some(4 << 20));
+    let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
+    let (mut sink, mut source) = ws.split();
+    // Each channel starts with its port.
+    for (i, port) in ports.iter().enumerate() {
+        for ch in [2 * i, 2 * i + 1] {
+            let [lo, hi] = port.to_le_bytes();
+            let ch = u8::try_from(ch).unwrap_or(u8::MAX);
+            if sink.send(Frame::Binary(Bytes::copy_from_slice(&[ch, lo, hi]))).await.is_err() {
+                return;
+            }
+        }
+    }
+    let (events_tx, mut events) = mpsc::channel::<PortEvent>(16);
+    let mut txs = Vec::with_capacity(sessions.len());
+    let mut readers = Vec::with_capacity(sessions.len());
+    for (i, (tx, mut rx)) in sessions.into_iter().enumerate() {
+        txs.push(tx);
+        let events = events_tx.clone();
+        readers.push(AbortOnDrop(tokio::spawn(async move {
+            loop {
+                let ev = match rx.recv().await {
+                    Ok(Some(b)) => PortEvent::Data(i, b),
+                    Ok(None) => PortEvent::End(i, None),
+                    Err(e) => PortEvent::End(i, Some(e.to_string())),
+                };
+                let last = matches!(ev, PortEvent::End(..));
+                if events.send(ev).await.is_err() || last {
+                    return;
+                }
+            }
+        })));
+    }
+    drop(events_tx);
+    // As for exec, the two directions run on their own.
+    let up = async {
+        loop {
+            match source.next().await {
+                Some(Ok(Frame::Binary(b))) if !b.is_empty() => {
+                    let ch = usize::from(b[0]);
+                    // Data channels only; the client writes nothing else.
+                    if ch % 2 == 1 || ch / 2 >= txs.len() {
+                        continue;
+                    }
+                    for part in b[1..].chunks(MAX_DATA) {
+                        if txs[ch / 2].send(Bytes::copy_from_slice(part)).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+                Some(Ok(Frame::Close(_))) | None | Some(Err(_)) => {
+                    for tx in &mut txs {
+                        let _ = tx.finish().await;
+                    }
+                    return;
+                }
+                Some(Ok(_)) => {}
+            }
+        }
+    };
+    let down = async {
+        let mut open = ports.len();
+        while open > 0 {
+            match events.recv().await {
+                Some(PortEvent::Data(i, b)) => {
+                    let ch = u8::try_from(2 * i).unwrap_or(u8::MAX);
+                    let mut f = BytesMut::with_capacity(b.len() + 1);
+                    f.extend_from_slice(&[ch]);
+                    f.extend_from_slice(&b);
+                    if sink.send(Frame::Binary(f.freeze())).await.is_err() {
+                        return;
+                    }
+                }
+                Some(PortEvent::End(i, why)) => {
+                    open -= 1;
+                    if let Some(why) = why {
+                        let ch = u8::try_from(2 * i + 1).unwrap_or(u8::MAX);
+                        let mut f = BytesMut::from(&[ch][..]);
+                        f.extend_from_slice(why.trim_start_matches("stream session reset: ").as_bytes());
+                        let _ = sink.send(Frame::Binary(f.freeze())).await;
+                    }
+                }
+                None => return,
+            }
+        }
+    };
+    // The forward ends when every port's connection has ended, or the
+    // client closes.
+    tokio::select! {
+        () = up => {}
+        () = down => {}
+    }
+    let close = CloseFrame { code: CloseCode::Normal, reason: "".into() };
+    let _ = sink.send(Frame::Close(Some(close))).await;
+    let _ = sink.close().await;
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -360,8 +569,8 @@ async fn pump_log(tx: StreamTx, mut rx: StreamRx, out: mpsc::Sender<Bytes>) {
     }
 }
 
-/// Whether a request asks for a WebSocket and which subprotocol it gets.
-fn websocket_protocol(req: &Request<Incoming>) -> Result<&'static str, ApiError> {
+/// A WebSocket upgrade's required headers.
+fn websocket_upgrade_checks(req: &Request<Incoming>) -> Result<(), ApiError> {
     let h = req.headers();
     let has = |name: header::HeaderName, token: &str| {
         h.get_all(name)
@@ -370,6 +579,18 @@ fn websocket_protocol(req: &Request<Incoming>) -> Result<&'static str, ApiError>
             .flat_map(|v| v.split(','))
             .any(|t| t.trim().eq_ignore_ascii_case(token))
     };
+    if !has(header::UPGRADE, "websocket") || !has(header::CONNECTION, "upgrade") {
+        return Err(ApiError::bad_request("Upgrade request required"));
+    }
+    if h.get("sec-websocket-key").is_none() {
+        return Err(ApiError::bad_request("WebSocket upgrade without Sec-WebSocket-Key"));
+    }
+    Ok(())
+}
+
+/// Whether a request asks for a WebSocket and which subprotocol it gets.
+fn websocket_protocol(req: &Request<Incoming>) -> Result<&'static str, ApiError> {
+    let h = req.headers();
     let upgrade = h.get(header::UPGRADE).and_then(|v| v.to_str().ok()).unwrap_or_default();
     if upgrade.to_ascii_lowercase().starts_with("spdy") {
         return Err(ApiError::bad_request(
@@ -377,19 +598,8 @@ fn websocket_protocol(req: &Request<Incoming>) -> Result<&'static str, ApiError>
              (v5.channel.k8s.io, v4.channel.k8s.io); use kubectl 1.31 or later",
         ));
     }
-    if !has(header::UPGRADE, "websocket") || !has(header::CONNECTION, "upgrade") {
-        return Err(ApiError::bad_request("Upgrade request required"));
-    }
-    if h.get("sec-websocket-key").is_none() {
-        return Err(ApiError::bad_request("WebSocket upgrade without Sec-WebSocket-Key"));
-    }
-    let offered: Vec<String> = h
-        .get_all("sec-websocket-protocol")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|p| p.trim().to_owned())
-        .collect();
+    websocket_upgrade_checks(req)?;
+    let offered = offered_protocols(req);
     REMOTE_COMMAND_PROTOCOLS.into_iter().find(|p| offered.iter().any(|o| o == p)).ok_or_else(|| {
         ApiError::bad_request(format!(
             "none of the offered WebSocket subprotocols {offered:?} is served; this server speaks {}",
@@ -405,44 +615,50 @@ async fn relay(upgraded: hyper::upgrade::Upgraded, protocol: &'static str, mut t
     let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
     let (mut sink, mut source) = ws.split();
     let v5 = protocol == REMOTE_COMMAND_PROTOCOLS[0];
-    let mut client_open = true;
-    let end: Option<String> = loop {
-        tokio::select! {
-            m = source.next(), if client_open => match m {
+    // The two directions run on their own: input waiting for the node's
+    // credit never holds the command's output back (which could hold the
+    // command, and so its input, forever).
+    let up = async {
+        loop {
+            match source.next().await {
                 Some(Ok(Frame::Binary(b))) => {
-                    if b.is_empty() {
-                        continue;
-                    }
-                    if !v5 && b[0] == channel::CLOSE {
-                        // Not a v4 channel: ignored, as Kubernetes does.
+                    // Not a v4 channel: ignored, as Kubernetes does.
+                    if b.is_empty() || (!v5 && b[0] == channel::CLOSE) {
                         continue;
                     }
                     if let Err(e) = send_split(&mut tx, &b).await {
-                        break Some(e.to_string());
+                        return e.to_string();
                     }
                 }
                 Some(Ok(Frame::Close(_))) | None => {
                     // The client is done sending; its output may still come.
-                    client_open = false;
                     let _ = tx.finish().await;
+                    return std::future::pending().await;
                 }
                 Some(Ok(_)) => {}
                 Some(Err(e)) => {
                     tx.reset("the client's connection failed");
-                    break Some(e.to_string());
+                    return e.to_string();
                 }
-            },
-            f = rx.recv() => match f {
+            }
+        }
+    };
+    let down = async {
+        loop {
+            match rx.recv().await {
                 Ok(Some(b)) => {
                     if sink.send(Frame::Binary(b)).await.is_err() {
-                        tx.reset("the client went away");
-                        break None;
+                        return Err(None);
                     }
                 }
-                Ok(None) => break None,
-                Err(e) => break Some(e.to_string()),
-            },
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(Some(e.to_string())),
+            }
         }
+    };
+    let end: Option<String> = tokio::select! {
+        why = up => Some(why),
+        r = down => r.err().flatten(),
     };
     if let Some(why) = end {
         // Tell the client why, on the error channel, as a Status.

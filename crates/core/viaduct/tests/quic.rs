@@ -241,3 +241,39 @@ async fn features_are_agreed_in_the_header_frame() {
     let quinn::ConnectionError::ApplicationClosed(close) = conn.closed().await else { panic!() };
     assert!(String::from_utf8_lossy(&close.reason).contains("handshake headers"), "{close:?}");
 }
+
+#[tokio::test]
+async fn stream_sessions_run_over_quic_beside_messages() {
+    let pki = Pki::new();
+    let streams = edgehive_viaduct::stream::FEATURE.to_owned();
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    cfg.features = vec![streams.clone()];
+    let mut srv = Server::bind_quic(cfg).await.unwrap();
+    let mut ccfg = client_config(&pki, srv.local_addr(), "edge-q");
+    ccfg.features = vec![streams];
+    let client = QuicClient::new(ccfg, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let edge = client.connect().await.unwrap();
+    let cloud = srv.accept().await.unwrap();
+    let mut incoming = edge.rx.incoming_streams().unwrap();
+    let (mut ctx, mut crx) = cloud.tx.open_stream(bytes::Bytes::from_static(b"{}")).await.unwrap().split();
+    let (mut etx, mut erx) = incoming.accept().await.unwrap().split();
+    // More than the window each way, while messages flow.
+    let max = edgehive_viaduct::stream::MAX_DATA;
+    let up = tokio::spawn(async move {
+        for i in 0..64u8 {
+            etx.send(bytes::Bytes::from(vec![i; max])).await.unwrap();
+        }
+        etx.finish().await.unwrap();
+        etx
+    });
+    assert_delivers(&cloud.tx, &mut { edge.rx }).await;
+    for i in 0..64u8 {
+        assert_eq!(crx.recv().await.unwrap().unwrap(), bytes::Bytes::from(vec![i; max]));
+    }
+    assert_eq!(crx.recv().await.unwrap(), None);
+    let _etx = up.await.unwrap();
+    ctx.send(bytes::Bytes::from_static(b"down")).await.unwrap();
+    ctx.finish().await.unwrap();
+    assert_eq!(erx.recv().await.unwrap().unwrap().as_ref(), b"down");
+    assert_eq!(erx.recv().await.unwrap(), None);
+}

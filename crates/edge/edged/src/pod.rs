@@ -113,6 +113,9 @@ pub(crate) struct PodState {
     restart_policy: String,
     /// The sandbox's IP, once it runs.
     pub(crate) pod_ip: Option<String>,
+    /// Where the node reaches the pod's ports (loopback for a pod on the
+    /// host's network), once its sandbox runs.
+    pub(crate) reach: Option<String>,
 }
 
 pub(crate) fn now() -> String {
@@ -363,6 +366,7 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
         start_time: now(),
         restart_policy: policy.clone(),
         pod_ip: None,
+        reach: None,
     }));
     let stop = CancellationToken::new();
     let detach = CancellationToken::new();
@@ -427,9 +431,13 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
                     }
                 }
             };
-            state.lock().unwrap_or_else(|p| p.into_inner()).pod_ip = Some(sandbox.ip.clone());
             // Probes reach a host-network pod on loopback, others on their IP.
             let probe_host = if sandbox.ip == info.node_ip { "127.0.0.1".to_owned() } else { sandbox.ip.clone() };
+            {
+                let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
+                s.pod_ip = Some(sandbox.ip.clone());
+                s.reach = Some(probe_host.clone());
+            }
             let supervisors: Vec<_> = containers
                 .iter()
                 .zip(image_rxs)
@@ -820,6 +828,7 @@ mod tests {
             start_time: now(),
             restart_policy: policy.into(),
             pod_ip: Some("10.0.0.5".into()),
+            reach: None,
         }
     }
 

@@ -131,6 +131,12 @@ impl SessionServer {
                 };
                 live.container.exec_session(spec, tx, rx).await;
             }
+            (Some(SessionKind::Portforward), Target::Forward(host, port)) => {
+                if reply(&mut tx, &SessionReply::ok()).await.is_err() {
+                    return;
+                }
+                serve_forward(tx, rx, host, port, &request.pod).await;
+            }
             _ => {
                 let _ = reply(&mut tx, &SessionReply::refuse(500, "InternalError", "session kind mismatch")).await;
             }
@@ -148,6 +154,21 @@ impl SessionServer {
             return Err(not_found());
         }
         let state = entry.state.lock().unwrap_or_else(|p| p.into_inner());
+        if kind == SessionKind::Portforward {
+            let port = r
+                .port
+                .filter(|p| *p > 0)
+                .ok_or_else(|| SessionReply::refuse(400, "BadRequest", "a port between 1 and 65535 must be given"))?;
+            let running = state.containers.iter().any(|c| c.live.is_some());
+            return match (&state.reach, running) {
+                (Some(host), true) => Ok(Target::Forward(host.clone(), port)),
+                _ => Err(SessionReply::refuse(
+                    400,
+                    "BadRequest",
+                    format!("pod {} is not running: no container of it runs", r.pod),
+                )),
+            };
+        }
         let Some(index) = state.containers.iter().position(|c| c.name() == r.container) else {
             return Err(SessionReply::refuse(
                 400,
@@ -194,16 +215,87 @@ impl SessionServer {
                     format!("container not found ({:?}): it is not running", r.container),
                 )),
             },
-            SessionKind::Portforward => {
-                Err(SessionReply::refuse(400, "BadRequest", "port forwarding is not served by this node yet"))
-            }
+            SessionKind::Portforward => unreachable_kind(),
         }
     }
 }
 
 enum Target {
-    Log { path: PathBuf, entry: PodEntry, index: usize },
+    Log {
+        path: PathBuf,
+        entry: PodEntry,
+        index: usize,
+    },
     Exec(crate::pod::Live),
+    /// The host and port a forwarded connection goes to.
+    Forward(String, u16),
+}
+
+fn unreachable_kind() -> Result<Target, SessionReply> {
+    Err(SessionReply::refuse(500, "InternalError", "port forwarding is answered before containers are looked up"))
+}
+
+/// Longest wait for a forwarded port to accept the connection.
+const FORWARD_CONNECT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A port-forward: a TCP connection to the pod's port, its bytes both ways
+/// until both directions ended. A port that cannot be reached resets the
+/// session with why (the API shows it on the port's error channel).
+async fn serve_forward(mut tx: StreamTx, mut rx: StreamRx, host: String, port: u16, pod: &str) {
+    let addr = format!("{host}:{port}");
+    let tcp = match tokio::time::timeout(FORWARD_CONNECT_DEADLINE, tokio::net::TcpStream::connect(&addr)).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            tx.reset(&format!("error forwarding port {port} to pod {pod}: dial tcp {addr}: {e}"));
+            return;
+        }
+        Err(_) => {
+            tx.reset(&format!("error forwarding port {port} to pod {pod}: dial tcp {addr}: no answer within 5s"));
+            return;
+        }
+    };
+    let _ = tcp.set_nodelay(true);
+    let (mut read, mut write) = tcp.into_split();
+    let upstream = async move {
+        loop {
+            match rx.recv().await {
+                Ok(Some(b)) => {
+                    if write.write_all(&b).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => {
+                    let _ = write.shutdown().await;
+                    return;
+                }
+                Err(_) => return,
+            }
+        }
+    };
+    let downstream = async move {
+        let mut buf = vec![0u8; MAX_DATA];
+        loop {
+            match read.read(&mut buf).await {
+                Ok(0) => {
+                    let _ = tx.finish().await;
+                    return Some(tx);
+                }
+                Ok(n) => {
+                    if tx.send(Bytes::copy_from_slice(&buf[..n])).await.is_err() {
+                        return None;
+                    }
+                }
+                Err(e) => {
+                    tx.reset(&format!("reading port {port}: {e}"));
+                    return None;
+                }
+            }
+        }
+    };
+    // Each direction ends on its own (a half-closed connection goes on);
+    // the session ends when both have.
+    let ((), tx) = tokio::join!(upstream, downstream);
+    drop(tx);
 }
 
 /// Sends the session's first frame.
