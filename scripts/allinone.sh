@@ -63,5 +63,10 @@ echo; echo "the pod in edge-1's local store:"
 kubectl wait --for=condition=Ready pod/hello --timeout=60s >/dev/null
 echo; echo "and running on edge-1 (a host process; logs under $dir/edge/pods/):"
 kubectl get pods -o wide
+echo; echo "its log, through edge-1's own connection to the cloud (kubectl logs hello):"
+kubectl logs hello
+echo; echo "a command run in it (kubectl exec hello -- sh -c 'echo running on \$(hostname); pwd'):"
+kubectl exec hello -- sh -c 'echo "running on $(hostname)"; pwd'
+echo; echo "try: kubectl logs -f hello; kubectl exec -it hello -- sh"
 echo; echo "running; KUBECONFIG=$KUBECONFIG kubectl ... in another shell; Ctrl-C stops both"
 wait

@@ -176,3 +176,129 @@ fn a_container_waits_in_create_container_config_error_until_its_configmap_exists
         std::fs::read_to_string(&log).unwrap_or_default().contains("stdout F greeting=hello opt=unset")
     });
 }
+
+/// kubectl exec, logs and cp reach a container on containerd: the edge asks
+/// containerd for an exec URL and relays the session to its streaming
+/// server (WebSocket without stdin, SPDY with), as kubelet does.
+#[test]
+fn kubectl_exec_logs_and_cp_reach_containers_on_containerd() {
+    let dir = TempDir::new("cri-streams");
+    let ctd = containerd();
+    let cloud = Cloud::start(dir.path(), &[]);
+    let edge = start(&dir, &cloud, &ctd, "edge-x");
+    let talker = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: talker, namespace: default}}\nspec:\n  nodeName: edge-x\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: {image}\n    env: [{{name: X, value: hello-x}}]\n    command: [sh, -c, 'i=0; while true; do i=$((i+1)); echo line $i; sleep 0.1; done']\n",
+        image = Containerd::IMAGE
+    );
+    // Fails once, then runs (an emptyDir keeps the mark across attempts): one
+    // restart, so the previous attempt stays the first.
+    let twice = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: twice, namespace: default}}\nspec:\n  nodeName: edge-x\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: {image}\n    command: [sh, -c, 'if [ -e /state/ran ]; then echo second run; exec sleep 600; fi; touch /state/ran; echo first run; exit 1']\n    volumeMounts: [{{name: state, mountPath: /state}}]\n  volumes: [{{name: state, emptyDir: {{}}}}]\n",
+        image = Containerd::IMAGE
+    );
+    cloud.kubectl(&["apply", "-f", "-"], Some(&format!("{talker}---\n{twice}")));
+    wait_until("talker runs", || field(&cloud, "talker", ".status.phase") == "Running");
+
+    // exec: the container's environment (from the pod spec), exit codes.
+    assert_eq!(cloud.kubectl(&["exec", "talker", "--", "sh", "-c", "echo $X"], None), "hello-x\n");
+    for (cmd, code) in [("true", 0), ("false", 1), ("exit 7", 7)] {
+        let out = cloud.kubectl_output(&["exec", "talker", "--", "sh", "-c", cmd], None);
+        assert_eq!(out.status.code(), Some(code), "{cmd}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    // stdout and stderr apart, without and with stdin.
+    let both = cloud.kubectl_output(&["exec", "talker", "--", "sh", "-c", "echo out; echo err >&2"], None);
+    assert_eq!(String::from_utf8_lossy(&both.stdout), "out\n");
+    assert_eq!(String::from_utf8_lossy(&both.stderr), "err\n");
+    // stdin, closed at its end (cat ends).
+    assert_eq!(
+        cloud.kubectl(&["exec", "-i", "talker", "--", "cat"], Some("stdin reaches the container\n")),
+        "stdin reaches the container\n"
+    );
+    let piped = cloud.kubectl_output(
+        &["exec", "-i", "talker", "--", "sh", "-c", "tr a-z A-Z; echo done >&2; exit 4"],
+        Some("abc\n"),
+    );
+    assert_eq!(String::from_utf8_lossy(&piped.stdout), "ABC\n");
+    // (kubectl adds the exit code to its own stderr.)
+    assert_eq!(String::from_utf8_lossy(&piped.stderr), "done\ncommand terminated with exit code 4\n");
+    assert_eq!(piped.status.code(), Some(4));
+    // A command the image does not have: containerd's error, not a hang.
+    let missing = cloud.kubectl_output(&["exec", "talker", "--", "no-such-command"], None);
+    assert!(!missing.status.success());
+    let e = String::from_utf8_lossy(&missing.stderr);
+    assert!(e.contains("no-such-command"), "{e}");
+
+    // exec -t: a terminal in the container (kubectl needs one too: `script`),
+    // sized as kubectl's (the resize channel).
+    let terminal = std::process::Command::new("script")
+        .env("KUBECONFIG", cloud.data.join("kubeconfig.yaml"))
+        .env("HOME", &cloud.home)
+        .args([
+            "-qec",
+            // (kubectl sends the size once the exec started: waited for; busybox's
+            // `stty size` prints nothing while the size is unknown.)
+            "stty rows 31 cols 97; kubectl exec -it talker -- sh -c 'tty; for i in $(seq 50); do s=$(stty size 2>/dev/null); [ -n \"$s\" ] && break; sleep 0.1; done; echo size=$s TERM=$TERM; exit 3'",
+            "/dev/null",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&terminal.stdout);
+    assert!(shown.contains("/dev/pts/"), "{shown}");
+    assert!(shown.contains("size=31 97 TERM=xterm"), "{shown}");
+    assert_eq!(terminal.status.code(), Some(3), "{shown}");
+
+    // cp, both ways (tar over exec, stdin closed at the end of the archive).
+    let local = dir.path().join("payload.txt");
+    let payload: String = (0..20_000).map(|i| format!("{i}\n")).collect();
+    std::fs::write(&local, &payload).unwrap();
+    cloud.kubectl(&["cp", local.to_str().unwrap(), "talker:/tmp/payload.txt"], None);
+    assert_eq!(
+        cloud.kubectl(&["exec", "talker", "--", "wc", "-c", "/tmp/payload.txt"], None).split_whitespace().next(),
+        Some(payload.len().to_string().as_str())
+    );
+    let back = dir.path().join("back.txt");
+    cloud.kubectl(&["cp", "talker:/tmp/payload.txt", back.to_str().unwrap()], None);
+    assert_eq!(std::fs::read_to_string(&back).unwrap(), payload);
+
+    // A client that goes away: the session is reset, the edge closes its
+    // connection to containerd, and the command's stdin ends with it.
+    let cats = || {
+        cloud.kubectl(&["exec", "talker", "--", "ps", "-o", "args"], None).lines().filter(|l| l.trim() == "cat").count()
+    };
+    let mut held = std::process::Command::new("kubectl")
+        .env("KUBECONFIG", cloud.data.join("kubeconfig.yaml"))
+        .env("HOME", &cloud.home)
+        .args(["exec", "-i", "talker", "--", "cat"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("cat runs in the container", || cats() == 1);
+    held.kill().unwrap();
+    let _ = held.wait();
+    wait_until("cat ends with its client gone", || cats() == 0);
+
+    // Both transports were used, with the exit-code protocol: v4 (containerd
+    // 1.6 and 1.7 have no v5 yet; a WebSocket would take it).
+    let connected: Vec<String> =
+        edge.log_text().lines().filter(|l| l.contains("exec stream connected")).map(str::to_owned).collect();
+    for (transport, protocols) in [("websocket", &["v4", "v5"][..]), ("spdy", &["v4"][..])] {
+        assert!(
+            connected.iter().any(|l| l.contains(&format!("transport={transport}"))
+                && protocols.iter().any(|p| l.contains(&format!("protocol={p}.channel.k8s.io")))),
+            "{transport}: {connected:#?}"
+        );
+    }
+
+    // logs, and --previous after a restart.
+    let logs = cloud.kubectl(&["logs", "talker"], None);
+    assert!(logs.starts_with("line 1\nline 2\n"), "{logs}");
+    wait_until("twice runs again", || {
+        field(&cloud, "twice", ".status.containerStatuses[0].restartCount") == "1"
+            && cloud.kubectl_output(&["logs", "twice"], None).stdout == b"second run\n"
+    });
+    assert_eq!(cloud.kubectl(&["logs", "twice", "--previous"], None), "first run\n");
+    assert_eq!(field(&cloud, "twice", ".status.containerStatuses[0].lastState.terminated.exitCode"), "1");
+}

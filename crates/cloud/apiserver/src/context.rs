@@ -199,3 +199,31 @@ fn authorize(user: &User, verb: &str, target: &route::Target) -> Result<(), ApiE
     ))
     .details(target.name.as_deref().unwrap_or(""), res.group, res.plural))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn verb(method: Method, path: &str) -> Option<&'static str> {
+        let Ok(Route::Resource(t)) = route::parse(path) else { panic!("{path}") };
+        verb_of(&method, &t, &route::Query::parse(None))
+    }
+
+    #[test]
+    fn streams_are_authorized_as_kubernetes_authorizes_them() {
+        let pod = "/api/v1/namespaces/default/pods/web";
+        assert_eq!(verb(Method::GET, &format!("{pod}/log")), Some("get"));
+        for sub in ["exec", "attach", "portforward"] {
+            // A WebSocket upgrade is a GET, SPDY a POST: both are `create`.
+            assert_eq!(verb(Method::GET, &format!("{pod}/{sub}")), Some("create"), "{sub}");
+            assert_eq!(verb(Method::POST, &format!("{pod}/{sub}")), Some("create"), "{sub}");
+        }
+        let sa =
+            User { name: "system:serviceaccount:default:app".into(), groups: vec!["system:serviceaccounts".into()] };
+        let Ok(Route::Resource(t)) = route::parse(&format!("{pod}/exec")) else { panic!() };
+        let e = authorize(&sa, "create", &t).unwrap_err();
+        assert_eq!(e.code, StatusCode::FORBIDDEN);
+        assert!(e.message.contains("cannot create resource \"pods/exec\""), "{}", e.message);
+    }
+}

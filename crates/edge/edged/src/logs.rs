@@ -33,7 +33,7 @@ use bytes::{Bytes, BytesMut};
 use edgehive_model::session::LogOptions;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncSeekExt as _, AsyncWriteExt as _};
+use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
 use tokio::sync::mpsc;
 
 /// Longest content of one record: a longer line is cut into `P` records
@@ -229,7 +229,9 @@ impl LineSplitter {
 #[derive(Debug)]
 pub(crate) struct LogFile {
     path: PathBuf,
-    file: Option<tokio::fs::File>,
+    /// Written on tokio's blocking pool with std's file: tokio's own file
+    /// keeps a buffer as large as its largest write, per container.
+    file: Option<std::sync::Arc<std::fs::File>>,
     size: u64,
     cap: u64,
     /// A write failed and has not succeeded since (warned once).
@@ -240,12 +242,13 @@ impl LogFile {
     /// Opens (creates, or appends to) `path`, rotated past `cap` bytes.
     pub(crate) async fn open(path: &Path, cap: u64) -> std::io::Result<LogFile> {
         let file = Self::open_file(path).await?;
-        let size = file.metadata().await?.len();
+        let size = file.metadata()?.len();
         Ok(LogFile { path: path.to_owned(), file: Some(file), size, cap, failing: false })
     }
 
-    async fn open_file(path: &Path) -> std::io::Result<tokio::fs::File> {
-        tokio::fs::OpenOptions::new().create(true).append(true).open(path).await
+    async fn open_file(path: &Path) -> std::io::Result<std::sync::Arc<std::fs::File>> {
+        let f = tokio::fs::OpenOptions::new().create(true).append(true).open(path).await?;
+        Ok(std::sync::Arc::new(f.into_std().await))
     }
 
     /// Appends `records` (each a whole line of the format), rotating
@@ -256,36 +259,35 @@ impl LogFile {
         for r in records {
             let filled = self.size + batch.len() as u64;
             if filled > 0 && filled + r.len() as u64 > self.cap {
-                self.write(&std::mem::take(&mut batch)).await;
+                self.write(std::mem::take(&mut batch)).await;
                 self.rotate().await;
             }
             batch.extend_from_slice(r);
         }
-        self.write(&batch).await;
+        self.write(batch).await;
     }
 
-    async fn write(&mut self, data: &[u8]) {
+    async fn write(&mut self, data: Vec<u8>) {
         if data.is_empty() {
             return;
         }
         if self.file.is_none() {
             match Self::open_file(&self.path).await {
                 Ok(f) => {
-                    self.size = f.metadata().await.map_or(0, |m| m.len());
+                    self.size = f.metadata().map_or(0, |m| m.len());
                     self.file = Some(f);
                 }
                 Err(e) => return self.failed(&e),
             }
         }
-        let Some(file) = self.file.as_mut() else { return };
-        match async {
-            file.write_all(data).await?;
-            file.flush().await
-        }
-        .await
-        {
+        let Some(file) = self.file.clone() else { return };
+        let len = data.len() as u64;
+        let written = tokio::task::spawn_blocking(move || std::io::Write::write_all(&mut &*file, &data))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        match written {
             Ok(()) => {
-                self.size += data.len() as u64;
+                self.size += len;
                 self.failing = false;
             }
             Err(e) => self.failed(&e),
@@ -309,7 +311,7 @@ impl LogFile {
         self.size = 0;
         match Self::open_file(&self.path).await {
             Ok(f) => {
-                self.size = f.metadata().await.map_or(0, |m| m.len());
+                self.size = f.metadata().map_or(0, |m| m.len());
                 self.file = Some(f);
             }
             Err(e) => self.failed(&e),
@@ -317,37 +319,71 @@ impl LogFile {
     }
 }
 
-/// Reads into `buf`, or never returns when there is nothing to read from.
-async fn read_some<R: AsyncRead + Unpin>(r: &mut Option<R>, buf: &mut [u8]) -> std::io::Result<usize> {
+/// What the pump reads: a container's output pipe (bytes, in tests).
+pub(crate) trait Output: Send {
+    /// Waits until a read may return data or the end.
+    fn ready(&mut self) -> impl std::future::Future<Output = std::io::Result<()>> + Send;
+    /// Reads what is there now (`WouldBlock` when nothing is).
+    fn read_now(&mut self, buf: &mut [u8]) -> std::io::Result<usize>;
+}
+
+impl Output for tokio::net::unix::pipe::Receiver {
+    async fn ready(&mut self) -> std::io::Result<()> {
+        self.readable().await
+    }
+    fn read_now(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.try_read(buf)
+    }
+}
+
+impl Output for &[u8] {
+    async fn ready(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn read_now(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        std::io::Read::read(self, buf)
+    }
+}
+
+/// Waits for `r` to be readable, or never when there is nothing to read from.
+async fn ready_of<R: Output>(r: &mut Option<R>) -> std::io::Result<()> {
     match r {
-        Some(r) => r.read(buf).await,
+        Some(r) => r.ready().await,
         None => std::future::pending().await,
     }
 }
 
+/// How much of a pipe is read at once.
+const PUMP_READ: usize = 16 * 1024;
+
 /// Copies a container's stdout and stderr into `log` as CRI records, until
 /// both end (every process holding them has closed them). It reads as fast
 /// as the file takes the records, so a container waits on it only when its
-/// pipe's buffer is full and the disk is slower than its output.
-pub(crate) async fn pump<O, E>(mut stdout: Option<O>, mut stderr: Option<E>, mut log: LogFile)
-where
-    O: AsyncRead + Unpin,
-    E: AsyncRead + Unpin,
-{
-    let (mut out_buf, mut err_buf) = (vec![0u8; 32 * 1024], vec![0u8; 32 * 1024]);
+/// pipe's buffer is full and the disk is slower than its output. A read
+/// buffer exists only while there is output to read: an idle container
+/// costs its task and nothing more.
+pub(crate) async fn pump<O: Output, E: Output>(mut stdout: Option<O>, mut stderr: Option<E>, mut log: LogFile) {
     let mut splitters = [LineSplitter::default(), LineSplitter::default()];
     while stdout.is_some() || stderr.is_some() {
         // Stdout first when both have output: a process that writes a line
         // to each, one after the other, mostly writes stdout first (which
         // was first cannot be known once both pipes hold data).
-        let (stream, read) = tokio::select! {
+        let (stream, ready) = tokio::select! {
             biased;
-            r = read_some(&mut stdout, &mut out_buf) => (Stream::Stdout, r),
-            r = read_some(&mut stderr, &mut err_buf) => (Stream::Stderr, r),
+            r = ready_of(&mut stdout) => (Stream::Stdout, r),
+            r = ready_of(&mut stderr) => (Stream::Stderr, r),
         };
+        let mut buf = vec![0u8; PUMP_READ];
+        let read = ready.and_then(|()| match stream {
+            Stream::Stdout => stdout.as_mut().map_or(Ok(0), |r| r.read_now(&mut buf)),
+            Stream::Stderr => stderr.as_mut().map_or(Ok(0), |r| r.read_now(&mut buf)),
+        });
+        if matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock) {
+            continue;
+        }
         let (splitter, data) = match stream {
-            Stream::Stdout => (&mut splitters[0], &out_buf),
-            Stream::Stderr => (&mut splitters[1], &err_buf),
+            Stream::Stdout => (&mut splitters[0], &buf),
+            Stream::Stderr => (&mut splitters[1], &buf),
         };
         let mut records = Vec::new();
         let now = OffsetDateTime::now_utc();

@@ -545,6 +545,15 @@ struct Reporter {
 }
 
 impl Reporter {
+    /// Changes the container's record without a status report (what only
+    /// streams read).
+    fn quietly(&self, f: impl FnOnce(&mut ContainerStatus)) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = s.containers.get_mut(self.index) {
+            f(c);
+        }
+    }
+
     fn set(&self, f: impl FnOnce(&mut ContainerStatus)) {
         {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -652,6 +661,13 @@ impl Supervisor {
                 None => match self.build_env().await {
                     Ok(()) => {
                         let log = crate::logs::log_path(&self.pod.dir, &self.name, attempt);
+                        // The start prunes the log of the attempt before the
+                        // previous one: `--previous` moves on first.
+                        self.report.quietly(|s| {
+                            if let Some(l) = &s.log {
+                                s.previous_log = Some(l.clone());
+                            }
+                        });
                         let spec = ContainerSpec { attempt, image: image.clone(), log, ..self.spec.clone() };
                         (self.runtime.start(&self.pod, &self.sandbox, &spec).await, true)
                     }

@@ -431,7 +431,16 @@ pub async fn start(spec: &ProcessSpec) -> Result<Running, StartError> {
         let path = pid_file(spec);
         tokio::fs::write(&path, format!("{pid} {started}\n")).await.map_err(io(&path))?;
     }
-    let pump = tokio::spawn(crate::logs::pump(child.stdout.take(), child.stderr.take(), log));
+    // The pipes as tokio's pipe type, which waits for readability without
+    // a read buffer (see `logs::pump`).
+    let pipe = |fd: std::io::Result<std::os::fd::OwnedFd>| fd.and_then(tokio::net::unix::pipe::Receiver::from_owned_fd);
+    let stdout = child.stdout.take().map(|o| pipe(o.into_owned_fd()));
+    let stderr = child.stderr.take().map(|e| pipe(e.into_owned_fd()));
+    let (stdout, stderr) = match (stdout.transpose(), stderr.transpose()) {
+        (Ok(o), Ok(e)) => (o, e),
+        (Err(e), _) | (_, Err(e)) => return Err(StartError::Io { path: spec.log.clone(), source: e }),
+    };
+    let pump = tokio::spawn(crate::logs::pump(stdout, stderr, log));
     Ok(Running { child, pgid, pid, pump: Some(pump) })
 }
 

@@ -367,6 +367,31 @@ pub struct ExecSyncResponse {
     pub exit_code: i32,
 }
 
+/// `kubectl exec`: the runtime answers with a URL on its streaming server
+/// where the command runs once a client connects.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExecRequest {
+    #[prost(string, tag = "1")]
+    pub container_id: String,
+    #[prost(string, repeated, tag = "2")]
+    pub cmd: Vec<String>,
+    #[prost(bool, tag = "3")]
+    pub tty: bool,
+    #[prost(bool, tag = "4")]
+    pub stdin: bool,
+    #[prost(bool, tag = "5")]
+    pub stdout: bool,
+    /// Must be false with `tty` (the terminal merges the two outputs).
+    #[prost(bool, tag = "6")]
+    pub stderr: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExecResponse {
+    #[prost(string, tag = "1")]
+    pub url: String,
+}
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ImageStatusRequest {
     #[prost(message, optional, tag = "1")]

@@ -14,9 +14,13 @@
 //! its earlier run left, and never touches another node's pods on a shared
 //! runtime. Images are not pulled unless missing (`IfNotPresent`), as
 //! kubelet does.
+//!
+//! `kubectl exec` reaches a container through the runtime's `Exec` and its
+//! streaming server, as with kubelet (`cri/stream.rs`).
 
 pub mod api;
 pub mod grpc;
+mod stream;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -25,7 +29,9 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::runtime::{BoxFuture, Container, ContainerSpec, Exit, PodInfo, Runtime, RuntimeError, Sandbox};
+use edgehive_viaduct::{StreamRx, StreamTx};
+
+use crate::runtime::{BoxFuture, Container, ContainerSpec, ExecSpec, Exit, PodInfo, Runtime, RuntimeError, Sandbox};
 use api::{IMAGE, RUNTIME};
 use grpc::{Channel, GrpcError, code};
 
@@ -51,12 +57,26 @@ pub struct CriConfig {
     pub node_name: String,
     /// Deadline of one request (kubelet's `runtimeRequestTimeout`, 2 min).
     pub request_timeout: Duration,
+    /// What a relative streaming URL (the answer to `Exec`) is relative to.
+    /// Runtimes answer with absolute ones (containerd: its
+    /// `stream_server_address` and port); the default is containerd's
+    /// default streaming server.
+    pub stream_base: String,
 }
+
+/// containerd's default streaming server (`stream_server_address`,
+/// `stream_server_port`).
+pub const DEFAULT_STREAM_BASE: &str = "http://127.0.0.1:10010";
 
 impl CriConfig {
     /// Kubelet's defaults for `endpoint`.
     pub fn new(endpoint: impl Into<String>, node_name: impl Into<String>) -> CriConfig {
-        CriConfig { endpoint: endpoint.into(), node_name: node_name.into(), request_timeout: Duration::from_secs(120) }
+        CriConfig {
+            endpoint: endpoint.into(),
+            node_name: node_name.into(),
+            request_timeout: Duration::from_secs(120),
+            stream_base: DEFAULT_STREAM_BASE.into(),
+        }
     }
 }
 
@@ -596,5 +616,25 @@ impl Container for CriContainer {
         // The runtime applies limits through its own cgroups or refuses the
         // container.
         Vec::new()
+    }
+
+    /// As kubelet: `Exec` gives a URL on the runtime's streaming server,
+    /// which runs the command for the client that connects (`stream.rs`).
+    fn exec_session(&self, spec: ExecSpec, tx: StreamTx, rx: StreamRx) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let req = match stream::exec_request(&self.id, &spec) {
+                Ok(r) => r,
+                Err(why) => return crate::streams::fail(tx, why).await,
+            };
+            let method = format!("{RUNTIME}Exec");
+            let answer = tokio::select! {
+                r = self.rt.call::<_, api::ExecResponse>(&method, &req) => r,
+                () = tx.reset_by_peer() => return,
+            };
+            match answer {
+                Ok(a) => stream::run(&self.rt.cfg.stream_base, &a.url, &req, tx, rx).await,
+                Err(e) => crate::streams::fail(tx, format!("error executing command in container: {e}")).await,
+            }
+        })
     }
 }
