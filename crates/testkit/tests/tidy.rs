@@ -27,6 +27,7 @@ const ALLOWED_ABSOLUTE_PATHS: &[(&str, &str)] = &[
     ("crates/edge/edged/tests/cri_runtime.rs", "/tmp/here"),
     ("crates/edge/edged/tests/cri_runtime.rs", "/tmp/nope"),
     ("crates/edgehive/tests/cri.rs", "/tmp/alive"),
+    ("crates/edgehive/tests/cri.rs", "/tmp/payload.txt"),
     ("crates/edgehive/tests/edged.rs", "/tmp/scratch"),
     // A value in an EdgeCore configuration that the test parses and never opens.
     ("crates/edgehive/src/edge_config.rs", "/tmp/x.db"),
