@@ -20,7 +20,7 @@ use tracing::Instrument;
 
 use crate::config::ConnConfig;
 use crate::error::{CloseReason, RequestError, WriteError};
-use crate::stream::{self, IncomingStreams, Mux, Stream, StreamError};
+use crate::stream::{self, IncomingStreams, Mux, QuicSessions, Stream, StreamError};
 use crate::tls::CertIdentity;
 
 /// Which transport carries a connection.
@@ -78,8 +78,11 @@ struct ConnState {
     /// or a pong) last arrived, in milliseconds after that.
     born: tokio::time::Instant,
     last_received_ms: std::sync::atomic::AtomicU64,
-    /// The connection's stream sessions.
+    /// The connection's stream sessions carried as frames (on QUIC, none).
     mux: Arc<Mux>,
+    /// The connection's stream sessions on QUIC streams of their own, when
+    /// agreed.
+    quic: Option<Arc<QuicSessions>>,
 }
 
 impl ConnState {
@@ -100,6 +103,9 @@ impl ConnState {
         let why = r.as_ref().map(ToString::to_string).unwrap_or_default();
         drop(r);
         self.mux.close_all(&why);
+        if let Some(q) = &self.quic {
+            q.close_all(&why);
+        }
         self.cancel.cancel();
         // Pending requests learn of the close through their dropped senders.
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
@@ -297,12 +303,18 @@ impl ConnTx {
     /// application); fails at once when the peer did not agree on sessions
     /// or the connection has ended ([`crate::stream`]).
     pub async fn open_stream(&self, header: bytes::Bytes) -> Result<Stream, StreamError> {
-        self.shared.mux.open(header).await
+        match &self.shared.quic {
+            Some(q) => q.open(header).await,
+            None => self.shared.mux.open(header).await,
+        }
     }
 
     /// Stream sessions open on this connection now.
     pub fn open_streams(&self) -> usize {
-        self.shared.mux.open_count()
+        match &self.shared.quic {
+            Some(q) => q.open_count(),
+            None => self.shared.mux.open_count(),
+        }
     }
 
     /// Messages queued and not yet written.
@@ -337,10 +349,14 @@ impl ConnRx {
     }
 
     /// Starts accepting the stream sessions the peer opens: `None` when
-    /// sessions were not agreed or they are already being taken. Until this
-    /// is called, every session the peer opens is reset.
+    /// sessions were not agreed or they are already being taken (and on
+    /// QUIC at the server, which only opens them). Until this is called,
+    /// every session the peer opens is reset.
     pub fn incoming_streams(&self) -> Option<IncomingStreams> {
-        self.shared.mux.incoming()
+        match &self.shared.quic {
+            Some(q) => q.incoming(),
+            None => self.shared.mux.incoming(),
+        }
     }
 
     /// Why the connection ended, once it has.
@@ -386,6 +402,15 @@ pub(crate) trait FrameWrite: Send + 'static {
     fn close(&mut self) -> impl std::future::Future<Output = ()> + Send;
 }
 
+/// How a connection carries its stream sessions.
+pub(crate) enum Sessions {
+    /// As binary frames among the messages (WebSocket).
+    Framed,
+    /// On QUIC streams of their own (`None`: not agreed); a session frame
+    /// on the message stream breaks the protocol.
+    Quic(Option<Arc<QuicSessions>>),
+}
+
 /// Starts the reader and writer tasks of a connection over any transport.
 pub(crate) fn spawn_conn<R: FrameRead, W: FrameWrite>(
     reader: R,
@@ -393,12 +418,17 @@ pub(crate) fn spawn_conn<R: FrameRead, W: FrameWrite>(
     info: PeerInfo,
     cfg: ConnConfig,
     client: bool,
+    sessions: Sessions,
 ) -> Connection {
     let (queue_tx, queue_rx) = mpsc::channel(cfg.send_queue.max(1));
     let (in_tx, in_rx) = mpsc::channel(cfg.recv_queue.max(1));
     let (frames_tx, frames_rx) = mpsc::channel(stream::FRAME_QUEUE);
     let cancel = CancellationToken::new();
-    let mux = Mux::new(frames_tx, info.agreed(stream::FEATURE), client, cancel.clone(), cfg.stream_stats.clone());
+    let (framed, quic) = match sessions {
+        Sessions::Framed => (info.agreed(stream::FEATURE), None),
+        Sessions::Quic(q) => (false, q),
+    };
+    let mux = Mux::new(frames_tx, framed, client, cancel.clone(), cfg.stream_stats.clone());
     let shared = Arc::new(ConnState {
         info,
         cfg,
@@ -409,6 +439,7 @@ pub(crate) fn spawn_conn<R: FrameRead, W: FrameWrite>(
         born: tokio::time::Instant::now(),
         last_received_ms: std::sync::atomic::AtomicU64::new(0),
         mux,
+        quic,
     });
     let span = tracing::info_span!("conn", node = %shared.info.node_id, remote = %shared.info.remote_addr);
     let tx = ConnTx { shared: shared.clone(), queue: queue_tx };
@@ -442,6 +473,8 @@ async fn write_loop<W: FrameWrite>(
     let write_timeout = shared.cfg.write_timeout;
     let mut ping = shared.cfg.ping_interval.map(|d| tokio::time::interval_at(Instant::now() + d, d));
     let mut batch = Vec::with_capacity(WRITE_BATCH);
+    let mut owed = Vec::new();
+    let control = shared.mux.control();
     loop {
         // Messages first; session frames when no message waits.
         let first_frame = tokio::select! {
@@ -453,6 +486,7 @@ async fn write_loop<W: FrameWrite>(
                 }
                 None
             }
+            () = control.ready() => None,
             f = frames.recv() => f,
             _ = async { match ping.as_mut() { Some(p) => { p.tick().await; } None => std::future::pending().await } } => {
                 match timeout(write_timeout, writer.ping()).await {
@@ -463,6 +497,12 @@ async fn write_loop<W: FrameWrite>(
                 break;
             }
         };
+        if control.overflowed() {
+            shared.close(CloseReason::Transport(
+                "the peer is owed more stream session resets than it reads; closing instead of dropping one".into(),
+            ));
+            break;
+        }
         let mut last = false;
         let write = async {
             for out in batch.drain(..) {
@@ -471,6 +511,12 @@ async fn write_loop<W: FrameWrite>(
                 if last {
                     return writer.flush().await;
                 }
+            }
+            // RESET and CREDIT go ahead of queued session frames (a RESET
+            // still after its own session's), and again after them.
+            control.take(&mut owed);
+            for f in owed.drain(..) {
+                writer.feed_binary(f).await?;
             }
             let mut budget = STREAM_BYTES_PER_FLUSH;
             let mut next = first_frame;
@@ -483,7 +529,12 @@ async fn write_loop<W: FrameWrite>(
                     },
                     None => break,
                 };
+                control.taken(&f);
                 budget = budget.saturating_sub(f.len());
+                writer.feed_binary(f).await?;
+            }
+            control.take(&mut owed);
+            for f in owed.drain(..) {
                 writer.feed_binary(f).await?;
             }
             writer.flush().await

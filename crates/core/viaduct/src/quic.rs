@@ -17,7 +17,18 @@
 //! - **Framing**: that same stream then carries every message, both ways, in
 //!   order: a 4-byte big-endian length, then the message JSON plus `\n`. One
 //!   ordered stream keeps KubeEdge's ordering (an insert is never overtaken by
-//!   its delete).
+//!   its delete). It is sent ahead of other streams' data (a higher QUIC
+//!   send priority).
+//! - **Stream sessions**, when both ends agreed the `streams` feature: one
+//!   bidirectional QUIC stream per session, opened by the cloud only
+//!   (`crate::stream`'s `quic.rs` has the framing, reset and refusal
+//!   rules). An end configured for sessions gives every stream a receive
+//!   window of [`stream::WINDOW`] (the message stream too: the transport
+//!   has no per-stream setting); once sessions are agreed the edge lets the
+//!   cloud open [`MAX_SESSIONS`](crate::stream::MAX_SESSIONS) + 4 streams
+//!   and both ends widen the connection's receive window to cover them
+//!   all. Any other stream a peer opens is refused (reset with a reason);
+//!   the connection goes on.
 //! - **Bad input**: a frame over the size limit, a length that runs past the
 //!   end of the stream, or a frame that is not a message closes the
 //!   connection with the reason logged, as on WebSocket.
@@ -47,10 +58,11 @@ use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ClientConfig, ConnConfig, ServerConfig};
-use crate::conn::{Connection, FrameRead, FrameWrite, PeerInfo, Protocol, ReadEvent, spawn_conn, wire_line};
+use crate::conn::{Connection, FrameRead, FrameWrite, PeerInfo, Protocol, ReadEvent, Sessions, spawn_conn, wire_line};
 use crate::error::{CloseReason, ConnectError};
 use crate::features;
 use crate::server::{Intake, Server, ServerStats, new_server};
+use crate::stream::{self, QuicSessions};
 use crate::tls::{CertIdentity, client_config_for, server_config_for};
 
 /// The ALPN protocol id of edgehive's QUIC mapping.
@@ -60,23 +72,37 @@ pub const ALPN: &[u8] = b"edgehive-viaduct/1";
 pub const CODE_REFUSED: u32 = 1;
 /// Application error code: a normal close.
 pub const CODE_CLOSED: u32 = 0;
+/// Application error code on a session stream (RESET_STREAM, STOP_SENDING):
+/// the session was reset. The reason, when it fitted, is the direction's
+/// last frame (a RESET frame).
+pub const CODE_SESSION_RESET: u32 = 1;
+/// Application error code on a session stream: the session was refused.
+/// The reason is the direction's RESET frame.
+pub const CODE_SESSION_REFUSED: u32 = 2;
 
 /// Largest handshake header frame.
 const MAX_HEADER_FRAME: usize = 64 * 1024;
 
-fn transport(conn: &ConnConfig) -> Result<Arc<quinn::TransportConfig>, ConnectError> {
+/// The transport settings; `sessions` when this end is configured for stream
+/// sessions (the client offers them, the server accepts them).
+fn transport(conn: &ConnConfig, sessions: bool) -> Result<Arc<quinn::TransportConfig>, ConnectError> {
     let mut t = quinn::TransportConfig::default();
     t.keep_alive_interval(Some(conn.ping_interval.unwrap_or(Duration::from_secs(25))));
     let idle = conn.read_timeout.unwrap_or(Duration::from_secs(90));
     t.max_idle_timeout(Some(
         quinn::IdleTimeout::try_from(idle).map_err(|e| ConnectError::Invalid(format!("idle timeout {idle:?}: {e}")))?,
     ));
-    // Each peer opens one stream; allow a few for future use, no more.
-    t.max_concurrent_bidi_streams(VarInt::from_u32(4));
+    // Each peer opens one stream; allow a few for future use, no more. An
+    // edge that agrees sessions lets the cloud open more once it has
+    // (`QuicSessions::start`).
+    t.max_concurrent_bidi_streams(VarInt::from_u32(stream::PEER_STREAMS));
     t.max_concurrent_uni_streams(VarInt::from_u32(0));
     // An edge link is slow: modest windows bound what a stalled peer can make
-    // us buffer, and no datagram buffers are kept (viaduct sends none).
-    t.stream_receive_window(VarInt::from_u32(1 << 20));
+    // us buffer, and no datagram buffers are kept (viaduct sends none). A
+    // session's window is its stream's; the connection's is widened to
+    // cover every session once they are agreed.
+    let stream_window = if sessions { stream::WINDOW } else { 1 << 20 };
+    t.stream_receive_window(VarInt::from_u32(stream_window));
     t.receive_window(VarInt::from_u32(2 << 20));
     t.send_window(2 << 20);
     t.datagram_receive_buffer_size(None);
@@ -91,7 +117,7 @@ pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
     tls.max_early_data_size = u32::MAX;
     let crypto = QuicServerConfig::try_from(tls).map_err(|e| ConnectError::TlsConfig(e.to_string()))?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    server.transport_config(transport(&cfg.conn)?);
+    server.transport_config(transport(&cfg.conn, cfg.features.iter().any(|f| f == stream::FEATURE))?);
     server.migration(true);
     let endpoint = quinn::Endpoint::server(server, cfg.listen).map_err(|source| ConnectError::Io {
         what: "listen on",
@@ -333,7 +359,14 @@ fn spawn_quic(
     client: bool,
 ) -> Connection {
     let limit = cfg.max_frame_size;
-    spawn_conn(QuicRead { recv, limit }, QuicWrite { conn, send, buf: Vec::new() }, info, cfg, client)
+    // Messages go ahead of session data.
+    let _ = send.set_priority(1);
+    let span = tracing::info_span!("conn", node = %info.node_id, remote = %info.remote_addr);
+    let sessions =
+        span.in_scope(|| QuicSessions::start(&conn, !client, info.agreed(stream::FEATURE), cfg.stream_stats.clone()));
+    let reader = QuicRead { recv, limit };
+    let writer = QuicWrite { conn, send, buf: Vec::new() };
+    spawn_conn(reader, writer, info, cfg, client, Sessions::Quic(sessions))
 }
 
 /// A QUIC client endpoint. Keep it for the life of the edge: it holds the TLS
@@ -358,7 +391,7 @@ impl QuicClient {
         tls.enable_early_data = true;
         let crypto = QuicClientConfig::try_from(tls).map_err(|e| ConnectError::TlsConfig(e.to_string()))?;
         let mut client = quinn::ClientConfig::new(Arc::new(crypto));
-        client.transport_config(transport(&cfg.conn)?);
+        client.transport_config(transport(&cfg.conn, cfg.features.iter().any(|f| f == stream::FEATURE))?);
         let endpoint = quinn::Endpoint::client(bind).map_err(|source| ConnectError::Io {
             what: "bind",
             addr: bind.to_string(),

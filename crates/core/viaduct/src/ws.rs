@@ -28,7 +28,7 @@ use tokio_tungstenite::tungstenite::{self, Message as Frame};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ClientConfig, ConnConfig, ServerConfig};
-use crate::conn::{Connection, FrameRead, FrameWrite, PeerInfo, Protocol, ReadEvent, spawn_conn};
+use crate::conn::{Connection, FrameRead, FrameWrite, PeerInfo, Protocol, ReadEvent, Sessions, spawn_conn};
 use crate::error::CloseReason;
 use crate::error::ConnectError;
 use crate::features;
@@ -94,7 +94,7 @@ fn spawn_ws<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
 ) -> Connection {
     let (sink, stream) = futures_util::StreamExt::split(ws);
     let limit = cfg.max_frame_size;
-    spawn_conn(WsRead(stream, limit), WsWrite(sink, limit), info, cfg, client)
+    spawn_conn(WsRead(stream, limit), WsWrite(sink, limit), info, cfg, client, Sessions::Framed)
 }
 
 /// Header carrying the node name.

@@ -1,18 +1,25 @@
 //! edgehive's QUIC mapping: exchange, identity, 0-RTT resumption, connection
-//! migration, refused headers and bad frames.
+//! migration, refused headers and bad frames, and stream sessions on QUIC
+//! streams of their own.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns
 
 mod common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+
+use bytes::Bytes;
 
 use common::*;
 use edgehive_model::{Content, Message, op};
 use edgehive_viaduct::Server;
 use edgehive_viaduct::quic::{ALPN, QuicClient, encode_frame};
-use edgehive_viaduct::{CloseReason, ConnConfig, Protocol, ServerConfig};
+use edgehive_viaduct::stream::MAX_DATA;
+use edgehive_viaduct::{
+    CloseReason, ConnConfig, Connection, Protocol, ServerConfig, StreamError, StreamRx, StreamStats, StreamTx,
+};
 
 async fn quic_server(pki: &Pki, conn: ConnConfig) -> Server {
     let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
@@ -276,4 +283,412 @@ async fn stream_sessions_run_over_quic_beside_messages() {
     ctx.finish().await.unwrap();
     assert_eq!(erx.recv().await.unwrap().unwrap().as_ref(), b"down");
     assert_eq!(erx.recv().await.unwrap(), None);
+}
+
+/// A QUIC pair on which both ends agreed stream sessions, each counting
+/// them: (server, the edge's endpoint, edge, cloud).
+async fn quic_streams_pair(
+    pki: &Pki,
+    cloud_stats: Option<Arc<StreamStats>>,
+    edge_stats: Option<Arc<StreamStats>>,
+) -> (Server, QuicClient, Connection, Connection) {
+    let streams = edgehive_viaduct::stream::FEATURE.to_owned();
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    cfg.features = vec![streams.clone()];
+    cfg.conn.stream_stats = cloud_stats;
+    let mut srv = Server::bind_quic(cfg).await.unwrap();
+    let mut ccfg = client_config(pki, srv.local_addr(), "edge-q");
+    ccfg.features = vec![streams];
+    ccfg.conn.stream_stats = edge_stats;
+    let client = QuicClient::new(ccfg, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let edge = client.connect().await.unwrap();
+    let cloud = srv.accept().await.unwrap();
+    (srv, client, edge, cloud)
+}
+
+/// Frame `i` of the data tagged `tag`.
+fn pattern(tag: usize, i: usize) -> Bytes {
+    Bytes::from(vec![((tag * 31 + i) % 251) as u8; MAX_DATA])
+}
+
+/// A mebibyte of session data, in frames.
+const MIB_FRAMES: usize = (1 << 20) / MAX_DATA;
+
+async fn send_mib(mut tx: StreamTx, tag: usize, sent: Arc<AtomicUsize>) -> StreamTx {
+    for i in 0..MIB_FRAMES {
+        tx.send(pattern(tag, i)).await.unwrap();
+        sent.fetch_add(1, Ordering::Relaxed);
+    }
+    tx.finish().await.unwrap();
+    tx
+}
+
+async fn recv_mib(mut rx: StreamRx, tag: usize) -> StreamRx {
+    for i in 0..MIB_FRAMES {
+        assert_eq!(rx.recv().await.unwrap(), Some(pattern(tag, i)), "frame {i} of {tag}");
+    }
+    assert_eq!(rx.recv().await.unwrap(), None, "the end of {tag}");
+    rx
+}
+
+/// Session frames as a hand-made peer writes them: kind, length, payload.
+fn session_frame(kind: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![kind];
+    f.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// The next session frame on `recv`; `None` at the end of the stream.
+async fn read_session_frame(recv: &mut quinn::RecvStream) -> Option<(u8, Vec<u8>)> {
+    let mut head = [0u8; 5];
+    match recv.read_exact(&mut head).await {
+        Ok(()) => {}
+        Err(quinn::ReadExactError::FinishedEarly(0)) => return None,
+        Err(e) => panic!("{e}"),
+    }
+    let mut payload = vec![0; u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize];
+    recv.read_exact(&mut payload).await.unwrap();
+    Some((head[0], payload))
+}
+
+/// A hand-made edge: its handshake (offering `features`) done, its message
+/// stream.
+async fn raw_edge(
+    pki: &Pki,
+    addr: SocketAddr,
+    features: &[&str],
+) -> (quinn::Endpoint, quinn::Connection, quinn::SendStream, quinn::RecvStream) {
+    let (ep, conn) = raw_quic(pki, addr).await;
+    let (mut send, mut recv) = conn.open_bi().await.unwrap();
+    send.write_all(&header(serde_json::json!({"node_id": "raw", "features": features}))).await.unwrap();
+    let mut len = [0u8; 4];
+    recv.read_exact(&mut len).await.unwrap();
+    let mut reply = vec![0; u32::from_be_bytes(len) as usize];
+    recv.read_exact(&mut reply).await.unwrap();
+    (ep, conn, send, recv)
+}
+
+/// Over QUIC each session is a QUIC stream of its own: twenty move a
+/// mebibyte each way at once, while one of them has a reader that does not
+/// read. That stops its sender only, at the session's window: the others
+/// finish, messages still flow, and it goes on once read. Sessions are
+/// counted as on WebSocket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_sessions_move_a_mebibyte_each_way_and_a_stuck_reader_stops_only_its_sender() {
+    const SESSIONS: usize = 20;
+    const UP: usize = 1_000;
+    let pki = Pki::new();
+    let (cloud_stats, edge_stats) = (Arc::new(StreamStats::default()), Arc::new(StreamStats::default()));
+    let (_srv, _client, edge, cloud) =
+        quic_streams_pair(&pki, Some(cloud_stats.clone()), Some(edge_stats.clone())).await;
+    let mut incoming = edge.rx.incoming_streams().unwrap();
+    assert!(cloud.rx.incoming_streams().is_none(), "the cloud opens sessions and takes none");
+
+    let mut opened = Vec::new();
+    for n in 0..SESSIONS {
+        opened.push(cloud.tx.open_stream(Bytes::from(vec![n as u8])).await.unwrap());
+    }
+    let mut accepted = Vec::new();
+    for _ in 0..SESSIONS {
+        accepted.push(incoming.accept().await.unwrap());
+    }
+    assert_eq!(cloud.tx.open_streams(), SESSIONS);
+
+    let mut tasks = Vec::new();
+    let mut rx_tasks = Vec::new();
+    let stuck_sent = Arc::new(AtomicUsize::new(0));
+    let mut stuck_sender = None;
+    for s in accepted {
+        let n = s.header()[0] as usize;
+        let (tx, rx) = s.split();
+        let sent = if n == 0 { stuck_sent.clone() } else { Arc::new(AtomicUsize::new(0)) };
+        let up = tokio::spawn(send_mib(tx, UP + n, sent));
+        if n == 0 {
+            stuck_sender = Some(up);
+        } else {
+            tasks.push(up);
+        }
+        rx_tasks.push(tokio::spawn(recv_mib(rx, n)));
+    }
+    let mut stuck_rx = None;
+    for s in opened {
+        let n = s.header()[0] as usize;
+        let (tx, rx) = s.split();
+        tasks.push(tokio::spawn(send_mib(tx, n, Arc::new(AtomicUsize::new(0)))));
+        if n == 0 {
+            // The cloud never reads session 0's upward direction (yet).
+            stuck_rx = Some(rx);
+        } else {
+            rx_tasks.push(tokio::spawn(recv_mib(rx, UP + n)));
+        }
+    }
+    let mut halves = Vec::new();
+    let done = async {
+        for t in tasks {
+            halves.push(t.await.unwrap());
+        }
+        let mut rxs = Vec::new();
+        for t in rx_tasks {
+            rxs.push(t.await.unwrap());
+        }
+        rxs
+    };
+    let rxs = tokio::time::timeout(Duration::from_secs(120), done).await.expect("the other sessions finish");
+
+    // The stuck session's sender stopped at its window.
+    let stuck_sender = stuck_sender.unwrap();
+    assert!(!stuck_sender.is_finished(), "the stuck session's sender waits");
+    let sent = stuck_sent.load(Ordering::Relaxed);
+    assert!(sent <= edgehive_viaduct::stream::WINDOW as usize / MAX_DATA, "{sent} frames sent past the window");
+    // Messages flow both ways meanwhile.
+    let (etx, mut erx) = edge.split();
+    let (ctx, mut crx) = cloud.split();
+    assert_delivers(&ctx, &mut erx).await;
+    assert_delivers(&etx, &mut crx).await;
+
+    // Read, the stuck session goes on to its end.
+    let stuck_rx = recv_mib(stuck_rx.unwrap(), UP).await;
+    halves.push(stuck_sender.await.unwrap());
+    drop((halves, rxs, stuck_rx));
+    eventually("every session ended cleanly at both ends", || {
+        ctx.open_streams() == 0
+            && etx.open_streams() == 0
+            && cloud_stats.closed.get() == SESSIONS as u64
+            && edge_stats.closed.get() == SESSIONS as u64
+    })
+    .await;
+    let bytes = (SESSIONS * MIB_FRAMES * MAX_DATA) as u64;
+    for (side, st) in [("cloud", &cloud_stats), ("edge", &edge_stats)] {
+        assert_eq!(st.opened.get(), SESSIONS as u64, "{side}");
+        assert_eq!(st.reset.get(), 0, "{side}");
+        assert_eq!(st.open.get(), 0, "{side}");
+        assert_eq!(st.bytes_sent.get(), bytes, "{side}");
+        assert_eq!(st.bytes_received.get(), bytes, "{side}");
+    }
+}
+
+/// A data frame over the limit resets its session, with why, and nothing
+/// else: another session and the messages go on.
+#[tokio::test]
+async fn an_oversize_frame_resets_only_its_session() {
+    let pki = Pki::new();
+    let streams = edgehive_viaduct::stream::FEATURE.to_owned();
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    cfg.features = vec![streams];
+    let mut srv = Server::bind_quic(cfg).await.unwrap();
+    let (_ep, conn, mut msg_send, mut msg_recv) =
+        raw_edge(&pki, srv.local_addr(), &[edgehive_viaduct::stream::FEATURE]).await;
+    let cloud = srv.accept().await.unwrap();
+
+    let (_a_tx, mut a_rx) = cloud.tx.open_stream(Bytes::from_static(b"a")).await.unwrap().split();
+    let (_b_tx, mut b_rx) = cloud.tx.open_stream(Bytes::from_static(b"b")).await.unwrap().split();
+    let (mut a_send, mut a_recv) = conn.accept_bi().await.unwrap();
+    let (mut b_send, mut b_recv) = conn.accept_bi().await.unwrap();
+    assert_eq!(read_session_frame(&mut a_recv).await, Some((1, b"a".to_vec())), "OPEN with the header");
+    assert_eq!(read_session_frame(&mut b_recv).await, Some((1, b"b".to_vec())));
+
+    // DATA one byte over the limit on session a.
+    let mut oversize = vec![2];
+    oversize.extend_from_slice(&(MAX_DATA as u32 + 1).to_be_bytes());
+    a_send.write_all(&oversize).await.unwrap();
+    let why = match a_rx.recv().await {
+        Err(StreamError::Reset(why)) => why,
+        other => panic!("{other:?}"),
+    };
+    assert!(why.contains("over the limit of 32768"), "{why}");
+    // The edge reads why, then the end; its direction is stopped.
+    let (kind, reason) = read_session_frame(&mut a_recv).await.unwrap();
+    assert_eq!((kind, String::from_utf8(reason).unwrap()), (5, why));
+    assert_eq!(read_session_frame(&mut a_recv).await, None);
+    let stopped = a_send.stopped().await.unwrap();
+    assert_eq!(stopped, Some(quinn::VarInt::from_u32(edgehive_viaduct::quic::CODE_SESSION_RESET)));
+
+    // Session b and the messages are untouched.
+    b_send.write_all(&session_frame(2, b"fine")).await.unwrap();
+    assert_eq!(b_rx.recv().await.unwrap().unwrap().as_ref(), b"fine");
+    let (ctx, mut crx) = cloud.split();
+    msg_send.write_all(&encode_frame(&pod("up"))).await.unwrap();
+    assert_eq!(crx.recv().await.unwrap().route.resource, pod("up").route.resource);
+    ctx.write(pod("down")).await.unwrap();
+    let mut len = [0u8; 4];
+    msg_recv.read_exact(&mut len).await.unwrap();
+    let mut line = vec![0; u32::from_be_bytes(len) as usize];
+    msg_recv.read_exact(&mut line).await.unwrap();
+    assert_eq!(Message::decode(&line).unwrap().route.resource, pod("down").route.resource);
+    assert!(!ctx.is_closed());
+}
+
+/// Only the cloud opens sessions over QUIC. An edge's is refused with why,
+/// again and again, and the connection lives; a stream from a peer that did
+/// not agree sessions is refused the same way.
+#[tokio::test]
+async fn sessions_opened_by_the_edge_or_without_agreement_are_refused_and_the_connection_lives() {
+    let pki = Pki::new();
+    let (_srv, _client, edge, cloud) = quic_streams_pair(&pki, None, None).await;
+    // More than the streams the cloud lets an edge have open at once: the
+    // refused ones make room again.
+    for _ in 0..10 {
+        let (_etx, mut erx) = edge.tx.open_stream(Bytes::from_static(b"{\"kind\":\"exec\"}")).await.unwrap().split();
+        match erx.recv().await {
+            Err(StreamError::Reset(why)) => assert!(why.contains("does not accept"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    let (etx, mut erx) = edge.split();
+    let (ctx, mut crx) = cloud.split();
+    assert_delivers(&ctx, &mut erx).await;
+    assert_delivers(&etx, &mut crx).await;
+    // The cloud's own sessions still open.
+    let mut incoming = erx.incoming_streams().unwrap();
+    let (mut tx, _rx) = ctx.open_stream(Bytes::new()).await.unwrap().split();
+    let (_etx2, mut erx2) = incoming.accept().await.unwrap().split();
+    tx.send(Bytes::from_static(b"hello")).await.unwrap();
+    assert_eq!(erx2.recv().await.unwrap().unwrap().as_ref(), b"hello");
+
+    // No agreement: the cloud refuses a session stream, and opens none.
+    let mut srv = quic_server(&pki, ConnConfig::default()).await;
+    let (_ep, conn, mut msg_send, _msg_recv) = raw_edge(&pki, srv.local_addr(), &[]).await;
+    let cloud = srv.accept().await.unwrap();
+    assert_eq!(cloud.tx.open_stream(Bytes::new()).await.unwrap_err(), StreamError::NotAgreed);
+    let (mut send, mut recv) = conn.open_bi().await.unwrap();
+    send.write_all(&session_frame(1, b"{}")).await.unwrap();
+    let (kind, why) = read_session_frame(&mut recv).await.unwrap();
+    assert_eq!(kind, 5);
+    assert!(String::from_utf8_lossy(&why).contains("not agreed"), "{why:?}");
+    assert_eq!(
+        send.stopped().await.unwrap(),
+        Some(quinn::VarInt::from_u32(edgehive_viaduct::quic::CODE_SESSION_REFUSED))
+    );
+    msg_send.write_all(&encode_frame(&pod("still"))).await.unwrap();
+    let mut crx = cloud.rx;
+    assert_eq!(crx.recv().await.unwrap().route.resource, pod("still").route.resource);
+}
+
+/// A reset's reason reaches the peer both ways, after the data sent before
+/// it; the peer's sender learns at once. When the peer's window is full
+/// the reason cannot go, and the peer reads that the session was reset.
+#[tokio::test]
+async fn reset_reasons_reach_the_peer() {
+    let pki = Pki::new();
+    let (_srv, _client, edge, cloud) = quic_streams_pair(&pki, None, None).await;
+    let mut incoming = edge.rx.incoming_streams().unwrap();
+
+    // The cloud resets.
+    let (mut ctx, mut crx) = cloud.tx.open_stream(Bytes::new()).await.unwrap().split();
+    let (mut etx, mut erx) = incoming.accept().await.unwrap().split();
+    ctx.send(Bytes::from_static(b"before")).await.unwrap();
+    ctx.reset("pod deleted");
+    assert!(ctx.is_reset());
+    tokio::time::timeout(Duration::from_secs(10), etx.reset_by_peer()).await.expect("the edge's sender learns");
+    assert!(etx.is_reset());
+    assert_eq!(erx.recv().await.unwrap(), Some(Bytes::from_static(b"before")), "data before the reset arrives");
+    assert_eq!(erx.recv().await.unwrap_err(), StreamError::Reset("pod deleted".into()));
+    assert!(matches!(etx.send(Bytes::from_static(b"x")).await, Err(StreamError::Reset(_))));
+    assert_eq!(crx.recv().await.unwrap_err(), StreamError::Reset("pod deleted".into()));
+    drop((ctx, crx, etx, erx));
+
+    // The edge resets.
+    let (ctx, mut crx) = cloud.tx.open_stream(Bytes::new()).await.unwrap().split();
+    let (etx, _erx) = incoming.accept().await.unwrap().split();
+    etx.reset("container \"c\" not found");
+    assert_eq!(crx.recv().await.unwrap_err(), StreamError::Reset("container \"c\" not found".into()));
+    tokio::time::timeout(Duration::from_secs(10), ctx.reset_by_peer()).await.unwrap();
+    drop((ctx, crx, etx));
+
+    // A window the edge has not read is full: the reason does not fit.
+    let (mut ctx, _crx) = cloud.tx.open_stream(Bytes::new()).await.unwrap().split();
+    let (_etx, mut erx) = incoming.accept().await.unwrap().split();
+    // With their 5-byte heads (and the OPEN's), these fill the window exactly.
+    for i in 0..edgehive_viaduct::stream::WINDOW as usize / MAX_DATA {
+        let len = if i == 0 { MAX_DATA - 10 } else { MAX_DATA - 5 };
+        ctx.send(Bytes::from(vec![9; len])).await.unwrap();
+    }
+    ctx.reset("a reason that does not fit");
+    let err = loop {
+        match erx.recv().await {
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("finished instead of reset"),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err, StreamError::Reset("stream session reset by the peer".into()));
+    // A dropped session is reset for the peer.
+    let (_ctx, mut crx) = cloud.tx.open_stream(Bytes::new()).await.unwrap().split();
+    drop(incoming.accept().await.unwrap());
+    assert_eq!(crx.recv().await.unwrap_err(), StreamError::Reset("stream session closed".into()));
+}
+
+/// Each end finishes its own direction: the peer reads everything, then
+/// the end; the other direction goes on; both finished, the session ends
+/// cleanly (not counted as a reset). The connection closing ends sessions.
+#[tokio::test]
+async fn finish_ends_one_direction_and_both_end_the_session_cleanly() {
+    let pki = Pki::new();
+    let (cloud_stats, edge_stats) = (Arc::new(StreamStats::default()), Arc::new(StreamStats::default()));
+    let (_srv, _client, edge, cloud) =
+        quic_streams_pair(&pki, Some(cloud_stats.clone()), Some(edge_stats.clone())).await;
+    let mut incoming = edge.rx.incoming_streams().unwrap();
+    let (mut ctx, mut crx) = cloud.tx.open_stream(Bytes::from_static(b"h")).await.unwrap().split();
+    let accepted = incoming.accept().await.unwrap();
+    assert_eq!(accepted.header().as_ref(), b"h");
+    let (mut etx, mut erx) = accepted.split();
+
+    ctx.send(Bytes::from_static(b"one")).await.unwrap();
+    ctx.finish().await.unwrap();
+    ctx.finish().await.unwrap();
+    assert_eq!(ctx.send(Bytes::from_static(b"late")).await.unwrap_err(), StreamError::Finished);
+    assert_eq!(erx.recv().await.unwrap().unwrap().as_ref(), b"one");
+    assert_eq!(erx.recv().await.unwrap(), None);
+    assert_eq!(erx.recv().await.unwrap(), None, "the end stays the end");
+    // The other direction still goes.
+    etx.send(Bytes::from_static(b"reply")).await.unwrap();
+    assert_eq!(crx.recv().await.unwrap().unwrap().as_ref(), b"reply");
+    etx.finish().await.unwrap();
+    assert_eq!(crx.recv().await.unwrap(), None);
+    assert!(!ctx.is_reset() && !etx.is_reset());
+    // Joined again, the session keeps its header.
+    let joined = edgehive_viaduct::Stream::join(etx, erx);
+    assert_eq!(joined.header().as_ref(), b"h");
+    drop((joined, ctx, crx));
+    eventually("the session ended at both ends", || {
+        cloud.tx.open_streams() == 0
+            && edge.tx.open_streams() == 0
+            && cloud_stats.closed.get() == 1
+            && edge_stats.closed.get() == 1
+    })
+    .await;
+    assert_eq!((cloud_stats.reset.get(), edge_stats.reset.get()), (0, 0), "a finished session is no reset");
+
+    // A session dropped unfinished is counted as a reset.
+    let opened = cloud.tx.open_stream(Bytes::new()).await.unwrap();
+    drop(incoming.accept().await.unwrap());
+    drop(opened);
+    eventually("counted as reset", || cloud_stats.reset.get() == 1 && edge_stats.reset.get() == 1).await;
+
+    // The edge's usual end of a log or an exec: it sends, finishes its
+    // direction and drops the session while the cloud's is still open.
+    // Everything it sent arrives, then the end (no reset discards it).
+    let (_ctx, mut crx) = cloud.tx.open_stream(Bytes::new()).await.unwrap().split();
+    let (mut etx, erx) = incoming.accept().await.unwrap().split();
+    for i in 0..6 {
+        etx.send(pattern(i, 0)).await.unwrap();
+    }
+    etx.finish().await.unwrap();
+    drop((etx, erx));
+    let mut got = Vec::new();
+    while let Some(b) = crx.recv().await.unwrap() {
+        got.push(b);
+    }
+    assert_eq!(got, (0..6).map(|i| pattern(i, 0)).collect::<Vec<_>>());
+
+    // The connection closing ends every session at both ends.
+    let (mut ctx, mut crx) = cloud.tx.open_stream(Bytes::new()).await.unwrap().split();
+    let (_etx, mut erx) = incoming.accept().await.unwrap().split();
+    edge.tx.close();
+    assert!(matches!(erx.recv().await, Err(StreamError::Closed(_))));
+    assert!(matches!(crx.recv().await, Err(StreamError::Closed(_))));
+    assert!(ctx.send(Bytes::from_static(b"x")).await.is_err());
+    assert!(incoming.accept().await.is_none());
+    assert!(matches!(cloud.tx.open_stream(Bytes::new()).await, Err(StreamError::Closed(_))));
 }
