@@ -64,6 +64,16 @@ pub(crate) struct Args {
     /// Do not serve QUIC.
     #[arg(long)]
     no_quic: bool,
+    /// KubeEdge's stream tunnel (CloudStream's tunnel port): KubeEdge edges
+    /// with `edgeStream` enabled connect here so that `kubectl logs`, `exec`
+    /// and `attach` reach their pods. Default: port 10004 on the CloudHub
+    /// WebSocket address, skipped with a warning when that port is taken; an
+    /// address given here must bind.
+    #[arg(long)]
+    tunnel_bind: Option<SocketAddr>,
+    /// Do not serve KubeEdge's stream tunnel.
+    #[arg(long)]
+    no_tunnel: bool,
     /// Edge join service address (KubeEdge's port 10002): CA download and
     /// certificate signing with a join token.
     #[arg(long, default_value = "0.0.0.0:10002")]
@@ -166,6 +176,8 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let join_stats = join.stats();
     tracing::info!(addr = %join.local_addr(), "edge join service listening");
     let tls = ServerTls { identity, client_ca: vec![ca.cert_der().clone()] };
+    // KubeEdge's tunnel server uses CloudHub's certificate too.
+    let tls_for_tunnel = tls.clone();
     let mut servers = Vec::new();
     let mut ws = ServerConfig::new(args.websocket_bind, tls.clone());
     ws.handshake_timeout = args.handshake_timeout;
@@ -191,6 +203,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         tracing::info!(addr = %s.local_addr(), protocol = ?s.protocol(), "CloudHub listening");
     }
     let transport_stats: Vec<_> = servers.iter().map(|s| (s.protocol(), s.shared_stats())).collect();
+    let tunnel = bind_tunnel(&args, tls_for_tunnel, &credentials).await?;
 
     let points = SuccessPoints::load(store.clone()).await.context("load success points")?;
     let hub = Arc::new(
@@ -240,7 +253,11 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let mut config = ApiServerConfig::new(args.bind, args.data_dir.clone());
     config.sans = args.tls_sans;
     config.service_account_tokens = Some(sa_tokens);
-    config.edge_streams = Some(Arc::new(EdgeSessions(hub.streams())));
+    config.edge_streams =
+        Some(Arc::new(EdgeSessions { hub: hub.streams(), tunnels: tunnel.as_ref().map(|t| t.tunnels()) }));
+    if let Some(t) = &tunnel {
+        t.metrics().register(&mut config.metrics);
+    }
     stream_stats.register(&mut config.metrics, "cloudhub_streams");
     // The process's one registry, served at the API's `/metrics`: every
     // module's metrics, `edgehive_` first (the API server adds its own).
@@ -268,6 +285,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let serving = tokio::spawn(server.serve(stop.clone()));
     let modules = tokio::spawn(hive.run(stop.clone()));
     let controllers = tokio::spawn(workloads.run(stop.clone()));
+    let tunneling = tunnel.map(|t| tokio::spawn(t.serve(stop.clone())));
     crate::process::shutdown_signal().await;
     tracing::info!("shutting down");
     stop.cancel();
@@ -276,13 +294,51 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let _ = controllers.await;
     let _ = tokens.await;
     let _ = joining.await;
+    if let Some(t) = tunneling {
+        let _ = t.await;
+    }
     store.close().await;
     Ok(())
 }
 
-/// CloudHub's stream sessions, as the API server opens them.
+/// KubeEdge's stream tunnel server, when it is served: at `--tunnel-bind`,
+/// or by default at port 10004 of the CloudHub WebSocket address, which is
+/// skipped (with a warning) when the port is taken, so that a second cloud
+/// on one machine still starts.
+async fn bind_tunnel(
+    args: &Args,
+    tls: ServerTls,
+    credentials: &Arc<edgehive_credentials::Credentials>,
+) -> anyhow::Result<Option<edgehive_tunnel::TunnelServer>> {
+    if args.no_tunnel {
+        return Ok(None);
+    }
+    let addr =
+        args.tunnel_bind.unwrap_or_else(|| SocketAddr::new(args.websocket_bind.ip(), edgehive_tunnel::DEFAULT_PORT));
+    let mut config = edgehive_tunnel::TunnelConfig::new(addr, tls);
+    config.require_node_certificate = !args.allow_unnamed_node_certificates;
+    config.handshake_timeout = args.handshake_timeout;
+    match edgehive_tunnel::TunnelServer::bind(config, Some(credentials.clone())).await {
+        Ok(server) => {
+            tracing::info!(addr = %server.local_addr(), "KubeEdge stream tunnel listening");
+            Ok(Some(server))
+        }
+        Err(e) if args.tunnel_bind.is_none() && e.is_addr_in_use() => {
+            tracing::warn!(%addr, "KubeEdge's stream tunnel port is taken; not serving the tunnel (see --tunnel-bind)");
+            Ok(None)
+        }
+        Err(e) => Err(e).context("KubeEdge stream tunnel server"),
+    }
+}
+
+/// Stream sessions to edge nodes, as the API server opens them: over
+/// CloudHub's connection of an edgehive edge, or through the stream tunnel
+/// of a KubeEdge edge (whose connection does not take sessions).
 #[derive(Debug)]
-struct EdgeSessions(edgehive_cloudhub::NodeStreams);
+struct EdgeSessions {
+    hub: edgehive_cloudhub::NodeStreams,
+    tunnels: Option<edgehive_tunnel::Tunnels>,
+}
 
 impl edgehive_apiserver::EdgeStreams for EdgeSessions {
     fn open<'a>(
@@ -299,7 +355,21 @@ impl edgehive_apiserver::EdgeStreams for EdgeSessions {
         use edgehive_apiserver::EdgeStreamError as E;
         use edgehive_cloudhub::OpenStreamError as O;
         Box::pin(async move {
-            self.0.open(node, header).await.map_err(|e| match e {
+            let error = match self.hub.open(node, header.clone()).await {
+                Ok(s) => return Ok(s),
+                Err(e) => e,
+            };
+            // A KubeEdge node: its tunnel, when it has one (a node whose
+            // CloudHub connection is down may still have its tunnel).
+            if matches!(error, O::NotSupported(_) | O::NotConnected(_))
+                && let Some(tunnels) = self.tunnels.as_ref().filter(|t| t.is_connected(node))
+            {
+                return tunnels.open(node, header).map_err(|e| match e {
+                    edgehive_tunnel::OpenError::NotConnected(n) => E::NotConnected(n),
+                    other => E::Failed(other.to_string()),
+                });
+            }
+            Err(match error {
                 O::NotConnected(n) => E::NotConnected(n),
                 O::NotSupported(n) => E::Unsupported(n),
                 other => E::Failed(other.to_string()),

@@ -510,3 +510,143 @@ async fn a_kubeedge_edgecore_reads_every_answer_as_cloudcore_would_give_it() {
     let out = quiet.all();
     assert!(!out.contains("resType is not pod") && !out.contains("/node/"), "{out}");
 }
+
+fn build_edgestream(dir: &Path) -> PathBuf {
+    edgehive_testkit::go::build(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kubeedge/edgestream.go"),
+        dir,
+        "edgestream",
+    )
+}
+
+/// Runs kubectl against the cloud, with `stdin` on its standard input;
+/// (exit code, stdout, stderr).
+async fn kubectl(data: &Path, args: &[&str], stdin: &[u8]) -> (i32, String, String) {
+    use std::io::Write as _;
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(data.join("kubeconfig.yaml"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kubectl (it is on the machines)");
+    // A few bytes fit the pipe; closing it is kubectl's end of input.
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin).unwrap();
+    drop(input);
+    let out =
+        tokio::time::timeout(Duration::from_secs(60), tokio::task::spawn_blocking(move || child.wait_with_output()))
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {args:?} did not end within 60s"))
+            .unwrap()
+            .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `kubectl logs` and `kubectl exec` of pods on KubeEdge nodes: their
+/// EdgeCores connect to CloudHub (which they do not ask for stream
+/// sessions) and their EdgeStreams to the stream tunnel, as KubeEdge's
+/// edges do with `edgeStream` enabled; the real kubectl reaches their
+/// pods through edgehive's API, which goes through the tunnel. One node's
+/// server speaks remote command v5 (stdin closes, the exit code comes
+/// back), the other's only v4 (kubelet before 1.30).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_logs_and_exec_reach_a_kubeedge_node_through_its_stream_tunnel() {
+    let dir = TempDir::new("cloudcore-tunnel");
+    let (edgecore, edgestream) = tokio::task::spawn_blocking({
+        let dir = dir.path().to_owned();
+        move || (build_edgecore(&dir), build_edgestream(&dir))
+    })
+    .await
+    .unwrap();
+    let data = dir.path().join("data");
+    let (api, ws, tunnel) = (free_port(), free_port(), free_port());
+    let cloud = CloudProcess::start_with(
+        &data,
+        api,
+        ws,
+        dir.path().join("cloud.log"),
+        &["--join-bind", "127.0.0.1:0", "--tunnel-bind", &format!("127.0.0.1:{tunnel}")],
+    );
+    let client = cloud.client().await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for (node, pod) in [("edge-ts", "web"), ("edge-t4", "web4")] {
+        let n = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": node, "labels": {"node-role.kubernetes.io/edge": ""}}}),
+        )
+        .unwrap();
+        nodes.create(&PostParams::default(), &n).await.unwrap();
+        let p = serde_json::from_value(serde_json::json!({"metadata": {"name": pod},
+            "spec": {"nodeName": node, "containers": [{"name": "app", "image": "busybox"}, {"name": "gone", "image": "busybox"}]}}))
+        .unwrap();
+        pods.create(&PostParams::default(), &p).await.unwrap();
+    }
+    let ca = edgehive_pki::Ca::load_or_create(&data.join("tls"), "edgehive-ca").unwrap();
+    let within = Duration::from_secs(30);
+    let core = GoEdgeCore::start(&edgecore, "quiet", ws, dir.path(), &ca, "edge-ts");
+    core.wait_for("connected", within).await;
+    let stream = GoEdgeCore::start(&edgestream, "v5", tunnel, dir.path(), &ca, "edge-ts");
+    stream.wait_for("tunnel connected", within).await;
+
+    // Logs; the first try may come before the cloud has recorded the tunnel.
+    let end = Instant::now() + within;
+    let (code, out, err) = loop {
+        let got = kubectl(&data, &["logs", "web", "-c", "app", "--tail=2"], b"").await;
+        if got.0 == 0 || Instant::now() > end {
+            break got;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!((code, out.as_str()), (0, "line 4\nline 5\n"), "stderr: {err}\npeer: {}", stream.all());
+    stream.wait_for("logs request /containerLogs/default/web/app?tailLines=2", within).await;
+
+    // Exec with stdin: its end reaches the command, its exit code comes back.
+    let (code, out, err) = kubectl(
+        &data,
+        &["exec", "-i", "web", "-c", "app", "--", "sh", "-c", "cat; echo oops >&2; exit 3"],
+        b"hello tunnel\n",
+    )
+    .await;
+    assert_eq!(out, "hello tunnel\n", "stderr: {err}\npeer: {}", stream.all());
+    assert!(err.contains("oops"), "{err}");
+    assert_eq!(code, 3, "{err}");
+    stream.wait_for("exec protocol v5.channel.k8s.io", within).await;
+    assert!(
+        stream.printed("exec request GET /exec/default/web/app?command=sh&command=-c&command=cat").is_some(),
+        "{}",
+        stream.all()
+    );
+
+    // A container the node's server does not know: its 404 and message.
+    let (code, _, err) = kubectl(&data, &["exec", "web", "-c", "gone", "--", "true"], b"").await;
+    assert_ne!(code, 0);
+    assert!(err.contains("container not found (\"gone\")"), "{err}");
+
+    // A node whose server speaks v4 only.
+    let core4 = GoEdgeCore::start(&edgecore, "quiet", ws, dir.path(), &ca, "edge-t4");
+    core4.wait_for("connected", within).await;
+    let stream4 = GoEdgeCore::start(&edgestream, "v4", tunnel, dir.path(), &ca, "edge-t4");
+    stream4.wait_for("tunnel connected", within).await;
+    let end = Instant::now() + within;
+    let (code, out, err) = loop {
+        let got = kubectl(&data, &["exec", "web4", "-c", "app", "--", "sh", "-c", "echo out; exit 2"], b"").await;
+        if got.0 != 1 || Instant::now() > end {
+            break got;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!((code, out.as_str()), (2, "out\n"), "stderr: {err}\npeer: {}", stream4.all());
+    stream4.wait_for("exec protocol v4.channel.k8s.io", within).await;
+
+    // The tunnel's metrics, on the API's /metrics.
+    let (_, metrics, _) = kubectl(&data, &["get", "--raw", "/metrics"], b"").await;
+    assert!(metrics.contains("edgehive_tunnel_connected_nodes 2"), "{metrics}");
+    assert!(!stream.all().contains("FAIL") && !stream4.all().contains("FAIL"), "{}\n{}", stream.all(), stream4.all());
+}
