@@ -67,6 +67,8 @@ echo; echo "its log, through edge-1's own connection to the cloud (kubectl logs 
 kubectl logs hello
 echo; echo "a command run in it (kubectl exec hello -- sh -c 'echo running on \$(hostname); pwd'):"
 kubectl exec hello -- sh -c 'echo "running on $(hostname)"; pwd'
-echo; echo "try: kubectl logs -f hello; kubectl exec -it hello -- sh"
+echo; echo "what it uses, measured on edge-1 when asked (kubectl top pod hello):"
+kubectl top pod hello
+echo; echo "try: kubectl logs -f hello; kubectl exec -it hello -- sh; kubectl top node"
 echo; echo "running; KUBECONFIG=$KUBECONFIG kubectl ... in another shell; Ctrl-C stops both"
 wait

@@ -248,6 +248,16 @@ fn kubectl_exec_logs_and_cp_reach_containers_on_containerd() {
     assert!(shown.contains("size=31 97 TERM=xterm"), "{shown}");
     assert_eq!(terminal.status.code(), Some(3), "{shown}");
 
+    // kubectl top: containerd's ContainerStats, read when asked.
+    wait_until("talker has metrics", || {
+        let top = cloud.kubectl_output(&["top", "pod", "talker", "--containers", "--no-headers"], None);
+        let top = String::from_utf8_lossy(&top.stdout).into_owned();
+        let cols: Vec<&str> = top.split_whitespace().collect();
+        cols.len() == 4 && cols[..2] == ["talker", "main"] && cols[3].ends_with("Mi")
+    });
+    let node = cloud.kubectl(&["top", "node", "edge-x", "--no-headers"], None);
+    assert!(node.starts_with("edge-x "), "{node}");
+
     // cp, both ways (tar over exec, stdin closed at the end of the archive).
     let local = dir.path().join("payload.txt");
     let payload: String = (0..20_000).map(|i| format!("{i}\n")).collect();
@@ -291,6 +301,48 @@ fn kubectl_exec_logs_and_cp_reach_containers_on_containerd() {
             "{transport}: {connected:#?}"
         );
     }
+
+    // port-forward (the official Python client) through containerd's
+    // PortForward, into the pod's network namespace: the server listens on
+    // the pod's own loopback, which the node cannot reach by the pod's IP.
+    let web = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: web, namespace: default}}\nspec:\n  nodeName: edge-x\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: {image}\n    env: [{{name: X, value: hello-x}}]\n    command: [sh, -c, 'mkdir -p /www && echo hello-from-the-pod > /www/hello.txt && echo serving && exec httpd -f -p 127.0.0.1:8080 -h /www']\n",
+        image = Containerd::IMAGE
+    );
+    cloud.kubectl(&["apply", "-f", "-"], Some(&web));
+    wait_until("web serves", || cloud.kubectl_output(&["logs", "web"], None).stdout == b"serving\n");
+    let python = std::env::var("EDGEHIVE_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = std::process::Command::new(&python)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/streams.py"))
+        .arg(cloud.data.join("kubeconfig.yaml"))
+        .args(["web", "8080"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the Python client ({python}): {}", String::from_utf8_lossy(&out.stderr));
+    let view: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let page = view["forward"].as_str().unwrap();
+    assert!(page.starts_with("HTTP/1.") && page.ends_with("hello-from-the-pod\n"), "{view}");
+    let refused = view["closed_port_error"].as_str().unwrap_or_default();
+    assert!(refused.contains("error forwarding port 1") && refused.contains("refused"), "{view}");
+
+    // attach: the container's own streams through containerd's Attach,
+    // stdin included.
+    let reader = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: reader, namespace: default}}\nspec:\n  nodeName: edge-x\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: {image}\n    stdin: true\n    command: [sh, -c, 'while read l; do echo got $l; done']\n",
+        image = Containerd::IMAGE
+    );
+    cloud.kubectl(&["apply", "-f", "-"], Some(&reader));
+    wait_until("reader runs", || field(&cloud, "reader", ".status.phase") == "Running");
+    let mut attached = cloud.kubectl_spawn(&["attach", "-i", "reader"]);
+    let mut input = attached.stdin.take().unwrap();
+    std::io::Write::write_all(&mut input, b"hello\n").unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(attached.stdout.take().unwrap()));
+    let first = lines.next().and_then(Result::ok);
+    attached.kill().unwrap();
+    let mut why = String::new();
+    let _ = std::io::Read::read_to_string(&mut attached.stderr.take().unwrap(), &mut why);
+    assert_eq!(first.as_deref(), Some("got hello"), "kubectl attach: {why}\n{}", edge.log_text());
+    let _ = attached.wait();
 
     // logs, and --previous after a restart.
     let logs = cloud.kubectl(&["logs", "talker"], None);

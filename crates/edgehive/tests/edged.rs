@@ -748,6 +748,8 @@ fn kubectl_logs_exec_and_cp_reach_pods_on_the_edge() {
         talker_view["log"].as_str().unwrap().starts_with("line ")
             || talker_view["log"].as_str().unwrap().starts_with("err ")
     );
+    assert_eq!(talker_view["metrics_containers"], serde_json::json!(["main"]));
+    assert_eq!(talker_view["node_healthz"], "ok");
     let web_view: serde_json::Value = serde_json::from_slice(&forwarded.stdout).unwrap();
     let page = web_view["forward"].as_str().unwrap();
     assert!(page.starts_with("HTTP/1.0 200") && page.ends_with("hello-from-the-pod\n"), "{page}");
@@ -759,6 +761,84 @@ fn kubectl_logs_exec_and_cp_reach_pods_on_the_edge() {
     assert!(!kpf.status.success());
     let why = String::from_utf8_lossy(&kpf.stderr);
     assert!(why.contains("v4.channel.k8s.io"), "{why}");
+
+    // kubectl top: usage the edge measures when asked; a busy container
+    // shows its CPU.
+    let burner = shell_pod("burner", "edge-s", "Always", "while :; do :; done", "busybox");
+    cloud.kubectl(&["apply", "-f", "-"], Some(&burner));
+    wait_until("burner runs", || field(&cloud, "burner", ".status.phase") == "Running");
+    let millicores = |cpu: &str| cpu.strip_suffix('m').and_then(|m| m.parse::<u64>().ok()).unwrap_or(0);
+    let top = cloud.kubectl(&["top", "node", "--no-headers"], None);
+    let row: Vec<&str> =
+        top.lines().find(|l| l.starts_with("edge-s ")).unwrap_or_else(|| panic!("{top}")).split_whitespace().collect();
+    assert!(millicores(row[1]) > 0 && row[2].ends_with('%') && row[3].ends_with("Mi"), "{top}");
+    // A node's summary answers for 10 s: a new pod shows within that.
+    wait_until("burner burns", || {
+        let pods = cloud.kubectl_output(&["top", "pod", "burner", "--no-headers"], None);
+        String::from_utf8_lossy(&pods.stdout).split_whitespace().nth(1).is_some_and(|cpu| millicores(cpu) >= 10)
+    });
+    let listed = cloud.kubectl(&["top", "pod", "--containers", "--no-headers"], None);
+    for (pod, container) in [("talker", "main"), ("burner", "main"), ("web", "main")] {
+        assert!(
+            listed.lines().any(|l| l.split_whitespace().take(2).eq([pod, container])),
+            "{pod}/{container} in\n{listed}"
+        );
+    }
+    let raw: serde_json::Value =
+        serde_json::from_str(&cloud.kubectl(&["get", "--raw", "/apis/metrics.k8s.io/v1beta1/nodes/edge-s"], None))
+            .unwrap();
+    assert_eq!(raw["kind"], "NodeMetrics");
+    assert!(raw["usage"]["cpu"].as_str().unwrap().ends_with('n'), "{raw}");
+    let e = cloud.kubectl_output(&["get", "--raw", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/ghost"], None);
+    assert!(
+        String::from_utf8_lossy(&e.stderr).contains("NotFound")
+            || String::from_utf8_lossy(&e.stderr).contains("not found")
+    );
+    // The node's own endpoints, through nodes/proxy.
+    let proxied = |path: &str| cloud.kubectl(&["get", "--raw", &format!("/api/v1/nodes/edge-s/proxy{path}")], None);
+    assert_eq!(proxied("/healthz"), "ok");
+    let resource = proxied("/metrics/resource");
+    assert!(
+        resource.contains("container_cpu_usage_seconds_total{container=\"main\",namespace=\"default\",pod=\"burner\"}"),
+        "{resource}"
+    );
+    let summary: serde_json::Value = serde_json::from_str(&proxied("/stats/summary")).unwrap();
+    assert!(summary["node"]["memory"]["workingSetBytes"].as_u64().unwrap() > 0, "{summary}");
+    let pods: serde_json::Value = serde_json::from_str(&proxied("/pods")).unwrap();
+    assert!(pods["items"].as_array().unwrap().iter().any(|p| p["metadata"]["name"] == "talker"), "{pods}");
+    let e = cloud.kubectl_output(&["get", "--raw", "/api/v1/nodes/edge-s/proxy/nope"], None);
+    assert!(
+        String::from_utf8_lossy(&e.stderr).contains("the node serves no"),
+        "{}",
+        String::from_utf8_lossy(&e.stderr)
+    );
+    cloud.kubectl(&["delete", "pod", "burner", "--wait=false"], None);
+
+    // attach -i: input to a container with `stdin: true` (its stdin is a
+    // pipe edged holds), output from its log. The input is sent until the
+    // answer shows (the attach follows the log from when it started).
+    let reader = "apiVersion: v1\nkind: Pod\nmetadata: {name: reader, namespace: default}\nspec:\n  nodeName: edge-s\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox\n    stdin: true\n    command: [sh, -c, 'while read l; do echo got $l; done']\n";
+    cloud.kubectl(&["apply", "-f", "-"], Some(reader));
+    wait_until("reader runs", || field(&cloud, "reader", ".status.phase") == "Running");
+    let mut attached = cloud.kubectl_spawn(&["attach", "-i", "reader"]);
+    let mut input = attached.stdin.take().unwrap();
+    let feeding = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let feeder = std::thread::spawn({
+        let feeding = feeding.clone();
+        move || {
+            while feeding.load(std::sync::atomic::Ordering::Relaxed)
+                && std::io::Write::write_all(&mut input, b"hello\n").is_ok()
+            {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    });
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(attached.stdout.take().unwrap()));
+    assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some("got hello"));
+    feeding.store(false, std::sync::atomic::Ordering::Relaxed);
+    attached.kill().unwrap();
+    let _ = attached.wait();
+    feeder.join().unwrap();
 
     // --previous: the attempt before the current one.
     wait_until("crasher restarted twice", || {
@@ -786,6 +866,8 @@ fn kubectl_logs_exec_and_cp_reach_pods_on_the_edge() {
     let e = refused(&["logs", "talker"]);
     assert!(e.contains("not connected to the cloud"), "{e}");
     let e = refused(&["exec", "talker", "--", "true"]);
+    assert!(e.contains("not connected to the cloud"), "{e}");
+    let e = refused(&["get", "--raw", "/api/v1/nodes/edge-s/proxy/healthz"]);
     assert!(e.contains("not connected to the cloud"), "{e}");
     assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
 }

@@ -44,6 +44,8 @@ pub(crate) struct ApiState {
     pub(crate) address: String,
     pub(crate) stop: CancellationToken,
     pub(crate) sa_tokens: Arc<edgehive_pki::ServiceAccountTokens>,
+    /// Nodes' resource usage, for `metrics.k8s.io`.
+    pub(crate) usage: crate::metrics_api::UsageCache,
 }
 
 /// The verb of a resource request, as Kubernetes names it.
@@ -85,6 +87,10 @@ pub(crate) async fn handle(
     let route = route::parse(&path);
     let (verb, resource_label) = match &route {
         Ok(Route::Resource(t)) => (verb_of(&method, t, &query).unwrap_or("unknown"), t.resource.plural),
+        Ok(Route::ResourceMetrics(t)) => {
+            (if t.name.is_some() { "get" } else { "list" }, if t.pods { "pods.metrics" } else { "nodes.metrics" })
+        }
+        Ok(Route::NodeProxy { .. }) => ("proxy", "nodes"),
         _ => (if method == Method::GET { "get" } else { "other" }, ""),
     };
     let response = async {
@@ -126,6 +132,12 @@ pub(crate) async fn handle(
                     Err(e)
                 }
             };
+        }
+        if let Route::ResourceMetrics(target) = &route {
+            return crate::metrics_api::serve(&shared, &user, &method, target, &query).await;
+        }
+        if let Route::NodeProxy { node, path } = &route {
+            return crate::streams::node_proxy(&shared, &user, node, path, req).await;
         }
         handlers::non_resource(&shared, &route, req.headers())
     }

@@ -11,6 +11,7 @@
 //! kubectl builds strategic merge patches from its compiled-in types (which
 //! it knows); the server accepts them.
 
+use crate::metrics_api;
 use edgehive_model::well_known::KUBERNETES_VERSION;
 use edgehive_store::resources::{ALL, ResourceDef};
 use serde_json::{Value, json};
@@ -86,7 +87,29 @@ fn groups() -> Vec<(&'static str, &'static str)> {
             out.push((r.group, r.version));
         }
     }
+    out.push((metrics_api::GROUP, metrics_api::VERSION));
     out
+}
+
+/// The resources of `metrics.k8s.io` (read-only, with no store behind them),
+/// in the legacy (`aggregated = false`) or aggregated form.
+fn metrics_resources(aggregated: bool) -> Vec<Value> {
+    metrics_api::RESOURCES
+        .iter()
+        .map(|(plural, kind, _, namespaced)| {
+            if aggregated {
+                json!({
+                    "resource": plural,
+                    "responseKind": {"group": metrics_api::GROUP, "version": metrics_api::VERSION, "kind": kind},
+                    "scope": if *namespaced { "Namespaced" } else { "Cluster" },
+                    "singularResource": "",
+                    "verbs": ["get", "list"],
+                })
+            } else {
+                json!({"name": plural, "singularName": "", "namespaced": namespaced, "kind": kind, "verbs": ["get", "list"]})
+            }
+        })
+        .collect()
 }
 
 /// `/api` (legacy form).
@@ -125,6 +148,9 @@ pub(crate) fn group(name: &str) -> Option<Value> {
 pub(crate) fn resource_list(group: &str, version: &str) -> Value {
     let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
     let mut resources = Vec::new();
+    if group == metrics_api::GROUP {
+        resources = metrics_resources(false);
+    }
     for r in ALL.iter().filter(|r| r.group == group && r.version == version) {
         let mut entry = json!({
             "name": r.plural,
@@ -229,7 +255,11 @@ pub(crate) fn aggregated(core: bool, media_type: &str) -> Value {
                     "metadata": {"name": g},
                     "versions": [{
                         "version": v,
-                        "resources": ALL.iter().filter(|r| r.group == g && r.version == v).map(|r| discovery_resource(r)).collect::<Vec<_>>(),
+                        "resources": if g == metrics_api::GROUP {
+                            metrics_resources(true)
+                        } else {
+                            ALL.iter().filter(|r| r.group == g && r.version == v).map(|r| discovery_resource(r)).collect::<Vec<_>>()
+                        },
                         "freshness": "Current",
                     }],
                 })
@@ -385,8 +415,21 @@ mod tests {
             apis["items"].as_array().into_iter().flatten().filter_map(|i| i["metadata"]["name"].as_str()).collect();
         assert_eq!(
             groups,
-            ["apps", "batch", "policy", "coordination.k8s.io", "devices.kubeedge.io", "reliablesyncs.kubeedge.io"]
+            [
+                "apps",
+                "batch",
+                "policy",
+                "coordination.k8s.io",
+                "devices.kubeedge.io",
+                "reliablesyncs.kubeedge.io",
+                "metrics.k8s.io"
+            ]
         );
+        let metrics = &apis["items"][6]["versions"][0];
+        assert_eq!(metrics["version"], "v1beta1");
+        assert_eq!(metrics["resources"][0]["responseKind"]["kind"], "NodeMetrics");
+        assert_eq!(metrics["resources"][1]["scope"], "Namespaced");
+        assert_eq!(metrics["resources"][1]["verbs"], json!(["get", "list"]));
         let apps = &apis["items"][0]["versions"][0]["resources"];
         let deploy = apps.as_array().into_iter().flatten().find(|r| r["resource"] == "deployments").expect("served");
         assert_eq!(deploy["shortNames"], json!(["deploy"]));

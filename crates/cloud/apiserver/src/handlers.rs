@@ -72,7 +72,9 @@ pub(crate) fn non_resource(shared: &ApiState, route: &Route, headers: &HeaderMap
             r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(crate::metrics::CONTENT_TYPE));
             Ok(r)
         }
-        Route::Health | Route::Resource(_) => Err(ApiError::no_route()),
+        Route::Health | Route::Resource(_) | Route::ResourceMetrics(_) | Route::NodeProxy { .. } => {
+            Err(ApiError::no_route())
+        }
     }
 }
 

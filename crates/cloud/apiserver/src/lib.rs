@@ -20,6 +20,7 @@ mod discovery;
 mod eviction;
 mod handlers;
 mod metrics;
+mod metrics_api;
 mod namespaces;
 mod patching;
 mod protobuf;

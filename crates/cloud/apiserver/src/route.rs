@@ -40,6 +40,15 @@ pub(crate) enum Route {
     },
     /// A resource collection or object.
     Resource(Target),
+    /// `metrics.k8s.io/v1beta1`: NodeMetrics and PodMetrics.
+    ResourceMetrics(crate::metrics_api::MetricsTarget),
+    /// `/api/v1/nodes/{name}/proxy[/{path}]`: the node's own endpoints.
+    NodeProxy {
+        /// The node.
+        node: String,
+        /// The path asked of it (`/` when none).
+        path: String,
+    },
 }
 
 /// A resource request's target.
@@ -79,10 +88,21 @@ pub(crate) fn parse(path: &str) -> Result<Route, ApiError> {
         ["openapi", "v3", "api", v] => Ok(Route::OpenApiGroupVersion { group: String::new(), version: (*v).into() }),
         ["openapi", "v3", "apis", g, v] => Ok(Route::OpenApiGroupVersion { group: (*g).into(), version: (*v).into() }),
         ["api", "v1"] => Ok(Route::ResourceList { group: String::new(), version: "v1".into() }),
+        ["api", "v1", "nodes", node, "proxy", rest @ ..] => {
+            Ok(Route::NodeProxy { node: (*node).into(), path: format!("/{}", rest.join("/")) })
+        }
         ["api", "v1", rest @ ..] => resource_route("", "v1", rest),
-        ["apis", g] if resources::ALL.iter().any(|r| r.group == *g) => Ok(Route::Group((*g).into())),
-        ["apis", g, v] if resources::ALL.iter().any(|r| r.group == *g && r.version == *v) => {
+        ["apis", g] if resources::ALL.iter().any(|r| r.group == *g) || *g == crate::metrics_api::GROUP => {
+            Ok(Route::Group((*g).into()))
+        }
+        ["apis", g, v]
+            if resources::ALL.iter().any(|r| r.group == *g && r.version == *v)
+                || (*g == crate::metrics_api::GROUP && *v == crate::metrics_api::VERSION) =>
+        {
             Ok(Route::ResourceList { group: (*g).into(), version: (*v).into() })
+        }
+        ["apis", g, v, rest @ ..] if *g == crate::metrics_api::GROUP && *v == crate::metrics_api::VERSION => {
+            crate::metrics_api::parse(rest).map(Route::ResourceMetrics).ok_or_else(ApiError::no_route)
         }
         ["apis", g, v, rest @ ..] => resource_route(g, v, rest),
         _ => Err(ApiError::no_route()),

@@ -178,7 +178,15 @@ impl ApiServer {
 
         crate::handlers::bootstrap(&store).await?;
         let metrics = Metrics::new(std::mem::take(&mut config.metrics), &store);
-        let shared = Arc::new(ApiState { store, config, metrics, address, stop: CancellationToken::new(), sa_tokens });
+        let shared = Arc::new(ApiState {
+            store,
+            config,
+            metrics,
+            address,
+            stop: CancellationToken::new(),
+            sa_tokens,
+            usage: Default::default(),
+        });
         Ok(ApiServer {
             listener,
             acceptor: TlsAcceptor::from(Arc::new(tls)),

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use edgehive_model::session::{LogOptions, SessionKind, SessionReply, SessionRequest, channel};
-use edgehive_store::resources::PODS;
+use edgehive_store::resources::{NODES, PODS};
 use edgehive_viaduct::stream::MAX_DATA;
 use edgehive_viaduct::{Stream, StreamRx, StreamTx};
 use futures_util::{SinkExt, StreamExt};
@@ -229,8 +229,8 @@ async fn port_forward(
     let streams = shared.config.edge_streams.as_ref().ok_or_else(|| {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", "no edge connections are served here")
     })?;
-    let mut sessions = Vec::with_capacity(ports.len());
-    for port in &ports {
+    // Every port's session at once: the deadline is one, not one per port.
+    let opens = ports.iter().map(|port| {
         let request = SessionRequest {
             kind: Some(SessionKind::Portforward),
             namespace: namespace.clone(),
@@ -239,9 +239,14 @@ async fn port_forward(
             port: Some(*port),
             ..SessionRequest::default()
         };
-        let header = Bytes::from(serde_json::to_vec(&request).map_err(|e| ApiError::internal(e.to_string()))?);
-        sessions.push(open(streams.as_ref(), &node, header).await?.split());
-    }
+        let (streams, node) = (streams.as_ref(), node.as_str());
+        async move {
+            let header = Bytes::from(serde_json::to_vec(&request).map_err(|e| ApiError::internal(e.to_string()))?);
+            open(streams, node, header).await.map(Stream::split)
+        }
+    });
+    // An error drops the sessions already open, which resets them.
+    let sessions = futures_util::future::try_join_all(opens).await?;
     let key = req.headers().get("sec-websocket-key").cloned().unwrap_or(HeaderValue::from_static(""));
     let on_upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
@@ -395,6 +400,15 @@ impl Drop for AbortOnDrop {
 
 /// Opens the session and reads the edge's answer, each within its deadline.
 async fn open(streams: &dyn EdgeStreams, node: &str, header: Bytes) -> Result<Stream, ApiError> {
+    open_session(streams, node, header).await.map(|(s, _)| s)
+}
+
+/// [`open`], with the edge's accepting reply.
+pub(crate) async fn open_session(
+    streams: &dyn EdgeStreams,
+    node: &str,
+    header: Bytes,
+) -> Result<(Stream, SessionReply), ApiError> {
     let unavailable = |m: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", m);
     let session = match tokio::time::timeout(REPLY_DEADLINE, streams.open(node, header)).await {
         Ok(Ok(s)) => s,
@@ -424,7 +438,80 @@ async fn open(streams: &dyn EdgeStreams, node: &str, header: Bytes) -> Result<St
     if reply.code != 200 {
         return Err(reply_error(&reply));
     }
-    Ok(Stream::join(tx, rx))
+    Ok((Stream::join(tx, rx), reply))
+}
+
+/// Reads a session to its end (at most `max` bytes, within
+/// [`REPLY_DEADLINE`]): a body the edge sends whole.
+pub(crate) async fn read_body(session: Stream, max: usize, node: &str) -> Result<Vec<u8>, ApiError> {
+    let (tx, mut rx) = session.split();
+    let read = async {
+        let mut body = Vec::new();
+        while let Some(b) = rx.recv().await.map_err(|e| {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", format!("node {node:?}: {e}"))
+        })? {
+            if body.len() + b.len() > max {
+                tx.reset("answer too large");
+                return Err(ApiError::internal(format!("node {node:?} answered with more than {max} bytes")));
+            }
+            body.extend_from_slice(&b);
+        }
+        Ok(body)
+    };
+    match tokio::time::timeout(REPLY_DEADLINE, read).await {
+        Ok(r) => r,
+        Err(_) => {
+            tx.reset("no answer in time");
+            Err(timeout(node))
+        }
+    }
+}
+
+/// Most bytes of an answer of a node's own endpoint.
+const MAX_PROXY_BODY: usize = 16 << 20;
+
+/// `nodes/{name}/proxy/{path}`: a GET of one of the node's own endpoints
+/// (`/healthz`, `/pods`, `/stats/summary`, `/metrics/resource`), asked
+/// through a `proxy` session. Only cluster administrators may (Kubernetes
+/// gives `nodes/proxy` to none but them by default).
+pub(crate) async fn node_proxy(
+    shared: &Arc<ApiState>,
+    user: &crate::context::User,
+    node: &str,
+    path: &str,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    if !user.is_admin() {
+        let verb = if req.method() == http::Method::GET { "get" } else { "create" };
+        return Err(ApiError::forbidden(format!(
+            "nodes \"{node}\" is forbidden: User \"{}\" cannot {verb} resource \"nodes/proxy\" in API group \"\" at the cluster scope",
+            user.name
+        ))
+        .details(node, "", "nodes"));
+    }
+    if req.method() != http::Method::GET {
+        return Err(ApiError::method_not_allowed(format!(
+            "a node's endpoints are read with GET only, not {}",
+            req.method()
+        )));
+    }
+    shared.store.get(&NODES, "", node).await.map_err(store_err(&NODES))?;
+    let streams = shared.config.edge_streams.as_ref().ok_or_else(|| {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", "no edge connections are served here")
+    })?;
+    let path = match req.uri().query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path.to_owned(),
+    };
+    let request = SessionRequest { kind: Some(SessionKind::Proxy), path, ..SessionRequest::default() };
+    let header = Bytes::from(serde_json::to_vec(&request).map_err(|e| ApiError::internal(e.to_string()))?);
+    let (session, reply) = open_session(streams.as_ref(), node, header).await?;
+    let body = read_body(session, MAX_PROXY_BODY, node).await?;
+    let mut r = Response::new(Body::Full(http_body_util::Full::new(Bytes::from(body))));
+    let content_type = HeaderValue::from_str(&reply.content_type)
+        .unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream"));
+    r.headers_mut().insert(header::CONTENT_TYPE, content_type);
+    Ok(r)
 }
 
 fn timeout(node: &str) -> ApiError {

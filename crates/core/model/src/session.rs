@@ -15,7 +15,11 @@
 //!   resize (`{"Width":w,"Height":h}`), 255 close (its one data byte is the
 //!   channel closed; only stdin is closed this way);
 //! - `portforward`: both ways carry the bytes of one TCP connection to
-//!   `port` in the pod.
+//!   `port` in the pod;
+//! - `metrics`: the edge sends one [`UsageSummary`] (JSON) of the node's
+//!   and its containers' CPU and memory, then finishes;
+//! - `proxy`: the edge answers a GET of one of its own endpoints (`path`),
+//!   sends the body and finishes; the reply's `contentType` says what it is.
 
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +35,10 @@ pub enum SessionKind {
     Attach,
     /// A TCP connection to a port of the pod (`pods/portforward`).
     Portforward,
+    /// The node's and its containers' resource usage (`metrics.k8s.io`).
+    Metrics,
+    /// One of the node's own endpoints (`nodes/{name}/proxy`).
+    Proxy,
 }
 
 /// The options of `pods/log`, as the API takes them.
@@ -101,6 +109,9 @@ pub struct SessionRequest {
     /// The port (portforward).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
+    /// The path and query asked of the node (proxy).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
 }
 
 impl LogOptions {
@@ -120,18 +131,83 @@ pub struct SessionReply {
     /// What went wrong.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// The media type of the body that follows (proxy).
+    #[serde(default, rename = "contentType", skip_serializing_if = "String::is_empty")]
+    pub content_type: String,
 }
 
 impl SessionReply {
     /// The request is served.
     pub fn ok() -> SessionReply {
-        SessionReply { code: 200, reason: String::new(), message: String::new() }
+        SessionReply { code: 200, reason: String::new(), message: String::new(), content_type: String::new() }
+    }
+
+    /// The request is served with a body of `content_type`.
+    pub fn ok_with(content_type: &str) -> SessionReply {
+        SessionReply { content_type: content_type.to_owned(), ..SessionReply::ok() }
     }
 
     /// The request is refused.
     pub fn refuse(code: u16, reason: &str, message: impl Into<String>) -> SessionReply {
-        SessionReply { code, reason: reason.to_owned(), message: message.into() }
+        SessionReply { code, reason: reason.to_owned(), message: message.into(), content_type: String::new() }
     }
+}
+
+/// Most bytes of a [`UsageSummary`] the cloud reads.
+pub const MAX_SUMMARY: usize = 4 << 20;
+
+/// CPU and memory in use, as `metrics.k8s.io` reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// CPU: nanocores (10^-9 of a core) averaged over the window.
+    pub cpu_nano_cores: u64,
+    /// CPU: nanoseconds of CPU time used in all (since the container, or
+    /// the node, started).
+    #[serde(default)]
+    pub cpu_core_nano_seconds: u64,
+    /// Memory: the working set in bytes (what is in use and cannot be
+    /// reclaimed at once: usage less inactive file pages).
+    pub memory_bytes: u64,
+}
+
+/// One container's usage.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerUsage {
+    /// The container's name.
+    pub name: String,
+    /// What it uses.
+    pub usage: Usage,
+}
+
+/// One pod's containers' usage.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodUsage {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub name: String,
+    /// The pod's uid.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    /// Its running containers.
+    pub containers: Vec<ContainerUsage>,
+}
+
+/// What an edge answers a `metrics` session with.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageSummary {
+    /// When the usage was sampled (RFC 3339, UTC).
+    pub timestamp: String,
+    /// The window CPU usage is averaged over, in milliseconds.
+    pub window_ms: u64,
+    /// The node's own usage.
+    pub node: Usage,
+    /// Its pods' usage.
+    pub pods: Vec<PodUsage>,
 }
 
 /// The remote command channels.

@@ -32,6 +32,7 @@ pub mod probe;
 pub mod process;
 pub mod runtime;
 pub mod streams;
+pub mod usage;
 mod volume;
 
 use std::collections::{HashMap, HashSet};
@@ -93,6 +94,8 @@ pub struct Edged {
     runtime: Arc<dyn Runtime>,
     /// The pods running, for the stream sessions.
     table: streams::PodTable,
+    /// Resource usage, read when the cloud asks.
+    sampler: Arc<usage::Sampler>,
 }
 
 impl Edged {
@@ -104,13 +107,14 @@ impl Edged {
 
     /// Edged with another runtime.
     pub fn with_runtime(cfg: EdgedConfig, runtime: Arc<dyn Runtime>) -> Edged {
-        Edged { cfg, runtime, table: Arc::default() }
+        Edged { cfg, runtime, table: Arc::default(), sampler: Arc::default() }
     }
 
     /// Serves the stream sessions the cloud opens to this node (logs,
-    /// exec, attach) on the pods this edged runs.
+    /// exec, attach, port-forward, resource usage and the node's own
+    /// endpoints) on the pods this edged runs.
     pub fn sessions(&self) -> SessionServer {
-        SessionServer::new(Arc::clone(&self.table))
+        SessionServer::new(Arc::clone(&self.table), Arc::clone(&self.sampler))
     }
 }
 

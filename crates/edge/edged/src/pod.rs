@@ -338,6 +338,11 @@ fn container_spec(pod: &Value, c: &Value, env: &PodEnv) -> (ContainerSpec, Vec<S
         mounts: crate::volume::mounts(pod, c, &env.dir),
         limits,
         attempt: 0,
+        interactive: crate::runtime::Interactive {
+            stdin: c["stdin"].as_bool().unwrap_or(false),
+            stdin_once: c["stdinOnce"].as_bool().unwrap_or(false),
+            tty: c["tty"].as_bool().unwrap_or(false),
+        },
         name,
     };
     (spec, bad)

@@ -160,6 +160,7 @@ mod tests {
             log: pod.dir.join("logs/c.log"),
             mounts: vec![],
             limits: Default::default(),
+            interactive: Default::default(),
             attempt: 0,
         };
         let c = rt.start(&pod, &sandbox, &spec).await.unwrap();

@@ -136,11 +136,14 @@ impl Runtime for ProcessRuntime {
                 abort_after_spawn: self
                     .abort_after_spawn
                     .is_some_and(|n| self.spawned.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1 == n),
+                stdin: spec.interactive.stdin,
             };
             match start(&ps).await {
-                Ok(running) => Ok(Arc::new(ProcessContainer {
+                Ok(mut running) => Ok(Arc::new(ProcessContainer {
                     pid: running.pid,
                     pgid: running.pgid,
+                    stdin: tokio::sync::Mutex::new(running.stdin.take()),
+                    stdin_once: spec.interactive.stdin_once,
                     running: tokio::sync::Mutex::new(running),
                     env: ps.env,
                     workdir: ps.workdir,
@@ -225,6 +228,10 @@ fn link_mounts(mounts: &[Mount], workdir: &Path) {
 struct ProcessContainer {
     pid: u32,
     pgid: Option<Pid>,
+    /// The process's stdin, while open (a container with `stdin`).
+    stdin: tokio::sync::Mutex<Option<tokio::process::ChildStdin>>,
+    /// `stdinOnce`: the first attach's end closes it.
+    stdin_once: bool,
     running: tokio::sync::Mutex<Running>,
     env: Vec<(String, String)>,
     workdir: PathBuf,
@@ -292,6 +299,41 @@ impl Container for ProcessContainer {
             crate::streams::ProcessExec { env: &self.env, workdir: &self.workdir, cgroup_procs: &self.cgroup.procs };
         Box::pin(crate::streams::exec_process(at, spec, tx, rx))
     }
+
+    fn takes_input(&self) -> bool {
+        self.stdin.try_lock().map_or(true, |s| s.is_some())
+    }
+
+    fn write_input(&self, data: bytes::Bytes) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            let mut stdin = self.stdin.lock().await;
+            let pipe = stdin.as_mut().ok_or("the container's stdin is closed")?;
+            tokio::io::AsyncWriteExt::write_all(pipe, &data)
+                .await
+                .map_err(|e| format!("write to the container's stdin: {e}"))
+        })
+    }
+
+    fn input_ended(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if self.stdin_once {
+                self.stdin.lock().await.take();
+            }
+        })
+    }
+
+    fn usage(&self) -> BoxFuture<'_, Option<crate::usage::ContainerStat>> {
+        let dirs = self.cgroup.dirs.clone();
+        let leader = self.pgid.map(|p| p.as_raw_nonzero().get().unsigned_abs());
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                crate::usage::cgroup_stat(&dirs).or_else(|| crate::usage::process_group_stat(leader?))
+            })
+            .await
+            .ok()
+            .flatten()
+        })
+    }
 }
 
 /// Largest log file: past it, the file is renamed to `{log}.1` (one kept)
@@ -318,6 +360,8 @@ pub struct ProcessSpec {
     pub marker: Option<String>,
     /// Fault injection for tests: abort this process right after the spawn.
     pub abort_after_spawn: bool,
+    /// Its stdin is a pipe edged holds (the container's `stdin`), for attach.
+    pub stdin: bool,
 }
 
 /// Why a container could not start.
@@ -350,6 +394,8 @@ pub enum StartError {
 #[derive(Debug)]
 pub struct Running {
     child: Child,
+    /// Its stdin, when [`ProcessSpec::stdin`] asked for a pipe.
+    pub stdin: Option<tokio::process::ChildStdin>,
     pgid: Option<Pid>,
     /// Its process id.
     pub pid: u32,
@@ -415,7 +461,7 @@ pub async fn start(spec: &ProcessSpec) -> Result<Running, StartError> {
         .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .envs(spec.marker.iter().map(|m| (MARKER, m.as_str())))
         .current_dir(&spec.workdir)
-        .stdin(Stdio::null())
+        .stdin(if spec.stdin { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -441,7 +487,8 @@ pub async fn start(spec: &ProcessSpec) -> Result<Running, StartError> {
         (Err(e), _) | (_, Err(e)) => return Err(StartError::Io { path: spec.log.clone(), source: e }),
     };
     let pump = tokio::spawn(crate::logs::pump(stdout, stderr, log));
-    Ok(Running { child, pgid, pid, pump: Some(pump) })
+    let stdin = child.stdin.take();
+    Ok(Running { child, stdin, pgid, pid, pump: Some(pump) })
 }
 
 /// A process an earlier run left: found by its marker, held by a pidfd (so
@@ -669,6 +716,7 @@ mod tests {
             log: crate::logs::log_path(&pod.dir, "main", 3),
             mounts: vec![],
             limits: Default::default(),
+            interactive: Default::default(),
             attempt: 3,
         };
         let sandbox = rt.run_sandbox(&pod).await.unwrap();
@@ -790,6 +838,7 @@ mod tests {
                 log: log.clone(),
                 mounts: vec![],
                 limits: Default::default(),
+                interactive: Default::default(),
                 attempt,
             };
             let c = rt.start(&pod, &sandbox, &cspec).await.unwrap();

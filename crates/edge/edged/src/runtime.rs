@@ -63,6 +63,17 @@ pub struct Mount {
     pub read_only: bool,
 }
 
+/// A container's `stdin`, `stdinOnce` and `tty`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Interactive {
+    /// Its stdin stays open (for attach).
+    pub stdin: bool,
+    /// Its stdin closes when the first attach ends.
+    pub stdin_once: bool,
+    /// It runs on a terminal.
+    pub tty: bool,
+}
+
 /// One attempt at running a container.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerSpec {
@@ -90,6 +101,9 @@ pub struct ContainerSpec {
     pub limits: Limits,
     /// How many times this container was started before.
     pub attempt: u32,
+    /// `stdin`, `stdinOnce` and `tty`: the container keeps its input open
+    /// for attach (the CRI runtime's interactive containers).
+    pub interactive: Interactive,
 }
 
 /// How a container ended.
@@ -194,6 +208,58 @@ pub trait Container: Send + Sync + Debug {
     fn exec_session(&self, spec: ExecSpec, tx: StreamTx, rx: StreamRx) -> BoxFuture<'_, ()> {
         let _ = (spec, rx);
         Box::pin(crate::streams::fail(tx, "exec is not supported by this container runtime".into()))
+    }
+
+    /// Whether [`Container::attach_session`] reaches the container's own
+    /// streams (otherwise attach shows the container's output from its log).
+    fn attaches(&self) -> bool {
+        false
+    }
+
+    /// Attaches a stream session to the container's own stdin, stdout and
+    /// stderr, in the remote command channels as for
+    /// [`Container::exec_session`].
+    fn attach_session(&self, spec: ExecSpec, tx: StreamTx, rx: StreamRx) -> BoxFuture<'_, ()> {
+        let _ = (spec, rx);
+        Box::pin(crate::streams::fail(tx, "attach is not supported by this container runtime".into()))
+    }
+
+    /// Whether the container's stdin is open to attach's input (a
+    /// container with `stdin` whose output attach reads from its log).
+    fn takes_input(&self) -> bool {
+        false
+    }
+
+    /// Writes attach's input to the container's stdin.
+    fn write_input(&self, data: bytes::Bytes) -> BoxFuture<'_, Result<(), String>> {
+        let _ = data;
+        Box::pin(async { Err("the container's stdin is not open (its spec has no stdin: true)".to_string()) })
+    }
+
+    /// An attach's input ended: with `stdinOnce`, the container's stdin
+    /// closes.
+    fn input_ended(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+
+    /// Whether [`Container::forward_session`] reaches the pod's ports
+    /// (otherwise edged connects to where the node reaches the pod).
+    fn forwards(&self) -> bool {
+        false
+    }
+
+    /// Carries one TCP connection to `port` in the pod of `pod` (its name,
+    /// for errors) over a stream session; a failure resets the session.
+    fn forward_session(&self, port: u16, pod: String, tx: StreamTx, rx: StreamRx) -> BoxFuture<'_, ()> {
+        let _ = rx;
+        tx.reset(&format!("error forwarding port {port} to pod {pod}: not supported by this container runtime"));
+        Box::pin(async {})
+    }
+
+    /// Its CPU time and working set now (`kubectl top`); `None` when the
+    /// runtime cannot tell.
+    fn usage(&self) -> BoxFuture<'_, Option<crate::usage::ContainerStat>> {
+        Box::pin(async { None })
     }
 }
 

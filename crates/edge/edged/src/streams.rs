@@ -1,7 +1,9 @@
 //! The stream sessions the cloud opens to this node (docs/protocol.md,
 //! "Stream sessions"): a container's log, a command run in a container
-//! (exec) and a container's output (attach), for `kubectl logs`, `exec`,
-//! `cp` and `attach`.
+//! (exec), a container's output (attach) and a pod's port, for `kubectl
+//! logs`, `exec`, `cp`, `attach` and `port-forward`; the node's resource
+//! usage for `kubectl top`; and the node's own endpoints for
+//! `nodes/{name}/proxy`.
 //!
 //! EdgeHub hands each session to a [`SessionServer`]; it reads the
 //! [`SessionRequest`] in the session's header, finds the pod and container
@@ -29,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::pod::PodState;
 use crate::runtime::ExecSpec;
+use crate::usage::{Sampler, Subject};
 
 /// Most sessions served at once; more are refused.
 pub const MAX_SESSIONS: usize = 128;
@@ -47,11 +50,12 @@ pub(crate) type PodTable = Arc<Mutex<HashMap<String, PodEntry>>>;
 #[derive(Debug, Clone)]
 pub struct SessionServer {
     pods: PodTable,
+    sampler: Arc<Sampler>,
 }
 
 impl SessionServer {
-    pub(crate) fn new(pods: PodTable) -> SessionServer {
-        SessionServer { pods }
+    pub(crate) fn new(pods: PodTable, sampler: Arc<Sampler>) -> SessionServer {
+        SessionServer { pods, sampler }
     }
 
     /// Serves every session `sessions` yields until it ends or `cancel`.
@@ -95,6 +99,29 @@ impl SessionServer {
                 return;
             }
         };
+        match request.kind {
+            Some(SessionKind::Metrics) => {
+                let summary = self.sampler.summary(self.subjects()).await;
+                if reply(&mut tx, &SessionReply::ok_with("application/json")).await.is_ok() {
+                    send_body(tx, serde_json::to_vec(&*summary).unwrap_or_default()).await;
+                }
+                return;
+            }
+            Some(SessionKind::Proxy) => {
+                match self.proxy(&request.path).await {
+                    Ok((content_type, body)) => {
+                        if reply(&mut tx, &SessionReply::ok_with(content_type)).await.is_ok() {
+                            send_body(tx, body).await;
+                        }
+                    }
+                    Err(refusal) => {
+                        let _ = reply(&mut tx, &refusal).await;
+                    }
+                }
+                return;
+            }
+            _ => {}
+        }
         let target = match self.find(&request) {
             Ok(t) => t,
             Err(refusal) => {
@@ -116,7 +143,20 @@ impl SessionServer {
                 if reply(&mut tx, &SessionReply::ok()).await.is_err() {
                     return;
                 }
-                serve_attach(tx, rx, path, entry, index).await;
+                let live = entry.state.lock().unwrap_or_else(|p| p.into_inner()).containers[index].live.clone();
+                match live {
+                    Some(live) if live.container.attaches() => {
+                        let spec = ExecSpec {
+                            command: Vec::new(),
+                            stdin: request.stdin,
+                            stdout: request.stdout,
+                            stderr: request.stderr,
+                            tty: request.tty,
+                        };
+                        live.container.attach_session(spec, tx, rx).await;
+                    }
+                    _ => serve_attach(tx, rx, path, entry, index).await,
+                }
             }
             (Some(SessionKind::Exec), Target::Exec(live)) => {
                 if reply(&mut tx, &SessionReply::ok()).await.is_err() {
@@ -137,9 +177,85 @@ impl SessionServer {
                 }
                 serve_forward(tx, rx, host, port, &request.pod).await;
             }
+            (Some(SessionKind::Portforward), Target::ForwardVia(live, port)) => {
+                if reply(&mut tx, &SessionReply::ok()).await.is_err() {
+                    return;
+                }
+                live.container.forward_session(port, request.pod.clone(), tx, rx).await;
+            }
             _ => {
                 let _ = reply(&mut tx, &SessionReply::refuse(500, "InternalError", "session kind mismatch")).await;
             }
+        }
+    }
+
+    /// The running containers, for the sampler.
+    fn subjects(&self) -> Vec<Subject> {
+        let pods: Vec<(String, PodEntry)> =
+            self.pods.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(k, e)| (k.clone(), e.clone())).collect();
+        let mut out = Vec::new();
+        for (key, entry) in pods {
+            let Some((namespace, pod)) = key.split_once('/') else { continue };
+            let state = entry.state.lock().unwrap_or_else(|p| p.into_inner());
+            for c in &state.containers {
+                if let Some(live) = &c.live {
+                    out.push(Subject {
+                        namespace: namespace.to_string(),
+                        pod: pod.to_string(),
+                        uid: entry.uid.clone(),
+                        container: c.name().to_string(),
+                        id: live.container.id(),
+                        handle: Arc::clone(&live.container),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// One of the node's own endpoints (a GET of `path`): its media type
+    /// and body, or the refusal.
+    async fn proxy(&self, path: &str) -> Result<(&'static str, Vec<u8>), SessionReply> {
+        let route = path.split('?').next().unwrap_or("").trim_end_matches('/');
+        match route {
+            "/healthz" => Ok(("text/plain; charset=utf-8", b"ok".to_vec())),
+            "/pods" => {
+                let pods: Vec<(String, PodEntry)> = self
+                    .pods
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .iter()
+                    .map(|(k, e)| (k.clone(), e.clone()))
+                    .collect();
+                let items: Vec<_> = pods
+                    .into_iter()
+                    .filter_map(|(key, e)| {
+                        let (namespace, name) = key.split_once('/')?;
+                        let status = e.state.lock().unwrap_or_else(|p| p.into_inner()).status("");
+                        Some(json!({
+                            "metadata": {"name": name, "namespace": namespace, "uid": e.uid},
+                            "status": status,
+                        }))
+                    })
+                    .collect();
+                let list = json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items});
+                Ok(("application/json", serde_json::to_vec(&list).unwrap_or_default()))
+            }
+            "/stats/summary" => {
+                let s = self.sampler.summary(self.subjects()).await;
+                Ok(("application/json", serde_json::to_vec(&crate::usage::stats_summary(&s)).unwrap_or_default()))
+            }
+            "/metrics/resource" => {
+                let s = self.sampler.summary(self.subjects()).await;
+                Ok(("text/plain; version=0.0.4; charset=utf-8", crate::usage::resource_metrics(&s).into_bytes()))
+            }
+            _ => Err(SessionReply::refuse(
+                404,
+                "NotFound",
+                format!(
+                    "the node serves no {route:?}; it serves /healthz, /pods, /stats/summary and /metrics/resource"
+                ),
+            )),
         }
     }
 
@@ -159,8 +275,11 @@ impl SessionServer {
                 .port
                 .filter(|p| *p > 0)
                 .ok_or_else(|| SessionReply::refuse(400, "BadRequest", "a port between 1 and 65535 must be given"))?;
-            let running = state.containers.iter().any(|c| c.live.is_some());
-            return match (&state.reach, running) {
+            let live = state.containers.iter().find_map(|c| c.live.clone());
+            if let Some(live) = live.as_ref().filter(|l| l.container.forwards()) {
+                return Ok(Target::ForwardVia(live.clone(), port));
+            }
+            return match (&state.reach, live.is_some()) {
                 (Some(host), true) => Ok(Target::Forward(host.clone(), port)),
                 _ => Err(SessionReply::refuse(
                     400,
@@ -215,7 +334,9 @@ impl SessionServer {
                     format!("container not found ({:?}): it is not running", r.container),
                 )),
             },
-            SessionKind::Portforward => unreachable_kind(),
+            SessionKind::Portforward | SessionKind::Metrics | SessionKind::Proxy => {
+                Err(SessionReply::refuse(500, "InternalError", "session kind answered before containers are looked up"))
+            }
         }
     }
 }
@@ -229,10 +350,8 @@ enum Target {
     Exec(crate::pod::Live),
     /// The host and port a forwarded connection goes to.
     Forward(String, u16),
-}
-
-fn unreachable_kind() -> Result<Target, SessionReply> {
-    Err(SessionReply::refuse(500, "InternalError", "port forwarding is answered before containers are looked up"))
+    /// A port the runtime reaches in the pod's network namespace.
+    ForwardVia(crate::pod::Live, u16),
 }
 
 /// Longest wait for a forwarded port to accept the connection.
@@ -303,6 +422,17 @@ async fn reply(tx: &mut StreamTx, r: &SessionReply) -> Result<(), edgehive_viadu
     tx.send(Bytes::from(serde_json::to_vec(r).unwrap_or_default())).await
 }
 
+/// Sends `body` in frames and finishes.
+async fn send_body(mut tx: StreamTx, body: Vec<u8>) {
+    let body = Bytes::from(body);
+    for at in (0..body.len()).step_by(MAX_DATA) {
+        if tx.send(body.slice(at..(at + MAX_DATA).min(body.len()))).await.is_err() {
+            return;
+        }
+    }
+    let _ = tx.finish().await;
+}
+
 /// Whether the attempt that writes `path` may still write to it.
 fn still_writing(entry: &PodEntry, index: usize, path: &std::path::Path) -> bool {
     let state = entry.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -349,7 +479,42 @@ async fn serve_log(
 /// Attach: the container's output from now on, as remote command stdout,
 /// until the attempt ends. Input is not taken: the container's stdin is
 /// not open.
-async fn serve_attach(mut tx: StreamTx, _rx: StreamRx, path: PathBuf, entry: PodEntry, index: usize) {
+async fn serve_attach(tx: StreamTx, mut rx: StreamRx, path: PathBuf, entry: PodEntry, index: usize) {
+    let live = entry.state.lock().unwrap_or_else(|p| p.into_inner()).containers.get(index).and_then(|c| c.live.clone());
+    // The client's input goes to the container's stdin, if it is open;
+    // the output comes from the log.
+    let input = async move {
+        let Some(live) = live.filter(|l| l.container.takes_input()) else {
+            // Nothing to write to: the input is read and dropped.
+            while let Ok(Some(_)) = rx.recv().await {}
+            return std::future::pending::<()>().await;
+        };
+        loop {
+            match rx.recv().await {
+                Ok(Some(f)) if f.first() == Some(&channel::STDIN) => {
+                    if let Err(e) = live.container.write_input(f.slice(1..)).await {
+                        tracing::info!(error = %e, "attach input");
+                    }
+                }
+                Ok(Some(f)) if f.first() == Some(&channel::CLOSE) && f.get(1) == Some(&channel::STDIN) => {
+                    live.container.input_ended().await;
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => {
+                    live.container.input_ended().await;
+                    return std::future::pending::<()>().await;
+                }
+            }
+        }
+    };
+    tokio::select! {
+        () = input => {}
+        () = attach_output(tx, path, entry, index) => {}
+    }
+}
+
+/// The container's output from its log, as an attach's stdout.
+async fn attach_output(mut tx: StreamTx, path: PathBuf, entry: PodEntry, index: usize) {
     let opts = edgehive_model::session::LogOptions { follow: true, tail_lines: Some(0), ..Default::default() };
     let (out, mut chunks) = mpsc::channel::<Bytes>(4);
     let writing = {

@@ -43,6 +43,7 @@ fn spec(pod: &PodInfo, name: &str, script: &str) -> ContainerSpec {
         log: pod.dir.join("logs").join(name).join("0.log"),
         mounts: vec![],
         limits: Default::default(),
+        interactive: Default::default(),
         attempt: 0,
     }
 }

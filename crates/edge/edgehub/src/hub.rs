@@ -239,7 +239,7 @@ impl Link {
                 self.certs.mark_unchanged();
             }
             let certs = Arc::clone(&self.certs.borrow());
-            let dial = dial(&self.cfg, &endpoint, &certs, &mut self.quic, cert_generation);
+            let dial = dial(&self.cfg, &endpoint, &certs, &mut self.quic, cert_generation, &self.metrics);
             let dialed = tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => return,
@@ -578,10 +578,12 @@ async fn dial(
     certs: &EdgeCerts,
     quic: &mut HashMap<String, (usize, QuicClient)>,
     generation: usize,
+    metrics: &EdgeHubMetrics,
 ) -> Result<Connection, ConnectError> {
     let mut client = ClientConfig::new(endpoint.server.clone(), cfg.node_name.clone(), certs.client_tls());
     client.project_id = cfg.project_id.clone();
     client.conn = cfg.conn();
+    client.conn.stream_stats = Some(Arc::clone(&metrics.streams));
     client.handshake_timeout = cfg.handshake_timeout;
     client.ping_keepalive = cfg.ping_keepalive;
     client.features = cfg.features.clone();

@@ -44,6 +44,9 @@ pub struct EdgeHubMetrics {
     /// Other messages not sent because the link was down (the cloud re-sends
     /// what they answered: ACKs are for messages it will send again).
     pub(crate) dropped_disconnected: Counter,
+    /// The stream sessions the cloud opened to this edge (logs, exec,
+    /// port-forward, metrics), over every connection.
+    pub(crate) streams: std::sync::Arc<edgehive_viaduct::StreamStats>,
 }
 
 impl EdgeHubMetrics {
@@ -59,6 +62,7 @@ impl EdgeHubMetrics {
     /// encode(&mut text, &registry).unwrap();
     /// assert!(text.contains("\nedgehive_edgehub_connected 0\n"));
     /// assert!(text.contains("\nedgehive_edgehub_dial_failures_total 0\n"));
+    /// assert!(text.contains("\nedgehive_edgehub_streams_open 0\n"));
     /// ```
     pub fn register(&self, registry: &mut Registry) {
         let r = registry.sub_registry_with_prefix("edgehub");
@@ -94,5 +98,6 @@ impl EdgeHubMetrics {
             "Other upstream messages not sent while disconnected",
             self.dropped_disconnected.clone(),
         );
+        self.streams.register(r, "streams");
     }
 }

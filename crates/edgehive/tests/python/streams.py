@@ -3,8 +3,9 @@
 Usage: streams.py KUBECONFIG POD PORT
 
 Reads the pod's log, runs a command in it, and fetches /hello.txt from an
-HTTP server on PORT in the pod through a port-forward; prints what each
-returned as one JSON object.
+HTTP server on PORT in the pod through a port-forward; reads the pod's
+metrics (metrics.k8s.io) and its node's /healthz through nodes/proxy;
+prints what each returned as one JSON object.
 """
 import json
 import sys
@@ -45,6 +46,11 @@ def main():
     while sock.recv(65536):
         pass
     out["closed_port_error"] = pf.error(1)
+    metrics = client.CustomObjectsApi().get_namespaced_custom_object(
+        "metrics.k8s.io", "v1beta1", "default", "pods", pod)
+    out["metrics_containers"] = [c["name"] for c in metrics["containers"]]
+    node = api.read_namespaced_pod(pod, "default").spec.node_name
+    out["node_healthz"] = api.connect_get_node_proxy_with_path(node, "healthz")
     print(json.dumps(out))
 
 

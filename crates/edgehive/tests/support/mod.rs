@@ -141,8 +141,9 @@ impl Cloud {
     }
 
     /// Runs kubectl against the cloud, whatever its outcome.
-    pub fn kubectl_output(&self, args: &[&str], stdin: Option<&str>) -> std::process::Output {
-        let mut child = Command::new("kubectl")
+    /// kubectl running, its three streams piped.
+    pub fn kubectl_spawn(&self, args: &[&str]) -> std::process::Child {
+        Command::new("kubectl")
             .env("KUBECONFIG", self.data.join("kubeconfig.yaml"))
             .env("HOME", &self.home)
             .args(args)
@@ -150,7 +151,11 @@ impl Cloud {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("kubectl is on the machines");
+            .expect("kubectl is on the machines")
+    }
+
+    pub fn kubectl_output(&self, args: &[&str], stdin: Option<&str>) -> std::process::Output {
+        let mut child = self.kubectl_spawn(args);
         if let Some(input) = stdin {
             child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
         }

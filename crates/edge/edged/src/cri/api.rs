@@ -243,6 +243,12 @@ pub struct ContainerConfig {
     pub labels: HashMap<String, String>,
     #[prost(string, tag = "11")]
     pub log_path: String,
+    #[prost(bool, tag = "12")]
+    pub stdin: bool,
+    #[prost(bool, tag = "13")]
+    pub stdin_once: bool,
+    #[prost(bool, tag = "14")]
+    pub tty: bool,
     #[prost(message, optional, tag = "15")]
     pub linux: Option<LinuxContainerConfig>,
 }
@@ -422,4 +428,75 @@ pub struct PullImageRequest {
 pub struct PullImageResponse {
     #[prost(string, tag = "1")]
     pub image_ref: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ContainerStatsRequest {
+    #[prost(string, tag = "1")]
+    pub container_id: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ContainerStatsResponse {
+    #[prost(message, optional, tag = "1")]
+    pub stats: Option<ContainerStats>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ContainerStats {
+    #[prost(message, optional, tag = "2")]
+    pub cpu: Option<CpuUsage>,
+    #[prost(message, optional, tag = "3")]
+    pub memory: Option<MemoryUsage>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct UInt64Value {
+    #[prost(uint64, tag = "1")]
+    pub value: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CpuUsage {
+    #[prost(int64, tag = "1")]
+    pub timestamp: i64,
+    #[prost(message, optional, tag = "2")]
+    pub usage_core_nano_seconds: Option<UInt64Value>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MemoryUsage {
+    #[prost(int64, tag = "1")]
+    pub timestamp: i64,
+    #[prost(message, optional, tag = "2")]
+    pub working_set_bytes: Option<UInt64Value>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AttachRequest {
+    #[prost(string, tag = "1")]
+    pub container_id: String,
+    #[prost(bool, tag = "2")]
+    pub stdin: bool,
+    #[prost(bool, tag = "3")]
+    pub tty: bool,
+    #[prost(bool, tag = "4")]
+    pub stdout: bool,
+    #[prost(bool, tag = "5")]
+    pub stderr: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PortForwardRequest {
+    #[prost(string, tag = "1")]
+    pub pod_sandbox_id: String,
+    #[prost(int32, repeated, tag = "2")]
+    pub port: Vec<i32>,
+}
+
+/// `AttachResponse` and `PortForwardResponse`: the streaming URL.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct UrlResponse {
+    #[prost(string, tag = "1")]
+    pub url: String,
 }

@@ -19,6 +19,7 @@
 //! streaming server, as with kubelet (`cri/stream.rs`).
 
 pub mod api;
+mod forward;
 pub mod grpc;
 mod stream;
 
@@ -389,6 +390,9 @@ impl Runtime for CriRuntime {
                     (NODE_LABEL.to_owned(), rt.cfg.node_name.clone()),
                 ]),
                 log_path,
+                stdin: spec.interactive.stdin,
+                stdin_once: spec.interactive.stdin_once,
+                tty: spec.interactive.tty,
                 linux: Some(api::LinuxContainerConfig { resources: Some(resources), security_context: None }),
             };
             let created: api::CreateContainerResponse = rt
@@ -409,7 +413,12 @@ impl Runtime for CriRuntime {
             if let Err(e) = started {
                 return Err(RuntimeError::new("RunContainerError", e.to_string()));
             }
-            Ok(Arc::new(CriContainer { rt: Arc::clone(&self.inner), id, log: spec.log.clone() }) as Arc<dyn Container>)
+            Ok(Arc::new(CriContainer {
+                rt: Arc::clone(&self.inner),
+                id,
+                sandbox: sandbox.id.clone(),
+                log: spec.log.clone(),
+            }) as Arc<dyn Container>)
         })
     }
 
@@ -438,7 +447,8 @@ impl Runtime for CriRuntime {
             let c = list.containers.into_iter().find(|c| c.state == api::CONTAINER_RUNNING)?;
             let attempt = c.metadata.as_ref().map_or(0, |m| m.attempt);
             let log = crate::logs::log_path(&pod.dir, &spec.name, attempt);
-            let adopted: Arc<dyn Container> = Arc::new(CriContainer { rt: Arc::clone(&self.inner), id: c.id, log });
+            let adopted: Arc<dyn Container> =
+                Arc::new(CriContainer { rt: Arc::clone(&self.inner), id: c.id, sandbox: sandbox.id.clone(), log });
             Some((adopted, attempt))
         })
     }
@@ -512,6 +522,8 @@ async fn relist(inner: Weak<Inner>) {
 struct CriContainer {
     rt: Arc<Inner>,
     id: String,
+    /// The pod's sandbox (port forwarding reaches its network namespace).
+    sandbox: String,
     log: PathBuf,
 }
 
@@ -618,6 +630,27 @@ impl Container for CriContainer {
         Vec::new()
     }
 
+    fn usage(&self) -> BoxFuture<'_, Option<crate::usage::ContainerStat>> {
+        Box::pin(async move {
+            let req = api::ContainerStatsRequest { container_id: self.id.clone() };
+            let r: Result<api::ContainerStatsResponse, _> =
+                self.rt.call(&format!("{RUNTIME}ContainerStats"), &req).await;
+            match r {
+                Ok(r) => {
+                    let s = r.stats?;
+                    Some(crate::usage::ContainerStat {
+                        cpu_ns: s.cpu?.usage_core_nano_seconds?.value,
+                        memory_bytes: s.memory.and_then(|m| m.working_set_bytes).map_or(0, |v| v.value),
+                    })
+                }
+                Err(e) => {
+                    tracing::debug!(container = %self.id, error = %e, "container stats");
+                    None
+                }
+            }
+        })
+    }
+
     /// As kubelet: `Exec` gives a URL on the runtime's streaming server,
     /// which runs the command for the client that connects (`stream.rs`).
     fn exec_session(&self, spec: ExecSpec, tx: StreamTx, rx: StreamRx) -> BoxFuture<'_, ()> {
@@ -634,6 +667,64 @@ impl Container for CriContainer {
             match answer {
                 Ok(a) => stream::run(&self.rt.cfg.stream_base, &a.url, &req, tx, rx).await,
                 Err(e) => crate::streams::fail(tx, format!("error executing command in container: {e}")).await,
+            }
+        })
+    }
+
+    fn attaches(&self) -> bool {
+        true
+    }
+
+    /// As kubelet: `Attach` gives a URL on the runtime's streaming server,
+    /// which speaks the remote command protocol for the container's own
+    /// streams.
+    fn attach_session(&self, spec: ExecSpec, tx: StreamTx, rx: StreamRx) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let attach = api::AttachRequest {
+                container_id: self.id.clone(),
+                stdin: spec.stdin,
+                tty: spec.tty,
+                stdout: spec.stdout,
+                stderr: spec.stderr && !spec.tty,
+            };
+            // The relay plans its channels from an exec request's flags.
+            let plan = api::ExecRequest {
+                container_id: self.id.clone(),
+                cmd: Vec::new(),
+                tty: attach.tty,
+                stdin: attach.stdin,
+                stdout: attach.stdout,
+                stderr: attach.stderr,
+            };
+            let method = format!("{RUNTIME}Attach");
+            let answer = tokio::select! {
+                r = self.rt.call::<_, api::UrlResponse>(&method, &attach) => r,
+                () = tx.reset_by_peer() => return,
+            };
+            match answer {
+                Ok(a) => stream::run(&self.rt.cfg.stream_base, &a.url, &plan, tx, rx).await,
+                Err(e) => crate::streams::fail(tx, format!("error attaching to container: {e}")).await,
+            }
+        })
+    }
+
+    fn forwards(&self) -> bool {
+        true
+    }
+
+    /// As kubelet: `PortForward` gives a URL on the runtime's streaming
+    /// server, which connects inside the pod's network namespace.
+    fn forward_session(&self, port: u16, pod: String, tx: StreamTx, rx: StreamRx) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let req = api::PortForwardRequest { pod_sandbox_id: self.sandbox.clone(), port: vec![i32::from(port)] };
+            let method = format!("{RUNTIME}PortForward");
+            let answer = tokio::select! {
+                r = self.rt.call::<_, api::UrlResponse>(&method, &req) => r,
+                () = tx.reset_by_peer() => return,
+            };
+            match answer {
+                Ok(a) => forward::run(&self.rt.cfg.stream_base, &a.url, port, &pod, tx, rx).await,
+                Err(e) => tx.reset(&format!("error forwarding port {port} to pod {pod}: {e}")),
             }
         })
     }

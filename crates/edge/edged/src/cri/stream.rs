@@ -133,7 +133,7 @@ pub(crate) struct Target {
 }
 
 impl Target {
-    fn show(&self) -> String {
+    pub(crate) fn show(&self) -> String {
         format!("http://{}{}", self.authority, self.path)
     }
 }
@@ -545,7 +545,7 @@ enum Reader {
     Spdy { r: Box<dyn AsyncRead + Send + Unpin>, streams: Streams },
 }
 
-async fn dial(target: &Target) -> Result<TcpStream, String> {
+pub(crate) async fn dial(target: &Target) -> Result<TcpStream, String> {
     let tcp = TcpStream::connect(&target.addr).await.map_err(|e| format!("dial tcp {}: {e}", target.addr))?;
     let _ = tcp.set_nodelay(true);
     Ok(tcp)
