@@ -364,7 +364,7 @@ impl edgehive_apiserver::EdgeStreams for EdgeSessions {
             if matches!(error, O::NotSupported(_) | O::NotConnected(_))
                 && let Some(tunnels) = self.tunnels.as_ref().filter(|t| t.is_connected(node))
             {
-                return tunnels.open(node, header).map_err(|e| match e {
+                return tunnels.open(node, header).await.map_err(|e| match e {
                     edgehive_tunnel::OpenError::NotConnected(n) => E::NotConnected(n),
                     other => E::Failed(other.to_string()),
                 });

@@ -649,4 +649,28 @@ async fn kubectl_logs_and_exec_reach_a_kubeedge_node_through_its_stream_tunnel()
     let (_, metrics, _) = kubectl(&data, &["get", "--raw", "/metrics"], b"").await;
     assert!(metrics.contains("edgehive_tunnel_connected_nodes 2"), "{metrics}");
     assert!(!stream.all().contains("FAIL") && !stream4.all().contains("FAIL"), "{}\n{}", stream.all(), stream4.all());
+
+    // A revoked node (its Node kept, its CloudHub session still up): the
+    // next session finds the tunnel's certificate refused, and the tunnel
+    // closes rather than carry it.
+    let out = Command::new(env!("CARGO_BIN_EXE_edgehive"))
+        .args(["node", "revoke", "--keep-node", "--data-dir"])
+        .arg(&data)
+        .arg("edge-t4")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // (kubectl shows its SPDY retry's error: by then the tunnel is gone.)
+    let (code, _, err) = kubectl(&data, &["exec", "web4", "-c", "app", "--", "true"], b"").await;
+    assert_ne!(code, 0, "{err}");
+    stream4.wait_for("tunnel closed: websocket: close 1008 (policy violation): the certificates of node \"edge-t4\" were revoked", within).await;
+    let end = Instant::now() + within;
+    loop {
+        let (_, metrics, _) = kubectl(&data, &["get", "--raw", "/metrics"], b"").await;
+        if metrics.contains("edgehive_tunnel_connected_nodes 1") {
+            break;
+        }
+        assert!(Instant::now() < end, "the revoked node's tunnel stays: {metrics}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

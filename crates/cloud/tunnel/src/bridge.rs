@@ -158,7 +158,11 @@ async fn client_gone(rx: &mut StreamRx) -> String {
     loop {
         match rx.recv().await {
             Ok(Some(_)) => {}
-            Ok(None) => std::future::pending::<()>().await,
+            // Done sending: a later reset is the client going away.
+            Ok(None) => match rx.recv().await {
+                Err(e) => return e.to_string(),
+                Ok(_) => std::future::pending::<()>().await,
+            },
             Err(e) => return e.to_string(),
         }
     }
@@ -372,7 +376,8 @@ fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
         if size == 0 {
             return Some(out);
         }
-        if b.len() < size + 2 {
+        // A size past what is there (or past any memory) is incomplete.
+        if b.len() < size.checked_add(2)? {
             return None;
         }
         out.extend_from_slice(&b[..size]);
@@ -402,8 +407,14 @@ async fn relay(
                         return std::future::pending().await;
                     }
                 }
-                // The client is done sending; its output may still come.
-                Ok(None) => return std::future::pending().await,
+                // The client is done sending; its output may still come,
+                // until the client goes away (a reset of the session).
+                Ok(None) => {
+                    return match rx.recv().await {
+                        Err(e) => Err(e.to_string()),
+                        Ok(_) => std::future::pending().await,
+                    };
+                }
                 Err(e) => return Err(e.to_string()),
             }
         }
@@ -458,6 +469,9 @@ mod tests {
         assert_eq!(dechunk(b"5\r\nhello\r\n6;x=y\r\n world\r\n0\r\n\r\n").unwrap(), b"hello world");
         assert_eq!(dechunk(b"5\r\nhel"), None);
         assert_eq!(dechunk(b"5\r\nhello\r\n"), None);
+        // A chunk size near the top of usize is incomplete, not a crash.
+        assert_eq!(dechunk(b"ffffffffffffffff\r\nx"), None);
+        assert_eq!(dechunk(b"fffffffffffffffe\r\nx"), None);
     }
 
     #[tokio::test]

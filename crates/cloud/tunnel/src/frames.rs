@@ -91,7 +91,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             let taken = self.partial.as_ref().map_or(0, |p| p.len());
             let room = if control { 125 } else { self.max_message - taken };
             if len > room as u64 {
-                return Err(FrameError::TooLarge { len: taken as u64 + len, max: self.max_message });
+                return Err(FrameError::TooLarge { len: (taken as u64).saturating_add(len), max: self.max_message });
             }
             let mut mask = [0u8; 4];
             self.r.read_exact(&mut mask).await?;

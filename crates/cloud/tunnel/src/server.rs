@@ -189,10 +189,15 @@ impl TunnelServer {
             write_timeout: config.write_timeout,
             reply_timeout: config.reply_timeout,
             stall_timeout: config.stall_timeout,
-            session_budget: config.session_budget.max(1),
+            session_budget: config.session_budget.max(crate::tunnel::MIN_COST),
             max_sessions: config.max_sessions_per_tunnel,
         };
-        let registry = Arc::new(Registry::new(settings, Arc::new(TunnelMetrics::default()), config.max_tunnels));
+        let registry = Arc::new(Registry::new(
+            settings,
+            Arc::new(TunnelMetrics::default()),
+            config.max_tunnels,
+            credentials.clone(),
+        ));
         let shared = Arc::new(Shared {
             registry,
             credentials,
@@ -426,10 +431,10 @@ async fn handle(
             return text(status, message);
         }
     };
+    let serial = identity.map(|c| c.serial.clone()).unwrap_or_default();
     if let Some(credentials) = &shared.credentials {
-        let serial = identity.map(|c| c.serial.as_str()).unwrap_or_default();
         let checked =
-            tokio::time::timeout(CERTIFICATE_CHECK_DEADLINE, credentials.check_certificate(&node, serial)).await;
+            tokio::time::timeout(CERTIFICATE_CHECK_DEADLINE, credentials.check_certificate(&node, &serial)).await;
         let refused = match checked {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(e.to_string()),
@@ -437,7 +442,7 @@ async fn handle(
         };
         if let Some(why) = refused {
             metrics.refused_revoked.inc();
-            tracing::warn!(node = %node, %remote, serial, reason = %why, "tunnel refused: certificate not accepted");
+            tracing::warn!(node = %node, %remote, %serial, reason = %why, "tunnel refused: certificate not accepted");
             return text(StatusCode::FORBIDDEN, why);
         }
     }
@@ -452,7 +457,7 @@ async fn handle(
     tracker.spawn(
         async move {
             match upgrade.await {
-                Ok(upgraded) => registry.run(TokioIo::new(upgraded), node, internal_ip, cancel).await,
+                Ok(upgraded) => registry.run(TokioIo::new(upgraded), node, internal_ip, serial, cancel).await,
                 Err(error) => tracing::info!(%error, "tunnel upgrade failed"),
             }
         }

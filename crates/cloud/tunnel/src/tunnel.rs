@@ -23,6 +23,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use edgehive_credentials::Credentials;
+
 use crate::frames::{self, FrameReader, Incoming};
 use crate::message::{MessageType, TunnelMessage};
 use crate::metrics::TunnelMetrics;
@@ -33,7 +35,7 @@ const OUT_QUEUE: usize = 256;
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// The least a DATA message costs of a session's budget, so that empty
 /// messages cannot queue without bound.
-const MIN_COST: usize = 64;
+pub(crate) const MIN_COST: usize = 64;
 
 /// The settings sessions and tunnels run with (from the server's
 /// configuration).
@@ -86,7 +88,11 @@ impl SessionEnd {
 }
 
 struct Slot {
+    /// Unbounded, but never past the session budget (data holds permits)
+    /// and one `Removed`.
     events: mpsc::UnboundedSender<Event>,
+    /// `Removed` was handed over (more REMOVE_CONNECTs are ignored).
+    removed: bool,
     budget: Arc<Semaphore>,
     end: SessionEnd,
 }
@@ -102,6 +108,8 @@ pub(crate) struct SessionLink {
 pub(crate) struct Tunnel {
     pub(crate) id: u64,
     pub(crate) node: String,
+    /// The serial of the certificate the edge connected with.
+    serial: String,
     out: mpsc::Sender<Bytes>,
     slots: Mutex<HashMap<u64, Slot>>,
     cancel: CancellationToken,
@@ -167,7 +175,7 @@ impl Tunnel {
             return Err(crate::OpenError::TooMany { node: self.node.clone(), max: self.settings.max_sessions });
         }
         let budget = Arc::new(Semaphore::new(self.settings.session_budget));
-        slots.insert(id, Slot { events, budget, end: end.clone() });
+        slots.insert(id, Slot { events, removed: false, budget, end: end.clone() });
         self.metrics.sessions_opened.inc();
         self.metrics.sessions_open.inc();
         Ok(SessionLink { events: rx, end })
@@ -239,7 +247,9 @@ impl Tunnel {
                 }
             }
             MessageType::RemoveConnect => {
-                if let Some(slot) = lock(&self.slots).get(&m.connect_id) {
+                if let Some(slot) = lock(&self.slots).get_mut(&m.connect_id)
+                    && !std::mem::replace(&mut slot.removed, true)
+                {
                     let _ = slot.events.send(Event::Removed);
                 }
             }
@@ -260,10 +270,23 @@ pub(crate) struct Registry {
     pub(crate) settings: Arc<Settings>,
     pub(crate) metrics: Arc<TunnelMetrics>,
     max_tunnels: usize,
+    /// Whose certificates are checked again while their tunnel lives.
+    credentials: Option<Arc<Credentials>>,
 }
 
+/// How often a live tunnel's certificate is checked again (a revoke or a
+/// replaced certificate closes it within this).
+const RECHECK: Duration = Duration::from_secs(60);
+/// Longest wait for one check.
+const CHECK_DEADLINE: Duration = Duration::from_secs(5);
+
 impl Registry {
-    pub(crate) fn new(settings: Settings, metrics: Arc<TunnelMetrics>, max_tunnels: usize) -> Registry {
+    pub(crate) fn new(
+        settings: Settings,
+        metrics: Arc<TunnelMetrics>,
+        max_tunnels: usize,
+        credentials: Option<Arc<Credentials>>,
+    ) -> Registry {
         Registry {
             tunnels: Mutex::new(HashMap::new()),
             next_connect_id: AtomicU64::new(1),
@@ -271,6 +294,22 @@ impl Registry {
             settings: Arc::new(settings),
             metrics,
             max_tunnels,
+            credentials,
+        }
+    }
+
+    /// Whether the certificate `tunnel` connected with is still accepted:
+    /// `Err(why)` when the credentials refuse it (a check that cannot be
+    /// made in time does not close a live tunnel).
+    async fn still_accepted(&self, tunnel: &Tunnel) -> Result<(), String> {
+        let Some(credentials) = &self.credentials else { return Ok(()) };
+        match tokio::time::timeout(CHECK_DEADLINE, credentials.check_certificate(&tunnel.node, &tunnel.serial)).await {
+            Ok(Err(edgehive_credentials::Refusal::Store(e))) => {
+                tracing::warn!(node = %tunnel.node, error = %e, "tunnel certificate check");
+                Ok(())
+            }
+            Ok(Err(refusal)) => Err(refusal.to_string()),
+            Ok(Ok(())) | Err(_) => Ok(()),
         }
     }
 
@@ -288,8 +327,14 @@ impl Registry {
     /// Runs a node's tunnel over an upgraded connection until it ends or
     /// `stop`. A newer tunnel of the node replaces (closes) an older one, as
     /// in KubeEdge, whose table keeps the newest.
-    pub(crate) async fn run<IO>(self: Arc<Self>, io: IO, node: String, internal_ip: String, stop: CancellationToken)
-    where
+    pub(crate) async fn run<IO>(
+        self: Arc<Self>,
+        io: IO,
+        node: String,
+        internal_ip: String,
+        serial: String,
+        stop: CancellationToken,
+    ) where
         IO: AsyncRead + AsyncWrite + Send + 'static,
     {
         let (r, w) = tokio::io::split(io);
@@ -297,6 +342,7 @@ impl Registry {
         let tunnel = Arc::new(Tunnel {
             id: self.next_tunnel_id.fetch_add(1, Ordering::Relaxed),
             node: node.clone(),
+            serial,
             out,
             slots: Mutex::new(HashMap::new()),
             cancel: stop.child_token(),
@@ -318,8 +364,27 @@ impl Registry {
         self.metrics.accepted.inc();
         tracing::info!(node = %node, internal_ip = %internal_ip, "stream tunnel connected");
         let writer = tokio::spawn(write_loop(w, out_rx, Arc::clone(&tunnel)).in_current_span());
+        // The certificate, checked again while the tunnel lives.
+        let watcher = tokio::spawn({
+            let (registry, tunnel) = (Arc::clone(&self), Arc::clone(&tunnel));
+            async move {
+                loop {
+                    tokio::select! {
+                        () = tunnel.cancel.cancelled() => return,
+                        () = tokio::time::sleep(RECHECK) => {}
+                    }
+                    if let Err(why) = registry.still_accepted(&tunnel).await {
+                        tracing::warn!(node = %tunnel.node, reason = %why, "tunnel closed: certificate no longer accepted");
+                        tunnel.close(1008, &why);
+                        return;
+                    }
+                }
+            }
+            .in_current_span()
+        });
         let reason = read_loop(FrameReader::new(r, self.settings.max_message), &tunnel).await;
         tunnel.close(1000, &reason);
+        watcher.abort();
         let _ = writer.await;
         let current = {
             let mut tunnels = lock(&self.tunnels);
@@ -441,9 +506,15 @@ impl Tunnels {
     /// and returns the opener's end: the tunnel answers it as an edgehive
     /// edge would (a `SessionReply` first, then the session's data),
     /// translating to and from the node's tunnel. Fails at once when the
-    /// node has no tunnel or too many sessions open.
-    pub fn open(&self, node: &str, header: Bytes) -> Result<Stream, crate::OpenError> {
+    /// node has no tunnel or too many sessions open; checks the tunnel's
+    /// certificate first (a revoked or replaced one closes the tunnel).
+    pub async fn open(&self, node: &str, header: Bytes) -> Result<Stream, crate::OpenError> {
         let tunnel = self.registry.get(node).ok_or_else(|| crate::OpenError::NotConnected(node.to_owned()))?;
+        if let Err(why) = self.registry.still_accepted(&tunnel).await {
+            tracing::warn!(node = %node, reason = %why, "tunnel closed: certificate no longer accepted");
+            tunnel.close(1008, &why);
+            return Err(crate::OpenError::Revoked { node: node.to_owned(), why });
+        }
         let id = self.registry.next_connect_id.fetch_add(1, Ordering::Relaxed);
         let link = tunnel.register(id)?;
         let (opener, acceptor) = match edgehive_viaduct::stream::pair(header) {
@@ -476,4 +547,13 @@ pub enum OpenError {
     /// The session pair could not be made.
     #[error("stream session: {0}")]
     Stream(StreamError),
+    /// The tunnel's certificate is no longer accepted (the node's
+    /// certificates were revoked or replaced): the tunnel was closed.
+    #[error("the stream tunnel of node {node:?} was closed: {why}")]
+    Revoked {
+        /// The node.
+        node: String,
+        /// Why.
+        why: String,
+    },
 }

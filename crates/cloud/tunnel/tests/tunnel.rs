@@ -227,8 +227,8 @@ fn request(kind: SessionKind) -> SessionRequest {
     }
 }
 
-fn open(cloud: &Cloud, node: &str, r: &SessionRequest) -> Stream {
-    cloud.tunnels.open(node, Bytes::from(serde_json::to_vec(r).unwrap())).unwrap()
+async fn open(cloud: &Cloud, node: &str, r: &SessionRequest) -> Stream {
+    cloud.tunnels.open(node, Bytes::from(serde_json::to_vec(r).unwrap())).await.unwrap()
 }
 
 async fn reply_of(s: &mut edgehive_viaduct::StreamRx) -> SessionReply {
@@ -267,7 +267,7 @@ async fn only_a_nodes_own_certificate_opens_its_tunnel() {
     let _a = connected(&cloud, "edge-a").await;
     assert_eq!(cloud.tunnels.nodes(), ["edge-a"]);
     assert_eq!(cloud.metrics.connected(), 1);
-    let e = cloud.tunnels.open("edge-b", Bytes::from_static(b"{}")).unwrap_err();
+    let e = cloud.tunnels.open("edge-b", Bytes::from_static(b"{}")).await.unwrap_err();
     assert_eq!(e, OpenError::NotConnected("edge-b".into()));
 }
 
@@ -300,7 +300,7 @@ async fn a_malformed_or_oversize_frame_closes_that_tunnel_only() {
     assert_eq!(cloud.metrics.malformed(), 2);
 
     // The other node's tunnel still carries sessions.
-    let (_tx, mut rx) = open(&cloud, "edge-c", &request(SessionKind::Log)).split();
+    let (_tx, mut rx) = open(&cloud, "edge-c", &request(SessionKind::Log)).await.split();
     let connect = c.next_message().await;
     assert_eq!(connect.kind, MessageType::LogsConnect);
     c.send(connect.connect_id, MessageType::Data, b"still here\n").await;
@@ -319,7 +319,7 @@ async fn a_newer_tunnel_of_a_node_replaces_the_older() {
     let new = Edge::connect(&cloud, "edge-a", &cloud.ca.node("edge-a")).await.unwrap();
     assert!(matches!(old.next().await, Got::Close(1000)));
     assert_eq!(cloud.tunnels.nodes(), ["edge-a"]);
-    let (_tx, _rx) = open(&cloud, "edge-a", &request(SessionKind::Log)).split();
+    let (_tx, _rx) = open(&cloud, "edge-a", &request(SessionKind::Log)).await.split();
     assert_eq!(new.next_message().await.kind, MessageType::LogsConnect);
     assert_eq!(cloud.metrics.connected(), 1);
 }
@@ -330,7 +330,7 @@ async fn a_log_session_asks_for_the_kubelet_path_and_relays_the_body() {
     let edge = connected(&cloud, "edge-a").await;
     let mut r = request(SessionKind::Log);
     r.log = LogOptions { tail_lines: Some(2), timestamps: true, ..LogOptions::default() };
-    let (_tx, mut rx) = open(&cloud, "edge-a", &r).split();
+    let (_tx, mut rx) = open(&cloud, "edge-a", &r).await.split();
     let connect = edge.next_message().await;
     assert_eq!(connect.kind, MessageType::LogsConnect);
     let json: serde_json::Value = serde_json::from_slice(&connect.data).unwrap();
@@ -362,7 +362,7 @@ async fn a_client_that_goes_away_ends_the_edges_connection() {
     let edge = connected(&cloud, "edge-a").await;
     let mut r = request(SessionKind::Log);
     r.log.follow = true;
-    let (tx, mut rx) = open(&cloud, "edge-a", &r).split();
+    let (tx, mut rx) = open(&cloud, "edge-a", &r).await.split();
     let connect = edge.next_message().await;
     assert!(std::str::from_utf8(&connect.data).unwrap().contains(r#""RawQuery":"follow=true""#));
     // A followed log is answered at once: a quiet container sends nothing.
@@ -382,7 +382,7 @@ async fn an_edge_that_never_answers_times_out_and_unsupported_sessions_are_refus
         let mut r = request(kind);
         r.command = vec!["true".into()];
         r.stdout = true;
-        let (_tx, mut rx) = open(&cloud, "edge-a", &r).split();
+        let (_tx, mut rx) = open(&cloud, "edge-a", &r).await.split();
         let connect = edge.next_message().await;
         let reply = reply_of(&mut rx).await;
         assert_eq!((reply.code, reply.reason.as_str()), (504, "Timeout"), "{kind:?}");
@@ -392,7 +392,7 @@ async fn an_edge_that_never_answers_times_out_and_unsupported_sessions_are_refus
     }
     let mut forward = request(SessionKind::Portforward);
     forward.port = Some(80);
-    let (_tx, mut rx) = open(&cloud, "edge-a", &forward).split();
+    let (_tx, mut rx) = open(&cloud, "edge-a", &forward).await.split();
     let reply = reply_of(&mut rx).await;
     assert_eq!(reply.code, 400);
     assert!(reply.message.contains("port forwarding"), "{}", reply.message);
@@ -459,7 +459,7 @@ async fn an_exec_speaks_remote_command_over_the_tunnels_bytes() {
         let mut r = request(SessionKind::Exec);
         r.command = vec!["sh".into(), "-c".into(), "cat".into()];
         (r.stdin, r.stdout, r.stderr) = (true, true, true);
-        let (mut tx, mut rx) = open(&cloud, "edge-a", &r).split();
+        let (mut tx, mut rx) = open(&cloud, "edge-a", &r).await.split();
         let connect = edge.next_message().await;
         assert_eq!(connect.kind, MessageType::ExecConnect);
         let fake = parse_connect(&connect);
@@ -517,7 +517,7 @@ async fn an_error_from_the_edges_server_refuses_the_session_with_its_status() {
     let edge = connected(&cloud, "edge-a").await;
     let mut r = request(SessionKind::Attach);
     (r.stdout, r.tty) = (true, true);
-    let (_tx, mut rx) = open(&cloud, "edge-a", &r).split();
+    let (_tx, mut rx) = open(&cloud, "edge-a", &r).await.split();
     let connect = edge.next_message().await;
     assert_eq!(connect.kind, MessageType::AttachConnect);
     assert_eq!(parse_connect(&connect).query, "/attach/default/web/app?output=1&tty=1");
@@ -549,7 +549,7 @@ async fn a_stalled_session_ends_alone() {
     let edge = connected(&cloud, "edge-a").await;
     let mut r = request(SessionKind::Log);
     r.log.follow = true;
-    let (_stuck_tx, mut stuck) = open(&cloud, "edge-a", &r).split();
+    let (_stuck_tx, mut stuck) = open(&cloud, "edge-a", &r).await.split();
     let first = edge.next_message().await;
     assert_eq!(reply_of(&mut stuck).await.code, 200);
     // Far more than the session's window and budget, never read.
@@ -568,7 +568,7 @@ async fn a_stalled_session_ends_alone() {
     };
     assert!(matches!(end, Err(edgehive_viaduct::StreamError::Reset(ref why)) if why.contains("fell")), "{end:?}");
     // Another session on the same tunnel.
-    let (_tx, mut rx) = open(&cloud, "edge-a", &request(SessionKind::Log)).split();
+    let (_tx, mut rx) = open(&cloud, "edge-a", &request(SessionKind::Log)).await.split();
     let connect = edge.next_message().await;
     edge.send(connect.connect_id, MessageType::RemoveConnect, b"").await;
     assert_eq!(reply_of(&mut rx).await.code, 200);
