@@ -645,6 +645,18 @@ async fn kubectl_logs_and_exec_reach_a_kubeedge_node_through_its_stream_tunnel()
     assert_eq!((code, out.as_str()), (2, "out\n"), "stderr: {err}\npeer: {}", stream4.all());
     stream4.wait_for("exec protocol v4.channel.k8s.io", within).await;
 
+    // kubectl top and the node's own endpoints (METRIC_CONNECT: the edge
+    // relays what its kubelet server answers; for top, its Summary API).
+    let (code, out, err) = kubectl(&data, &["top", "node", "edge-ts", "--no-headers"], b"").await;
+    assert_eq!(code, 0, "{err}\npeer: {}", stream.all());
+    assert_eq!(out.split_whitespace().take(2).collect::<Vec<_>>(), ["edge-ts", "250m"], "{out}");
+    let (code, out, err) = kubectl(&data, &["top", "pod", "web", "--containers", "--no-headers"], b"").await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.split_whitespace().collect::<Vec<_>>(), ["web", "app", "20m", "8Mi"], "{out}");
+    let (code, out, err) = kubectl(&data, &["get", "--raw", "/api/v1/nodes/edge-ts/proxy/healthz"], b"").await;
+    assert_eq!((code, out.trim()), (0, "ok"), "{err}");
+    stream.wait_for("metrics request /stats/summary", within).await;
+
     // The tunnel's metrics, on the API's /metrics.
     let (_, metrics, _) = kubectl(&data, &["get", "--raw", "/metrics"], b"").await;
     assert!(metrics.contains("edgehive_tunnel_connected_nodes 2"), "{metrics}");

@@ -19,6 +19,10 @@
 //!   WebSocket message one session frame both ways (split at the session's
 //!   frame limit, each part keeping its channel byte); with v4 the v5-only
 //!   close frames are dropped. The server's close finishes the session.
+//! - metrics, proxy: METRIC_CONNECT; the edge relays its server's body a
+//!   line a message and REMOVE_CONNECT. The body is read whole (bounded),
+//!   then answered: kubelet's Summary API as a usage summary for metrics,
+//!   the body as it came for proxy.
 //!
 //! Either end stopping ends the connection with REMOVE_CONNECT, as
 //! CloudStream sends it when kube-apiserver's request ends.
@@ -137,6 +141,7 @@ async fn serve(
     }
     match request.kind {
         Some(SessionKind::Log) => serve_log(tunnel, request.log.follow, events, tx, rx).await,
+        Some(kind @ (SessionKind::Metrics | SessionKind::Proxy)) => serve_metric(tunnel, kind, edged, events, tx).await,
         _ => serve_command(tunnel, id, key, events, tx, rx).await,
     }
 }
@@ -207,6 +212,58 @@ async fn serve_log(
         r = down => r.map_err(|e: &str| e.to_owned()),
         why = client_gone(rx) => Err(why),
     }
+}
+
+/// Most of a node endpoint's answer read through the tunnel.
+const MAX_METRIC_BODY: usize = edgehive_model::session::MAX_SUMMARY;
+
+/// A `METRIC_CONNECT`: the edge GETs the path of its server and relays the
+/// body (line by line), then REMOVE_CONNECT. The whole body is read
+/// (bounded, within the reply deadline), then answered: a usage summary
+/// made of kubelet's Summary API for `metrics`, the body itself for
+/// `proxy`. The edge does not relay its server's status: an error shows as
+/// what its body says.
+async fn serve_metric(
+    tunnel: &Tunnel,
+    kind: SessionKind,
+    edged: &EdgedRequest,
+    mut events: mpsc::UnboundedReceiver<Event>,
+    tx: &mut StreamTx,
+) -> Result<(), String> {
+    let read = async {
+        let mut body = Vec::new();
+        loop {
+            match events.recv().await {
+                Some(Event::Data(bytes, _permit)) => {
+                    if body.len() + bytes.len() > MAX_METRIC_BODY {
+                        return Err(format!("the node's answer is over {MAX_METRIC_BODY} bytes"));
+                    }
+                    body.extend_from_slice(&bytes);
+                }
+                Some(Event::Removed) => return Ok(body),
+                None => return Err("the session was closed".to_owned()),
+            }
+        }
+    };
+    let body = match tokio::time::timeout(tunnel.settings.reply_timeout, read).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(why)) => return reply(tx, &SessionReply::refuse(502, "InternalError", why)).await,
+        Err(_) => return reply(tx, &timed_out(tunnel, "metrics")).await,
+    };
+    let (content_type, body) = if kind == SessionKind::Metrics {
+        match edged::usage_from_summary(&body) {
+            Ok(s) => ("application/json", serde_json::to_vec(&s).unwrap_or_default()),
+            Err(why) => return reply(tx, &SessionReply::refuse(502, "InternalError", why)).await,
+        }
+    } else {
+        let json = body.first().is_some_and(|b| *b == b'{' || *b == b'[');
+        (if json { "application/json" } else { "text/plain; charset=utf-8" }, body)
+    };
+    tracing::debug!(path = %edged.path, bytes = body.len(), "node endpoint read through the tunnel");
+    reply(tx, &SessionReply::ok_with(content_type)).await?;
+    send_chunks(tx, Bytes::from(body)).await?;
+    let _ = tx.finish().await;
+    Ok(())
 }
 
 async fn send_chunks(tx: &mut StreamTx, bytes: Bytes) -> Result<(), &'static str> {

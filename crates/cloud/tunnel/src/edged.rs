@@ -68,7 +68,8 @@ struct GoUrl<'a> {
     raw_fragment: &'a str,
 }
 
-/// `EdgedLogsConnection` (no `method`), `EdgedExecConnection`,
+/// `EdgedLogsConnection` and `EdgedMetricsConnection` (no `method`),
+/// `EdgedExecConnection`,
 /// `EdgedAttachConnection`: `ReadChan` and `Stop` are `json:"-"`.
 #[derive(Serialize)]
 struct Connector<'a> {
@@ -100,7 +101,8 @@ impl EdgedRequest {
                 raw_fragment: "",
             },
             header: &self.header,
-            method: (self.kind != MessageType::LogsConnect).then_some(self.method),
+            method: (!matches!(self.kind, MessageType::LogsConnect | MessageType::MetricConnect))
+                .then_some(self.method),
         };
         let json = serde_json::to_string(&connector).unwrap_or_default();
         TunnelMessage::new(connect_id, self.kind, Bytes::from(go_json_escape(&json)))
@@ -201,10 +203,24 @@ pub fn connect_request(r: &SessionRequest, host: &str, websocket_key: &str) -> R
                 (MessageType::AttachConnect, format!("/attach/{}/{}/{}", r.namespace, r.pod, r.container))
             }
         }
+        // The node's usage: kubelet's Summary API, which the bridge reads
+        // into a usage summary (`METRIC_CONNECT`, as CloudStream forwards
+        // metrics-server's scrapes).
+        SessionKind::Metrics => (MessageType::MetricConnect, SUMMARY_PATH.to_owned()),
+        // One of the node's own endpoints, its query as the client sent it.
+        SessionKind::Proxy => {
+            let (path, query) = r.path.split_once('?').unwrap_or((r.path.as_str(), ""));
+            if !path.starts_with('/') || path.contains("/../") || path.ends_with("/..") {
+                return Err(SessionReply::refuse(400, "BadRequest", format!("not a path of the node: {:?}", r.path)));
+            }
+            let mut req = metric_request(host, path);
+            req.raw_query = query.to_owned();
+            return Ok(req);
+        }
         other => return Err(unsupported(other)),
     };
     let mut header = BTreeMap::new();
-    if kind != MessageType::LogsConnect {
+    if !matches!(kind, MessageType::LogsConnect | MessageType::MetricConnect) {
         let mut set = |k: &str, v: &str| {
             header.insert(k.to_owned(), vec![v.to_owned()]);
         };
@@ -217,6 +233,64 @@ pub fn connect_request(r: &SessionRequest, host: &str, websocket_key: &str) -> R
     Ok(EdgedRequest { kind, method: "GET", host: host.to_owned(), path, raw_query: encode_query(&params), header })
 }
 
+/// kubelet's Summary API, where a KubeEdge edge's usage is read.
+pub const SUMMARY_PATH: &str = "/stats/summary";
+
+fn metric_request(host: &str, path: &str) -> EdgedRequest {
+    EdgedRequest {
+        kind: MessageType::MetricConnect,
+        method: "GET",
+        host: host.to_owned(),
+        path: path.to_owned(),
+        raw_query: String::new(),
+        header: BTreeMap::new(),
+    }
+}
+
+/// A usage summary from kubelet's Summary API (`/stats/summary`): the
+/// node's and each running container's CPU rate and working set.
+pub fn usage_from_summary(summary: &[u8]) -> Result<edgehive_model::session::UsageSummary, String> {
+    use edgehive_model::session::{ContainerUsage, PodUsage, Usage, UsageSummary};
+    let v: serde_json::Value =
+        serde_json::from_slice(summary).map_err(|e| format!("the node's /stats/summary does not parse: {e}"))?;
+    let usage = |s: &serde_json::Value| Usage {
+        cpu_nano_cores: s["cpu"]["usageNanoCores"].as_u64().unwrap_or(0),
+        cpu_core_nano_seconds: s["cpu"]["usageCoreNanoSeconds"].as_u64().unwrap_or(0),
+        memory_bytes: s["memory"]["workingSetBytes"].as_u64().unwrap_or(0),
+    };
+    let node = &v["node"];
+    if !node.is_object() {
+        return Err("the node's /stats/summary has no node".into());
+    }
+    let pods = v["pods"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| PodUsage {
+            namespace: p["podRef"]["namespace"].as_str().unwrap_or_default().to_owned(),
+            name: p["podRef"]["name"].as_str().unwrap_or_default().to_owned(),
+            uid: p["podRef"]["uid"].as_str().unwrap_or_default().to_owned(),
+            containers: p["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|c| c["cpu"].is_object() || c["memory"].is_object())
+                .map(|c| ContainerUsage { name: c["name"].as_str().unwrap_or_default().to_owned(), usage: usage(c) })
+                .collect(),
+        })
+        .collect();
+    Ok(UsageSummary {
+        timestamp: node["cpu"]["time"].as_str().unwrap_or_default().to_owned(),
+        // kubelet's rates are over its stats collector's interval.
+        window_ms: SUMMARY_WINDOW_MS,
+        node: usage(node),
+        pods,
+    })
+}
+
+/// The window kubelet's CPU rates are over (its housekeeping interval).
+const SUMMARY_WINDOW_MS: u64 = 10_000;
+
 /// The refusal of a session KubeEdge's tunnel cannot carry.
 fn unsupported(kind: SessionKind) -> SessionReply {
     let what = match kind {
@@ -227,8 +301,8 @@ fn unsupported(kind: SessionKind) -> SessionReply {
         400,
         "BadRequest",
         format!(
-            "{what} to a KubeEdge node is not supported: its stream tunnel carries container logs, exec and \
-             attach only"
+            "{what} to a KubeEdge node is not supported: its stream tunnel carries container logs, exec, \
+             attach and the node's metrics only"
         ),
     )
 }
@@ -380,6 +454,49 @@ mod tests {
                 r#""Upgrade":["websocket"]},"method":"GET"}"#
             )
         );
+    }
+
+    #[test]
+    fn metrics_and_proxy_are_metric_connects_and_a_summary_reads_as_usage() {
+        let metrics = SessionRequest { kind: Some(SessionKind::Metrics), ..SessionRequest::default() };
+        let m = connect_request(&metrics, EDGED_ADDRESS, "").unwrap().connect_message(3);
+        assert_eq!(m.kind, MessageType::MetricConnect);
+        assert_eq!(
+            std::str::from_utf8(&m.data).unwrap(),
+            r#"{"MessID":3,"url":{"Scheme":"http","Opaque":"","User":null,"Host":"127.0.0.1:10350","Path":"/stats/summary","RawPath":"","OmitHost":false,"ForceQuery":false,"RawQuery":"","Fragment":"","RawFragment":""},"header":{}}"#
+        );
+        let proxy = |path: &str| {
+            connect_request(
+                &SessionRequest { kind: Some(SessionKind::Proxy), path: path.into(), ..SessionRequest::default() },
+                EDGED_ADDRESS,
+                "",
+            )
+        };
+        let r = proxy("/metrics/resource?a=b%20c").unwrap();
+        assert_eq!(
+            (r.kind, r.path.as_str(), r.raw_query.as_str()),
+            (MessageType::MetricConnect, "/metrics/resource", "a=b%20c")
+        );
+        for bad in ["metrics", "/a/../b", "/.."] {
+            assert_eq!(proxy(bad).unwrap_err().code, 400, "{bad}");
+        }
+
+        let summary = br#"{"node":{"nodeName":"n","cpu":{"time":"2026-11-25T01:00:00Z","usageNanoCores":250000000,"usageCoreNanoSeconds":9000000000},"memory":{"time":"2026-11-25T01:00:00Z","workingSetBytes":536870912}},
+            "pods":[{"podRef":{"name":"web","namespace":"default","uid":"u1"},"containers":[{"name":"app","cpu":{"usageNanoCores":20000000},"memory":{"workingSetBytes":8388608}},{"name":"waiting"}]}]}"#;
+        let u = usage_from_summary(summary).unwrap();
+        assert_eq!(u.timestamp, "2026-11-25T01:00:00Z");
+        assert_eq!(
+            (u.node.cpu_nano_cores, u.node.cpu_core_nano_seconds, u.node.memory_bytes),
+            (250_000_000, 9_000_000_000, 536_870_912)
+        );
+        assert_eq!(
+            (u.pods[0].namespace.as_str(), u.pods[0].name.as_str(), u.pods[0].uid.as_str()),
+            ("default", "web", "u1")
+        );
+        assert_eq!(u.pods[0].containers.len(), 1, "a container with no stats is left out");
+        assert_eq!(u.pods[0].containers[0].usage.memory_bytes, 8_388_608);
+        assert!(usage_from_summary(b"404 page not found").unwrap_err().contains("does not parse"));
+        assert!(usage_from_summary(b"{}").unwrap_err().contains("no node"));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! KubeEdge's stream tunnel, served by the cloud: what lets a stock
 //! KubeEdge EdgeCore with `edgeStream` enabled answer `kubectl logs`,
-//! `exec` and `attach` of its pods (docs/protocol.md §10).
+//! `exec`, `attach` and `top` of its pods (docs/protocol.md §10).
 //!
 //! An EdgeCore's EdgeStream dials `wss://{cloud}:10004/v1/kubeedge/connect`
 //! with its node certificate and the header `SessionHostNameOverride`
@@ -15,7 +15,9 @@
 //! API server ── Stream (pair) ── bridge ── tunnel (message.rs over frames.rs) ── EdgeStream ── edged :10350
 //! ```
 //!
-//! Port forwarding is not carried: KubeEdge's tunnel has no message for it.
+//! `kubectl top` and `nodes/{name}/proxy` go as METRIC_CONNECT (the edge
+//! GETs a path of its kubelet API and relays the body). Port forwarding is
+//! not carried: KubeEdge's tunnel has no message for it.
 //!
 //! **Architecture Invariant:** the tunnel knows the API server only by the
 //! session protocol (`edgehive_model::session`); the binary adapts its

@@ -357,6 +357,42 @@ async fn a_log_session_asks_for_the_kubelet_path_and_relays_the_body() {
 }
 
 #[tokio::test]
+async fn a_metrics_session_reads_the_kubelet_summary_into_a_usage_summary() {
+    let cloud = cloud(|_| {}).await;
+    let edge = connected(&cloud, "edge-a").await;
+    let r = SessionRequest { kind: Some(SessionKind::Metrics), ..SessionRequest::default() };
+    let (_tx, mut rx) = open(&cloud, "edge-a", &r).await.split();
+    let connect = edge.next_message().await;
+    assert_eq!(connect.kind, MessageType::MetricConnect);
+    // As EdgedMetricsConnection sends the body: a line a message.
+    let summary = "{\"node\":{\"cpu\":{\"time\":\"2026-11-25T01:00:00Z\",\"usageNanoCores\":7},\n\"memory\":{\"workingSetBytes\":1024}},\"pods\":[]}";
+    for line in summary.lines() {
+        edge.send(connect.connect_id, MessageType::Data, format!("{line}\n").as_bytes()).await;
+    }
+    edge.send(connect.connect_id, MessageType::RemoveConnect, b"").await;
+    let reply = reply_of(&mut rx).await;
+    assert_eq!((reply.code, reply.content_type.as_str()), (200, "application/json"));
+    let mut body = Vec::new();
+    while let Some(b) = recv(&mut rx).await {
+        body.extend_from_slice(&b);
+    }
+    let usage: edgehive_model::session::UsageSummary = serde_json::from_slice(&body).unwrap();
+    assert_eq!((usage.node.cpu_nano_cores, usage.node.memory_bytes), (7, 1024));
+    let remove = edge.next_message().await;
+    assert_eq!((remove.connect_id, remove.kind), (connect.connect_id, MessageType::RemoveConnect));
+
+    // An answer that is not a summary (the edge relays no status): a
+    // refusal saying so.
+    let (_tx, mut rx) = open(&cloud, "edge-a", &r).await.split();
+    let connect = edge.next_message().await;
+    edge.send(connect.connect_id, MessageType::Data, b"404 page not found\n").await;
+    edge.send(connect.connect_id, MessageType::RemoveConnect, b"").await;
+    let reply = reply_of(&mut rx).await;
+    assert_eq!(reply.code, 502);
+    assert!(reply.message.contains("does not parse"), "{reply:?}");
+}
+
+#[tokio::test]
 async fn a_client_that_goes_away_ends_the_edges_connection() {
     let cloud = cloud(|_| {}).await;
     let edge = connected(&cloud, "edge-a").await;

@@ -246,7 +246,40 @@ func serve(t *tunnel, m *tunnelMessage, ch chan *tunnelMessage) {
 		serveRaw(t, m.ConnectID, target, c, ch)
 	default:
 		say("metrics request %s", c.URL.Path)
+		serveMetrics(t, m.ConnectID, target, c.Header, ch)
 	}
+}
+
+// EdgedMetricsConnection.Serve: the body, a line a message, then
+// REMOVE_CONNECT.
+func serveMetrics(t *tunnel, id uint64, target url.URL, h http.Header, ch chan *tunnelMessage) {
+	req, err := http.NewRequest(http.MethodGet, target.String(), nil)
+	if err != nil {
+		say("FAIL metrics request: %v", err)
+		return
+	}
+	req.Header = h
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	req.Header.Set("accept-encoding", "identity")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		say("metrics request failed: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	go func() {
+		for range ch {
+		}
+	}()
+	scan := bufio.NewScanner(resp.Body)
+	for scan.Scan() {
+		if t.write(&tunnelMessage{ConnectID: id, Type: dataMessage, Data: append(scan.Bytes(), 10)}) != nil {
+			return
+		}
+	}
+	remove(t, id)
 }
 
 func remove(t *tunnel, id uint64) {
@@ -381,6 +414,27 @@ func edgedServer(protocols []string) http.Handler {
 		for _, l := range lines {
 			fmt.Fprintln(w, l)
 		}
+	})
+	// kubelet's Summary API: the node and the pod's "app" container.
+	mux.HandleFunc("/stats/summary", func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now().UTC().Format(time.RFC3339)
+		usage := func(cores, bytes int) map[string]interface{} {
+			return map[string]interface{}{
+				"cpu":    map[string]interface{}{"time": now, "usageNanoCores": cores, "usageCoreNanoSeconds": cores * 100},
+				"memory": map[string]interface{}{"time": now, "workingSetBytes": bytes},
+			}
+		}
+		node := usage(250000000, 512*1024*1024)
+		node["nodeName"] = "edge"
+		app := usage(20000000, 8*1024*1024)
+		app["name"] = "app"
+		pod := usage(20000000, 8*1024*1024)
+		pod["podRef"] = map[string]string{"name": "web", "namespace": "default", "uid": ""}
+		pod["containers"] = []interface{}{app}
+		json.NewEncoder(w).Encode(map[string]interface{}{"node": node, "pods": []interface{}{pod}})
+	})
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "ok")
 	})
 	upgrader := websocket.Upgrader{Subprotocols: protocols}
 	mux.HandleFunc("/exec/", func(w http.ResponseWriter, r *http.Request) {
