@@ -694,6 +694,21 @@ fn kubectl_logs_exec_and_cp_reach_pods_on_the_edge() {
     assert!(shown.contains("xterm"), "{shown}");
     assert_eq!(terminal.status.code(), Some(3), "{shown}");
 
+    // A client that goes away while its command is silent: the session
+    // ends, and with it the command at the edge.
+    let sleepers = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == b"sleep\x00607\x00"))
+            .count()
+    };
+    let mut silent = cloud.kubectl_spawn(&["exec", "talker", "--", "sleep", "607"]);
+    wait_until("the silent command runs", || sleepers() == 1);
+    silent.kill().unwrap();
+    let _ = silent.wait();
+    wait_until("the silent command ends with its client gone", || sleepers() == 0);
+
     // cp, both ways (exec with tar).
     let local = dir.path().join("payload.txt");
     let payload: String = (0..20_000).map(|i| format!("{i}\n")).collect();

@@ -718,9 +718,12 @@ async fn relay(upgraded: hyper::upgrade::Upgraded, protocol: &'static str, mut t
                     }
                 }
                 Some(Ok(Frame::Close(_))) | None => {
-                    // The client is done sending; its output may still come.
-                    let _ = tx.finish().await;
-                    return std::future::pending().await;
+                    // The client closed its connection (stdin alone is
+                    // closed on channel 255): nothing more can reach it, so
+                    // the session ends, which stops the command's side even
+                    // if it never writes again.
+                    tx.reset("the client closed the connection");
+                    return "the client closed the connection".to_owned();
                 }
                 Some(Ok(_)) => {}
                 Some(Err(e)) => {

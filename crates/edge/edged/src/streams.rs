@@ -607,15 +607,35 @@ pub(crate) async fn run_exec(mut cmd: tokio::process::Command, spec: &ExecSpec, 
     let stdin = child.stdin.take();
     let input = tokio::spawn(copy_in(rx, stdin));
     // Output until every reader ended (the process and its children closed
-    // their outputs), while the session lasts.
+    // their outputs), then the exit, while the session lasts: a reset (the
+    // client went away) ends a command that writes nothing too.
     let mut sent = true;
-    while let Some(b) = chunks.recv().await {
-        if tx.send(b).await.is_err() {
-            sent = false;
-            break;
+    loop {
+        tokio::select! {
+            b = chunks.recv() => match b {
+                Some(b) => {
+                    if tx.send(b).await.is_err() {
+                        sent = false;
+                        break;
+                    }
+                }
+                None => break,
+            },
+            () = tx.reset_by_peer() => {
+                sent = false;
+                break;
+            }
         }
     }
-    if !sent {
+    let waited = if sent {
+        tokio::select! {
+            w = child.wait() => Some(w),
+            () = tx.reset_by_peer() => None,
+        }
+    } else {
+        None
+    };
+    let Some(waited) = waited else {
         if let Some(pg) = pgid {
             let _ = rustix::process::kill_process_group(pg, rustix::process::Signal::KILL);
         }
@@ -625,8 +645,8 @@ pub(crate) async fn run_exec(mut cmd: tokio::process::Command, spec: &ExecSpec, 
             r.abort();
         }
         return;
-    }
-    let code = match child.wait().await {
+    };
+    let code = match waited {
         Ok(s) => exit_code(s),
         Err(e) => {
             input.abort();
