@@ -337,7 +337,7 @@ impl Registry {
     ) where
         IO: AsyncRead + AsyncWrite + Send + 'static,
     {
-        let (r, w) = tokio::io::split(io);
+        let (r, mut w) = tokio::io::split(io);
         let (out, out_rx) = mpsc::channel(OUT_QUEUE);
         let tunnel = Arc::new(Tunnel {
             id: self.next_tunnel_id.fetch_add(1, Ordering::Relaxed),
@@ -350,7 +350,23 @@ impl Registry {
             settings: Arc::clone(&self.settings),
             metrics: Arc::clone(&self.metrics),
         });
-        let old = lock(&self.tunnels).insert(node.clone(), Arc::clone(&tunnel));
+        // The room checked before the upgrade is checked again where the
+        // tunnel goes in: upgrades at the same time cannot pass the limit.
+        let old = {
+            let mut tunnels = lock(&self.tunnels);
+            if !tunnels.contains_key(&node) && tunnels.len() >= self.max_tunnels {
+                None
+            } else {
+                Some(tunnels.insert(node.clone(), Arc::clone(&tunnel)))
+            }
+        };
+        let Some(old) = old else {
+            self.metrics.refused_limit.inc();
+            tracing::warn!(node = %node, "tunnel refused: the cloud serves no more tunnels");
+            let close = frames::close(1013, "the cloud serves no more tunnels");
+            let _ = tokio::time::timeout(CLOSE_GRACE, w.write_all(&close)).await;
+            return;
+        };
         match old {
             Some(old) => {
                 self.metrics.replaced.inc();
