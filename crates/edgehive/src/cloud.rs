@@ -96,6 +96,12 @@ pub(crate) struct Args {
     /// (default: never; edge nodes keep their pods while cut off).
     #[arg(long)]
     evict_after: Option<u64>,
+    /// Seconds between the Lease renewals the cloud writes for an edge whose
+    /// session proves it alive (edges that keep alive with pings renew none
+    /// themselves). The Lease's `leaseDurationSeconds` is 10 s more, so a
+    /// Lease stays held from one renewal to the next.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    node_lease_renew_interval: u64,
     /// Milliseconds that acknowledged success points gather before they are
     /// written to the store together (a crash loses at most this much, which
     /// costs only re-sends).
@@ -122,6 +128,13 @@ pub(crate) struct Args {
     /// `--event-ttl`).
     #[arg(long, default_value = "1h", value_parser = crate::duration::positive)]
     event_ttl: Duration,
+    /// The CIDR Service ClusterIPs are allocated from (kube-apiserver's
+    /// `--service-cluster-ip-range` and its default; k3s uses 10.43.0.0/16).
+    #[arg(long, default_value = "10.0.0.0/24", value_parser = edgehive_apiserver::ServiceIpRange::parse)]
+    service_cluster_ip_range: edgehive_apiserver::ServiceIpRange,
+    /// The ports NodePort Services are allocated from.
+    #[arg(long, default_value = "30000-32767", value_parser = edgehive_apiserver::NodePortRange::parse)]
+    service_node_port_range: edgehive_apiserver::NodePortRange,
 }
 
 pub(crate) fn default_data_dir() -> PathBuf {
@@ -224,6 +237,11 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let lifecycle = LifecycleConfig {
         grace: Duration::from_secs(args.node_grace_period),
         evict_after: args.evict_after.map(Duration::from_secs),
+        heartbeat: edgehive_edgecontroller::heartbeat::HeartbeatConfig {
+            lease_renew: Duration::from_secs(args.node_lease_renew_interval),
+            lease_duration: Duration::from_secs(args.node_lease_renew_interval + 10),
+            ..Default::default()
+        },
         ..LifecycleConfig::default()
     };
     // Tokens for edges' pods, signed with the key the API server verifies them with.
@@ -248,11 +266,18 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let hive = builder.build();
     let bus = hive.context();
     // ReplicaSets, Deployments and the garbage collector, over the store.
-    let workloads = edgehive_workloads::Workloads::new(store.clone()).with_events(events.clone());
+    let workloads =
+        edgehive_workloads::Workloads::new(store.clone()).with_events(events.clone()).with_root_ca(ca.cert_pem());
 
     let mut config = ApiServerConfig::new(args.bind, args.data_dir.clone());
     config.sans = args.tls_sans;
     config.service_account_tokens = Some(sa_tokens);
+    config.services = edgehive_apiserver::ServiceConfig {
+        cluster_ip_range: args.service_cluster_ip_range.clone(),
+        node_port_range: args.service_node_port_range,
+        // The `kubernetes` endpoints name the first advertised address, as kube-apiserver's `--advertise-address`.
+        advertise_address: args.advertise.iter().find_map(|a| a.parse().ok()),
+    };
     config.edge_streams =
         Some(Arc::new(EdgeSessions { hub: hub.streams(), tunnels: tunnel.as_ref().map(|t| t.tunnels()) }));
     if let Some(t) = &tunnel {

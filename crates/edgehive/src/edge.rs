@@ -195,6 +195,7 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
     let hub = EdgeHub::new(hub_cfg, cert_rx);
     let hub = Arc::new(if runtime.is_some() { hub.with_streams(sessions_tx) } else { hub });
     let mut sessions = None;
+    let mut edged_events = None;
 
     let mut builder = Beehive::builder();
     builder.register(hub.clone()).context("register edgehub")?;
@@ -209,6 +210,7 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
         edged_cfg.backoff = edgehive_edged::Backoff { base: cfg.restart_backoff.0, cap: cfg.restart_backoff.1 };
         let edged = edgehive_edged::Edged::with_runtime(edged_cfg, runtime);
         sessions = Some(edged.sessions());
+        edged_events = Some(edged.event_metrics());
         builder.register(Arc::new(edged)).context("register edged")?;
     }
     let hive = builder.build();
@@ -229,6 +231,9 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
         let mut registry = prometheus_client::registry::Registry::with_prefix("edgehive");
         hub.metrics().register(&mut registry);
         meta.metrics().register(&mut registry);
+        if let Some(events) = &edged_events {
+            events.register(&mut registry);
+        }
         crate::process::register_bus(bus, &mut registry);
         let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("metrics address {addr}"))?;
         tracing::info!(%addr, "metrics at /metrics");

@@ -22,6 +22,8 @@ mod node;
 mod process;
 #[cfg(feature = "cloud")]
 mod token;
+#[cfg(feature = "cloud")]
+mod user;
 
 /// KubeEdge's cloud–edge framework, rebuilt in Rust.
 #[derive(Debug, Parser)]
@@ -58,6 +60,10 @@ enum Command {
     /// Edge nodes: revoke one's certificates.
     #[cfg(feature = "cloud")]
     Node(node::Args),
+    /// Users of the cloud's API: write a kubeconfig for one (a client
+    /// certificate from the cloud's CA; RBAC decides what it may do).
+    #[cfg(feature = "cloud")]
+    User(user::Args),
     /// Read KubeEdge wire messages (one JSON per line) from stdin, check them,
     /// and print what they say.
     Inspect(inspect::Args),
@@ -80,6 +86,8 @@ fn main() -> ExitCode {
         Command::Token(args) => token::run(args),
         #[cfg(feature = "cloud")]
         Command::Node(args) => node::run(args),
+        #[cfg(feature = "cloud")]
+        Command::User(args) => user::run(args),
     };
     match result {
         Ok(code) => code,

@@ -177,9 +177,19 @@ fn an_edge_cut_off_converges_and_keeps_its_pods_while_notready() {
     edge.configure("edge-x", &proxy.addr(), cloud.join, Some(&cloud.token()));
     edge.start(&[]);
     wait_until("the node is Ready", || cloud.node_ready("edge-x").as_deref() == Some("True"));
-    // No Lease, no status reports: the link's pings keep it Ready past the grace period.
+    // No Lease renewals, no status reports: the link's pings keep it Ready
+    // past the grace period, and the cloud keeps its Lease for it, which
+    // `kubectl describe node` shows.
+    wait_until("the cloud keeps the node's Lease", || {
+        cloud.kubectl_output(&["get", "lease", "-n", "kube-node-lease", "edge-x"], None).status.success()
+    });
     std::thread::sleep(Duration::from_secs(6));
     assert_eq!(cloud.node_ready("edge-x").as_deref(), Some("True"));
+    let lease = cloud.json(&["get", "lease", "-n", "kube-node-lease", "edge-x"]);
+    assert_eq!(lease["spec"]["holderIdentity"], "edge-x");
+    let described = cloud.kubectl(&["describe", "node", "edge-x"], None);
+    assert!(!described.contains("Failed to get lease"), "{described}");
+    assert!(described.contains("HolderIdentity:  edge-x"), "{described}");
     cloud.kubectl(&["apply", "-f", "-"], Some(&OBJECTS.replace("NODE", "edge-x")));
     cloud.kubectl(&["apply", "-f", "-"], Some(&pod_yaml("doomed", "edge-x")));
     wait_until("the first objects arrive", || {

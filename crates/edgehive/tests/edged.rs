@@ -8,6 +8,8 @@
 //! exists; the node's Hostname address is its name.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
+#[path = "edged/events.rs"]
+mod events;
 mod support;
 
 use std::collections::BTreeMap;

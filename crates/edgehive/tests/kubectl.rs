@@ -12,6 +12,15 @@ use std::time::{Duration, Instant};
 use edgehive_testkit::fixtures::{EtcdServer, TempDir};
 use serde_json::Value;
 
+#[path = "kubectl/openapi.rs"]
+mod openapi;
+#[path = "kubectl/python_client.rs"]
+mod python_client;
+#[path = "kubectl/rbac.rs"]
+mod rbac;
+#[path = "kubectl/services.rs"]
+mod services;
+
 /// `edgehive cloud` as a child process.
 struct Cloud {
     child: Child,

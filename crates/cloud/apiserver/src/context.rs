@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::handlers;
 use crate::metrics::Metrics;
+use crate::rbac::{Attributes, ResourceAttributes};
 use crate::response::{Body, error_response, json_response};
 use crate::route::{self, Route};
 use crate::server::ApiServerConfig;
@@ -44,6 +45,8 @@ pub(crate) struct ApiState {
     pub(crate) address: String,
     pub(crate) stop: CancellationToken,
     pub(crate) sa_tokens: Arc<edgehive_pki::ServiceAccountTokens>,
+    /// Roles and bindings, and the decisions made from them.
+    pub(crate) authorizer: Arc<crate::rbac::Authorizer>,
     /// Nodes' resource usage, for `metrics.k8s.io`.
     pub(crate) usage: crate::metrics_api::UsageCache,
 }
@@ -65,7 +68,7 @@ pub(crate) fn verb_of(method: &Method, target: &route::Target, query: &route::Qu
         Method::GET if named => "get",
         Method::GET => "list",
         Method::POST if !named => "create",
-        Method::POST if target.subresource.as_deref() == Some("eviction") => "create",
+        Method::POST if matches!(target.subresource.as_deref(), Some("eviction" | "token")) => "create",
         Method::PUT if named => "update",
         Method::PATCH if named => "patch",
         Method::DELETE if named => "delete",
@@ -98,16 +101,27 @@ pub(crate) async fn handle(
         if matches!(route, Route::Health) {
             return Ok(json_response(StatusCode::OK, Bytes::from_static(b"ok")));
         }
+        // `/version` is public, as Kubernetes' `system:public-info-viewer`
+        // role makes it (anonymous requests included): clients probe it
+        // before they present credentials.
+        if matches!(route, Route::Version) {
+            return handlers::non_resource(&shared, &route, req.headers());
+        }
         let user = match user {
             Some(user) => Some(user),
             None => bearer_user(&shared, req.headers()).await,
         };
         let user = user.ok_or_else(ApiError::unauthorized)?;
+        let user = impersonate(&shared, user, req.headers())?;
+        authorize(&shared, &user, &attributes_of(&method, &path, &route, &query)?)?;
+        if let Route::Review(target) = &route {
+            let (parts, bytes) = crate::body::read_body(req, shared.config.max_body_bytes).await?;
+            return crate::reviews::serve(&shared, &user, &method, target, &parts.headers, &bytes).await;
+        }
         if let Route::Resource(target) = route {
             let verb = verb_of(&method, &target, &query).ok_or_else(|| {
                 ApiError::method_not_allowed("the server does not allow this method on the requested resource")
             })?;
-            authorize(&user, verb, &target)?;
             let span =
                 tracing::debug_span!("request", verb, resource = target.resource.plural, user = %user.name, %peer);
             let _enter = span.enter();
@@ -120,7 +134,13 @@ pub(crate) async fn handle(
                 return crate::streams::serve(&shared, &target, &query, req).await;
             }
             let timeout = shared.config.request_timeout;
-            return match tokio::time::timeout(timeout, handlers::resource(&shared, verb, &target, &query, req)).await {
+            // The user goes with the request to where RBAC objects are
+            // written (escalation checks).
+            let served = crate::rbac::escalation::scope(
+                Arc::clone(&user),
+                handlers::resource(&shared, verb, &target, &query, req),
+            );
+            return match tokio::time::timeout(timeout, served).await {
                 Ok(r) => r,
                 Err(_) => {
                     let mut e = ApiError::new(
@@ -152,21 +172,36 @@ pub(crate) async fn handle(
     response
 }
 
-/// The service account a valid `Authorization: Bearer` token names, if any:
-/// a token meant for this server, and, if bound to a pod, while that pod
-/// exists with the uid the token names (Kubernetes' bound tokens: deleting
-/// or replacing the pod revokes them). A bad token is logged and treated as
-/// no credentials (401).
+/// The service account a valid `Authorization: Bearer` token names, if any
+/// (see [`service_account_user`]). A bad token is logged and treated as no
+/// credentials (401).
 async fn bearer_user(shared: &ApiState, headers: &http::HeaderMap) -> Option<Arc<User>> {
     let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
     let token = value.strip_prefix("Bearer ")?.trim();
-    let id = match shared.sa_tokens.verify(token, edgehive_pki::SA_API_AUDIENCES, time::OffsetDateTime::now_utc()) {
-        Ok(id) => id,
-        Err(e) => {
-            tracing::info!(error = %e, "bearer token refused");
-            return None;
+    match service_account_user(shared, token, edgehive_pki::SA_API_AUDIENCES).await {
+        Ok((user, _)) => Some(Arc::new(user)),
+        Err(reason) => {
+            tracing::info!(reason, "bearer token refused");
+            None
         }
-    };
+    }
+}
+
+/// The service account user a token names, with the token's audiences
+/// among `audiences`, or why it names none: a token meant for one of
+/// `audiences` (the API server's own for a bearer credential), valid now,
+/// and, if bound to a pod, while that pod exists with the uid the token
+/// names (Kubernetes' bound tokens: deleting or replacing the pod revokes
+/// them). TokenReview asks the same question.
+pub(crate) async fn service_account_user(
+    shared: &ApiState,
+    token: &str,
+    audiences: &[&str],
+) -> Result<(User, Vec<String>), String> {
+    let id = shared
+        .sa_tokens
+        .verify(token, audiences, time::OffsetDateTime::now_utc())
+        .map_err(|e| format!("[invalid bearer token, {e}]"))?;
     if let Some(pod) = &id.pod {
         let found = shared.store.get(&edgehive_store::resources::PODS, &id.namespace, &pod.name).await;
         let refused = match &found {
@@ -179,37 +214,176 @@ async fn bearer_user(shared: &ApiState, headers: &http::HeaderMap) -> Option<Arc
             }
         };
         if let Some(reason) = refused {
-            tracing::info!(user = %id.user(), pod = %pod.name, reason, "bearer token refused");
-            return None;
+            tracing::info!(user = %id.user(), pod = %pod.name, reason, "service account token refused");
+            return Err(format!("[invalid bearer token, service account token has been invalidated: {reason}]"));
         }
     }
-    Some(Arc::new(User { name: id.user(), groups: id.groups() }))
+    // The signature verified: the claims can be read for the audiences.
+    let claimed: Vec<String> = token
+        .split('.')
+        .nth(1)
+        .and_then(|p| base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, p).ok())
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|c| match c.get("aud") {
+            Some(serde_json::Value::String(a)) => Some(vec![a.clone()]),
+            Some(serde_json::Value::Array(a)) => {
+                Some(a.iter().filter_map(serde_json::Value::as_str).map(str::to_owned).collect())
+            }
+            _ => None,
+        })
+        .unwrap_or_default();
+    let matched = claimed.into_iter().filter(|a| audiences.contains(&a.as_str())).collect();
+    Ok((User { name: id.user(), groups: id.groups() }, matched))
 }
 
-fn authorize(user: &User, verb: &str, target: &route::Target) -> Result<(), ApiError> {
-    if user.is_admin() {
+/// What a request asks, as Kubernetes' request info makes it: a resource
+/// request (the verb of [`verb_of`]; a node's `proxy`, the group of
+/// `metrics.k8s.io`, a review's `create`), or a non-resource one with the
+/// method as its verb, in lower case.
+fn attributes_of(method: &Method, path: &str, route: &Route, query: &route::Query) -> Result<Attributes, ApiError> {
+    let resource =
+        |verb: &str, group: &str, resource: &str, sub: Option<&str>, ns: Option<&str>, name: Option<&str>| {
+            Attributes::Resource(ResourceAttributes {
+                verb: verb.into(),
+                group: group.into(),
+                resource: resource.into(),
+                subresource: sub.map(str::to_owned),
+                namespace: ns.unwrap_or_default().into(),
+                name: name.unwrap_or_default().into(),
+            })
+        };
+    Ok(match route {
+        Route::Resource(t) => {
+            let verb = verb_of(method, t, query).ok_or_else(|| {
+                ApiError::method_not_allowed("the server does not allow this method on the requested resource")
+            })?;
+            let r = t.resource;
+            resource(verb, r.group, r.plural, t.subresource.as_deref(), t.namespace.as_deref(), t.name.as_deref())
+        }
+        Route::ResourceMetrics(t) => resource(
+            if t.name.is_some() { "get" } else { "list" },
+            crate::metrics_api::GROUP,
+            if t.pods { "pods" } else { "nodes" },
+            None,
+            t.namespace.as_deref(),
+            t.name.as_deref(),
+        ),
+        Route::NodeProxy { node, .. } => {
+            let verb = match *method {
+                Method::POST => "create",
+                Method::PUT => "update",
+                Method::PATCH => "patch",
+                Method::DELETE => "delete",
+                _ => "get",
+            };
+            resource(verb, "", "nodes", Some("proxy"), None, Some(node))
+        }
+        Route::Review(t) => crate::reviews::attributes(t),
+        _ => Attributes::NonResource { verb: method.as_str().to_ascii_lowercase(), path: path.to_owned() },
+    })
+}
+
+/// Kubernetes' refusal of `attrs` (`responsewriters.Forbidden`): for a
+/// resource, `{resource}[.{group}] ["{name}"] is forbidden: User "u" cannot
+/// {verb} resource "{resource[/sub]}" in API group "{group}" {scope}`; for
+/// a path, `forbidden: User "u" cannot {verb} path "{path}"`; then
+/// `: {reason}` when the authorizer gave one.
+fn forbidden(user: &User, attrs: &Attributes, reason: &str) -> ApiError {
+    let reason = if reason.is_empty() { String::new() } else { format!(": {reason}") };
+    match attrs {
+        Attributes::NonResource { verb, path } => {
+            ApiError::forbidden(format!("forbidden: User {:?} cannot {verb} path {path:?}{reason}", user.name))
+        }
+        Attributes::Resource(r) => {
+            let full = match &r.subresource {
+                Some(s) => format!("{}/{s}", r.resource),
+                None => r.resource.clone(),
+            };
+            let scope = if r.namespace.is_empty() {
+                "at the cluster scope".to_owned()
+            } else {
+                format!("in the namespace {:?}", r.namespace)
+            };
+            let qualified = if r.group.is_empty() { r.resource.clone() } else { format!("{}.{}", r.resource, r.group) };
+            let what = if r.name.is_empty() { qualified } else { format!("{qualified} {:?}", r.name) };
+            ApiError::forbidden(format!(
+                "{what} is forbidden: User {:?} cannot {} resource {full:?} in API group {:?} {scope}{reason}",
+                user.name, r.verb, r.group
+            ))
+            .details(&r.name, &r.group, &r.resource)
+        }
+    }
+}
+
+/// The user a request acts as: its caller, or whom it impersonates
+/// (`Impersonate-User`, `Impersonate-Group`, as `kubectl --as --as-group`)
+/// if the caller may `impersonate` that user (`users`, or `serviceaccounts`
+/// in the account's namespace) and each group (`groups`), as Kubernetes'
+/// impersonation filter checks it. The impersonated user is also in
+/// `system:authenticated` (a service account without groups asked for:
+/// in its own).
+fn impersonate(shared: &ApiState, caller: Arc<User>, headers: &http::HeaderMap) -> Result<Arc<User>, ApiError> {
+    let values = |name: &str| -> Vec<String> {
+        headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).map(str::to_owned).collect()
+    };
+    let names = values("impersonate-user");
+    let groups = values("impersonate-group");
+    let Some(name) = names.first() else {
+        if groups.is_empty() {
+            return Ok(caller);
+        }
+        return Err(ApiError::internal("requested [{Group ...}] without impersonating a user"));
+    };
+    let check = |resource: &str, namespace: &str, target: &str| {
+        let attrs = Attributes::Resource(ResourceAttributes {
+            verb: "impersonate".into(),
+            group: String::new(),
+            resource: resource.into(),
+            subresource: None,
+            namespace: namespace.into(),
+            name: target.into(),
+        });
+        authorize(shared, &caller, &attrs)
+    };
+    let account = name.strip_prefix("system:serviceaccount:").and_then(|r| r.split_once(':'));
+    match account {
+        Some((ns, sa)) => check("serviceaccounts", ns, sa)?,
+        None => check("users", "", name)?,
+    }
+    for g in &groups {
+        check("groups", "", g)?;
+    }
+    let mut all = groups;
+    if all.is_empty()
+        && let Some((ns, _)) = account
+    {
+        all = vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{ns}")];
+    }
+    if name != "system:anonymous" && !all.iter().any(|g| g == "system:authenticated") {
+        all.push("system:authenticated".into());
+    }
+    tracing::debug!(caller = %caller.name, user = %name, "impersonating");
+    Ok(Arc::new(User { name: name.clone(), groups: all }))
+}
+
+/// Asks the RBAC authorizer (members of `system:masters` are not asked);
+/// a refusal is logged with the user, verb and resource, and counted.
+fn authorize(shared: &ApiState, user: &User, attrs: &Attributes) -> Result<(), ApiError> {
+    let decision = shared.authorizer.authorize(&user.name, &user.groups, attrs);
+    shared.metrics.authorized(decision.allowed);
+    if decision.allowed {
         return Ok(());
     }
-    let res = target.resource;
-    let resource = match &target.subresource {
-        Some(s) => format!("{}/{s}", res.plural),
-        None => res.plural.to_string(),
-    };
-    let scope = match &target.namespace {
-        Some(ns) => format!("in the namespace \"{ns}\""),
-        None => "at the cluster scope".to_string(),
-    };
-    let name = target
-        .name
-        .as_deref()
-        .map(|n| format!("{resource} \"{n}\" is forbidden"))
-        .unwrap_or_else(|| format!("{resource} is forbidden"));
-    tracing::info!(user = %user.name, verb, resource = %resource, "request refused: not authorized");
-    Err(ApiError::forbidden(format!(
-        "{name}: User \"{}\" cannot {verb} resource \"{resource}\" in API group \"{}\" {scope}",
-        user.name, res.group
-    ))
-    .details(target.name.as_deref().unwrap_or(""), res.group, res.plural))
+    match attrs {
+        Attributes::Resource(r) => tracing::info!(
+            user = %user.name, verb = %r.verb, resource = %r.resource, subresource = r.subresource.as_deref().unwrap_or(""),
+            namespace = %r.namespace, "request refused: not authorized"
+        ),
+        Attributes::NonResource { verb, path } => {
+            tracing::info!(user = %user.name, verb = %verb, path = %path, "request refused: not authorized")
+        }
+    }
+    Err(forbidden(user, attrs, &decision.reason))
 }
 
 #[cfg(test)]
@@ -233,9 +407,28 @@ mod tests {
         }
         let sa =
             User { name: "system:serviceaccount:default:app".into(), groups: vec!["system:serviceaccounts".into()] };
-        let Ok(Route::Resource(t)) = route::parse(&format!("{pod}/exec")) else { panic!() };
-        let e = authorize(&sa, "create", &t).unwrap_err();
+        let path = format!("{pod}/exec");
+        let route = route::parse(&path).unwrap();
+        let attrs = attributes_of(&Method::POST, &path, &route, &route::Query::parse(None)).unwrap();
+        let e = forbidden(&sa, &attrs, "");
         assert_eq!(e.code, StatusCode::FORBIDDEN);
-        assert!(e.message.contains("cannot create resource \"pods/exec\""), "{}", e.message);
+        assert_eq!(
+            e.message,
+            "pods \"web\" is forbidden: User \"system:serviceaccount:default:app\" cannot create resource \"pods/exec\" \
+             in API group \"\" in the namespace \"default\""
+        );
+        let attrs = Attributes::NonResource { verb: "get".into(), path: "/metrics".into() };
+        assert_eq!(
+            forbidden(&sa, &attrs, "").message,
+            "forbidden: User \"system:serviceaccount:default:app\" cannot get path \"/metrics\""
+        );
+        let path = "/apis/apps/v1/namespaces/team/deployments";
+        let attrs =
+            attributes_of(&Method::GET, path, &route::parse(path).unwrap(), &route::Query::parse(None)).unwrap();
+        assert_eq!(
+            forbidden(&sa, &attrs, "RBAC: role.rbac.authorization.k8s.io \"x\" not found").message,
+            "deployments.apps is forbidden: User \"system:serviceaccount:default:app\" cannot list resource \"deployments\" \
+             in API group \"apps\" in the namespace \"team\": RBAC: role.rbac.authorization.k8s.io \"x\" not found"
+        );
     }
 }

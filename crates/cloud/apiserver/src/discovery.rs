@@ -62,7 +62,17 @@ fn subresources(res: &ResourceDef) -> Vec<(&'static str, &'static [&'static str]
         subs.push(("finalize", &["update"][..]));
     }
     if res.plural == "pods" && res.group.is_empty() {
+        subs.push(("attach", &["create", "get"][..]));
         subs.push(("eviction", &["create"][..]));
+        subs.push(("exec", &["create", "get"][..]));
+        subs.push(("log", &["get"][..]));
+        subs.push(("portforward", &["create", "get"][..]));
+    }
+    if res.plural == "nodes" && res.group.is_empty() {
+        subs.push(("proxy", &["create", "delete", "get", "patch", "update"][..]));
+    }
+    if res.plural == "serviceaccounts" && res.group.is_empty() {
+        subs.push(("token", &["create"][..]));
     }
     subs
 }
@@ -75,6 +85,12 @@ fn sub_kind(res: &ResourceDef, sub: &str) -> (&'static str, &'static str, &'stat
         "finalize" => ("", "v1", "Namespace"),
         "scale" => ("autoscaling", "v1", "Scale"),
         "eviction" => ("policy", "v1", "Eviction"),
+        "token" => ("authentication.k8s.io", "v1", "TokenRequest"),
+        // The stream subresources take options and answer with a stream.
+        "attach" => ("", "v1", "PodAttachOptions"),
+        "exec" => ("", "v1", "PodExecOptions"),
+        "portforward" => ("", "v1", "PodPortForwardOptions"),
+        "proxy" => ("", "v1", "NodeProxyOptions"),
         _ => (res.group, res.version, res.kind),
     }
 }
@@ -88,6 +104,7 @@ fn groups() -> Vec<(&'static str, &'static str)> {
         }
     }
     out.push((metrics_api::GROUP, metrics_api::VERSION));
+    out.extend(crate::reviews::GROUPS.map(|g| (g, crate::reviews::VERSION)));
     out
 }
 
@@ -151,6 +168,9 @@ pub(crate) fn resource_list(group: &str, version: &str) -> Value {
     if group == metrics_api::GROUP {
         resources = metrics_resources(false);
     }
+    if crate::reviews::serves(group, Some(version)) {
+        resources = crate::reviews::discovery_resources(group, false);
+    }
     for r in ALL.iter().filter(|r| r.group == group && r.version == version) {
         let mut entry = json!({
             "name": r.plural,
@@ -175,7 +195,7 @@ pub(crate) fn resource_list(group: &str, version: &str) -> Value {
                 "kind": kind,
                 "verbs": sub_verbs,
             });
-            if sub == "scale" || sub == "eviction" {
+            if matches!(sub, "scale" | "eviction" | "token") {
                 entry["group"] = json!(group);
                 entry["version"] = json!(version);
             }
@@ -257,6 +277,8 @@ pub(crate) fn aggregated(core: bool, media_type: &str) -> Value {
                         "version": v,
                         "resources": if g == metrics_api::GROUP {
                             metrics_resources(true)
+                        } else if crate::reviews::serves(g, Some(v)) {
+                            crate::reviews::discovery_resources(g, true)
                         } else {
                             ALL.iter().filter(|r| r.group == g && r.version == v).map(|r| discovery_resource(r)).collect::<Vec<_>>()
                         },
@@ -387,8 +409,13 @@ mod tests {
         for n in [
             "pods",
             "pods/status",
+            "pods/log",
+            "pods/exec",
+            "pods/attach",
+            "pods/portforward",
             "nodes",
             "nodes/status",
+            "nodes/proxy",
             "namespaces",
             "namespaces/finalize",
             "configmaps",
@@ -420,12 +447,17 @@ mod tests {
                 "batch",
                 "policy",
                 "coordination.k8s.io",
+                "discovery.k8s.io",
+                "rbac.authorization.k8s.io",
                 "devices.kubeedge.io",
                 "reliablesyncs.kubeedge.io",
-                "metrics.k8s.io"
+                "metrics.k8s.io",
+                "authentication.k8s.io",
+                "authorization.k8s.io"
             ]
         );
-        let metrics = &apis["items"][6]["versions"][0];
+        let item = apis["items"].as_array().into_iter().flatten().find(|i| i["metadata"]["name"] == "metrics.k8s.io");
+        let metrics = &item.cloned().unwrap_or_default()["versions"][0];
         assert_eq!(metrics["version"], "v1beta1");
         assert_eq!(metrics["resources"][0]["responseKind"]["kind"], "NodeMetrics");
         assert_eq!(metrics["resources"][1]["scope"], "Namespaced");

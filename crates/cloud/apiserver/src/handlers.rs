@@ -64,6 +64,7 @@ pub(crate) fn non_resource(shared: &ApiState, route: &Route, headers: &HeaderMap
         Route::Group(g) => discovery::group(g).map_or_else(|| Err(ApiError::no_route()), ok),
         Route::ResourceList { group, version } => ok(discovery::resource_list(group, version)),
         Route::OpenApiIndex => ok(discovery::openapi_index()),
+        Route::OpenApiV2 => Ok(crate::fieldvalidation::openapi_v2(accept)),
         Route::OpenApiGroupVersion { group, version } => {
             discovery::openapi_group_version(group, version).map_or_else(|| Err(ApiError::no_route()), ok)
         }
@@ -72,7 +73,7 @@ pub(crate) fn non_resource(shared: &ApiState, route: &Route, headers: &HeaderMap
             r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(crate::metrics::CONTENT_TYPE));
             Ok(r)
         }
-        Route::Health | Route::Resource(_) | Route::ResourceMetrics(_) | Route::NodeProxy { .. } => {
+        Route::Health | Route::Resource(_) | Route::ResourceMetrics(_) | Route::NodeProxy { .. } | Route::Review(_) => {
             Err(ApiError::no_route())
         }
     }
@@ -95,6 +96,13 @@ pub(crate) async fn resource(
         }
         let (parts, bytes) = crate::body::read_body(req, shared.config.max_body_bytes).await?;
         return crate::eviction::create(shared, target, query, &parts.headers, &bytes).await;
+    }
+    if target.subresource.as_deref() == Some("token") {
+        if verb != "create" {
+            return Err(ApiError::method_not_allowed(format!("verb {verb} is not supported on the token subresource")));
+        }
+        let (parts, bytes) = crate::body::read_body(req, shared.config.max_body_bytes).await?;
+        return crate::tokenrequest::create(shared, target, &parts.headers, &bytes).await;
     }
     if target.subresource.as_deref() == Some("scale") {
         return match verb {
@@ -320,7 +328,7 @@ async fn create(
 ) -> Result<Response<Body>, ApiError> {
     let res = target.resource;
     let format = body::response_format(headers, query)?;
-    let mut obj = body::decode(headers, bytes, res.kind)?;
+    let (mut obj, warnings) = crate::fieldvalidation::decode(res, query, headers, bytes, "CreateOptions")?;
     body::check_type_meta(res, query, headers, bytes, &obj)?;
     check_identity(res, target, &mut obj)?;
     // As Kubernetes' create strategies: the status of a new pod, service or
@@ -348,19 +356,30 @@ async fn create(
             meta.insert("name".into(), Value::String(edgehive_store::generate_name(prefix)));
         }
         crate::admit::create(res, &mut attempt)?;
+        crate::rbac::escalation::check(&shared.authorizer, res, &attempt)?;
         if res.namespaced && attempts == 1 {
             check_namespace(&shared.store, ns_of(target)).await?;
         }
+        // A Service's ClusterIP and NodePorts, given back if the write fails.
+        let allocation = crate::services::allocate_create(shared, res, &mut attempt, dry_run).await?;
         let retry = |e: &StoreError| matches!(e, StoreError::AlreadyExists { .. }) && prefix.is_some() && attempts < 8;
         if dry_run {
             // Everything create does but the write: uid, creationTimestamp,
             // generation, a generated name, a taken name refused.
             match shared.store.create_dry_run(res, attempt).await {
-                Err(e) if retry(&e) => continue,
-                r => return Ok(value_response(StatusCode::CREATED, &r.map_err(store_err(res))?)),
+                Err(e) if retry(&e) => {
+                    allocation.settle(shared, false).await;
+                    continue;
+                }
+                r => {
+                    let r = Ok(value_response(StatusCode::CREATED, &r.map_err(store_err(res))?));
+                    return crate::fieldvalidation::with_warnings(r, &warnings);
+                }
             }
         }
-        match shared.store.create(res, attempt).await {
+        let written = shared.store.create(res, attempt).await;
+        allocation.settle(shared, written.is_ok()).await;
+        match written {
             Err(e) if retry(&e) => continue,
             r => break r.map_err(store_err(res))?,
         }
@@ -372,7 +391,7 @@ async fn create(
     {
         tracing::warn!(namespace = %created.name(), error = %e, "create the namespace's default service account");
     }
-    object_response(StatusCode::CREATED, &created, &format)
+    crate::fieldvalidation::with_warnings(object_response(StatusCode::CREATED, &created, &format), &warnings)
 }
 
 /// Applies the request's changes to `cur`, as PUT does: the main resource
@@ -415,7 +434,7 @@ async fn update(
 ) -> Result<Response<Body>, ApiError> {
     let res = target.resource;
     let format = body::response_format(headers, query)?;
-    let mut obj = body::decode(headers, bytes, res.kind)?;
+    let (mut obj, warnings) = crate::fieldvalidation::decode(res, query, headers, bytes, "UpdateOptions")?;
     body::check_type_meta(res, query, headers, bytes, &obj)?;
     check_identity(res, target, &mut obj)?;
     if target.subresource.as_deref() == Some("finalize") {
@@ -428,13 +447,14 @@ async fn update(
         _ => None,
     };
     let dry_run = body::dry_run(query)?;
-    rewrite(shared, target, &format, dry_run, |cur, _old| {
+    let written = rewrite(shared, target, &format, dry_run, |cur, _old| {
         if expected.is_some_and(|e| e != cur.rev()) {
             return Err(modified(res, name_of(target)));
         }
         Ok(obj.clone())
     })
-    .await
+    .await;
+    crate::fieldvalidation::with_warnings(written, &warnings)
 }
 
 /// 409: the object changed since the client read it.
@@ -501,6 +521,9 @@ pub(crate) async fn rewrite_object(
     mut change: impl FnMut(&Object, &Value) -> Result<Value, ApiError>,
 ) -> Result<Rewritten, ApiError> {
     let res = target.resource;
+    if std::ptr::eq(res, &edgehive_store::resources::SERVICES) && target.subresource.is_none() {
+        return crate::services::rewrite(shared, target, dry_run, change).await;
+    }
     let mut preview = None;
     let updated = shared
         .store
@@ -509,6 +532,7 @@ pub(crate) async fn rewrite_object(
             let requested = change(cur, old)?;
             let mut new = merge_for_subresource(res, target, old, requested);
             crate::admit::update(res, &mut new, old)?;
+            crate::rbac::escalation::check(&shared.authorizer, res, &new)?;
             if dry_run {
                 preview = Some(new);
                 return Ok(None);
@@ -657,7 +681,11 @@ async fn delete(
         let cur = shared.store.get(res, ns_of(target), name_of(target)).await.map_err(store_err(res))?;
         return object_response(StatusCode::OK, &cur, &Format::Json);
     }
-    match shared.store.delete(res, ns_of(target), name_of(target), &opts).await.map_err(store_err(res))? {
+    let outcome = shared.store.delete(res, ns_of(target), name_of(target), &opts).await.map_err(store_err(res))?;
+    if let DeleteOutcome::Deleted(o) = &outcome {
+        crate::services::deleted(shared, o).await;
+    }
+    match outcome {
         DeleteOutcome::Pending(o) => object_response(StatusCode::OK, &o, &Format::Json),
         DeleteOutcome::Deleted(o) if res.graceful => object_response(StatusCode::OK, &o, &Format::Json),
         DeleteOutcome::Deleted(o) => Ok(value_response(StatusCode::OK, &success_status(&o))),
@@ -689,7 +717,12 @@ async fn delete_collection(
             continue;
         }
         match shared.store.delete(res, obj.namespace(), obj.name(), &opts).await {
-            Ok(out) => items.push(out.object().clone()),
+            Ok(out) => {
+                if let DeleteOutcome::Deleted(o) = &out {
+                    crate::services::deleted(shared, o).await;
+                }
+                items.push(out.object().clone());
+            }
             Err(StoreError::NotFound { .. }) => {}
             Err(e) => return Err(ApiError::from_store(e, res.plural, res.group)),
         }

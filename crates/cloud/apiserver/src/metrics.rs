@@ -43,6 +43,8 @@ fn latency_histogram() -> Histogram {
 pub(crate) struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: Family<VerbLabel, Histogram, fn() -> Histogram>,
+    /// Authorization decisions, by `decision` (`allowed`, `forbidden`).
+    authorizations: Family<[(&'static str, &'static str); 1], Counter>,
     registry: Registry,
 }
 
@@ -60,8 +62,14 @@ impl Metrics {
             Unit::Seconds,
             latency.clone(),
         );
+        let authorizations = Family::<[(&'static str, &'static str); 1], Counter>::default();
+        r.register(
+            "authorization_decisions",
+            "Authorization decisions, by decision (allowed, forbidden)",
+            authorizations.clone(),
+        );
         registry.sub_registry_with_prefix("store").register_collector(Box::new(StoreMetrics(store.clone())));
-        Metrics { requests, latency, registry }
+        Metrics { requests, latency, authorizations, registry }
     }
 
     /// Records one finished request.
@@ -71,6 +79,11 @@ impl Metrics {
             return;
         }
         self.latency.get_or_create(&[("verb", verb)]).observe(took.as_secs_f64());
+    }
+
+    /// Records one authorization decision.
+    pub(crate) fn authorized(&self, allowed: bool) {
+        self.authorizations.get_or_create(&[("decision", if allowed { "allowed" } else { "forbidden" })]).inc();
     }
 
     /// The exposition text of the whole registry.

@@ -84,8 +84,11 @@ pub(crate) async fn patch(
             res.qualified()
         )));
     }
+    let directive = crate::fieldvalidation::directive(query, "PatchOptions")?;
     let doc: Value = serde_json::from_slice(bytes)
         .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))?;
+    let mut warnings = crate::fieldvalidation::patch_body(directive, bytes)?;
+    let mut unknown = Vec::new();
     if ty != PatchType::Json && !doc.is_object() {
         return Err(ApiError::bad_request("the patch must be a JSON object"));
     }
@@ -112,8 +115,9 @@ pub(crate) async fn patch(
     }
     let dry_run = body::dry_run(query)?;
     let custom = body::is_custom_resource(res);
-    rewrite(shared, target, &format, dry_run, |cur, old| {
-        let patched = apply(old.clone(), res.group, res.kind)?;
+    let written = rewrite(shared, target, &format, dry_run, |cur, old| {
+        let mut patched = apply(old.clone(), res.group, res.kind)?;
+        unknown = crate::fieldvalidation::patched(directive, res, old, &mut patched)?;
         if custom && patched.get("kind").and_then(Value::as_str).is_none_or(str::is_empty) {
             return Err(kind_missing(&patched));
         }
@@ -130,5 +134,7 @@ pub(crate) async fn patch(
         }
         Ok(patched)
     })
-    .await
+    .await;
+    warnings.append(&mut unknown);
+    crate::fieldvalidation::with_warnings(written, &warnings)
 }

@@ -31,6 +31,8 @@ pub(crate) enum Route {
     },
     /// `/openapi/v3`.
     OpenApiIndex,
+    /// `/openapi/v2` (Swagger 2.0).
+    OpenApiV2,
     /// `/openapi/v3/api/v1`, `/openapi/v3/apis/{group}/{version}`.
     OpenApiGroupVersion {
         /// Group.
@@ -40,6 +42,8 @@ pub(crate) enum Route {
     },
     /// A resource collection or object.
     Resource(Target),
+    /// A review of authorization.k8s.io or authentication.k8s.io (create only, no storage).
+    Review(crate::reviews::ReviewTarget),
     /// `metrics.k8s.io/v1beta1`: NodeMetrics and PodMetrics.
     ResourceMetrics(crate::metrics_api::MetricsTarget),
     /// `/api/v1/nodes/{name}/proxy[/{path}]`: the node's own endpoints.
@@ -85,6 +89,7 @@ pub(crate) fn parse(path: &str) -> Result<Route, ApiError> {
         ["api"] => Ok(Route::CoreVersions),
         ["apis"] => Ok(Route::Groups),
         ["openapi", "v3"] => Ok(Route::OpenApiIndex),
+        ["openapi", "v2"] => Ok(Route::OpenApiV2),
         ["openapi", "v3", "api", v] => Ok(Route::OpenApiGroupVersion { group: String::new(), version: (*v).into() }),
         ["openapi", "v3", "apis", g, v] => Ok(Route::OpenApiGroupVersion { group: (*g).into(), version: (*v).into() }),
         ["api", "v1"] => Ok(Route::ResourceList { group: String::new(), version: "v1".into() }),
@@ -92,17 +97,25 @@ pub(crate) fn parse(path: &str) -> Result<Route, ApiError> {
             Ok(Route::NodeProxy { node: (*node).into(), path: format!("/{}", rest.join("/")) })
         }
         ["api", "v1", rest @ ..] => resource_route("", "v1", rest),
-        ["apis", g] if resources::ALL.iter().any(|r| r.group == *g) || *g == crate::metrics_api::GROUP => {
+        ["apis", g]
+            if resources::ALL.iter().any(|r| r.group == *g)
+                || *g == crate::metrics_api::GROUP
+                || crate::reviews::serves(g, None) =>
+        {
             Ok(Route::Group((*g).into()))
         }
         ["apis", g, v]
             if resources::ALL.iter().any(|r| r.group == *g && r.version == *v)
-                || (*g == crate::metrics_api::GROUP && *v == crate::metrics_api::VERSION) =>
+                || (*g == crate::metrics_api::GROUP && *v == crate::metrics_api::VERSION)
+                || crate::reviews::serves(g, Some(v)) =>
         {
             Ok(Route::ResourceList { group: (*g).into(), version: (*v).into() })
         }
         ["apis", g, v, rest @ ..] if *g == crate::metrics_api::GROUP && *v == crate::metrics_api::VERSION => {
             crate::metrics_api::parse(rest).map(Route::ResourceMetrics).ok_or_else(ApiError::no_route)
+        }
+        ["apis", g, v, rest @ ..] if crate::reviews::serves(g, Some(v)) => {
+            crate::reviews::parse(g, rest).map(Route::Review).ok_or_else(ApiError::no_route)
         }
         ["apis", g, v, rest @ ..] => resource_route(g, v, rest),
         _ => Err(ApiError::no_route()),
@@ -128,6 +141,7 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Result<Route, Ap
                 (s == "status" && resource.status_subresource)
                     || (s == "scale" && resource.scale_subresource)
                     || (s == "finalize" && std::ptr::eq(resource, &NAMESPACES))
+                    || (s == "token" && std::ptr::eq(resource, &resources::SERVICE_ACCOUNTS))
                     || (matches!(s, "eviction" | "log" | "exec" | "attach" | "portforward")
                         && std::ptr::eq(resource, &PODS))
             };

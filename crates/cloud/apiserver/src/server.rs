@@ -41,7 +41,7 @@ pub struct ApiServerConfig {
     /// Most connections served at once.
     pub max_connections: usize,
     /// The process's metrics registry, served at `/metrics` (OpenMetrics
-    /// text) to any authenticated user: register the other modules' metrics
+    /// text) to users RBAC allows (`system:masters`, `system:monitoring`): register the other modules' metrics
     /// in it, and the server adds its own at bind (requests and latency
     /// under `apiserver`, the store's watch figures under `store`). The
     /// default is empty, prefixed `edgehive`.
@@ -52,6 +52,9 @@ pub struct ApiServerConfig {
     /// Opens stream sessions to edge nodes, for `pods/log`, `pods/exec` and
     /// `pods/attach` (`None`: those answer 503).
     pub edge_streams: Option<Arc<dyn crate::streams::EdgeStreams>>,
+    /// Service ClusterIP and NodePort ranges (kube-apiserver's defaults:
+    /// `10.0.0.0/24`, `30000-32767`).
+    pub services: crate::services::ServiceConfig,
 }
 
 impl ApiServerConfig {
@@ -68,6 +71,7 @@ impl ApiServerConfig {
             metrics: prometheus_client::registry::Registry::with_prefix("edgehive"),
             service_account_tokens: None,
             edge_streams: None,
+            services: crate::services::ServiceConfig::default(),
         }
     }
 }
@@ -177,6 +181,11 @@ impl ApiServer {
         edgehive_pki::write_private_file(&kubeconfig, text.as_bytes())?;
 
         crate::handlers::bootstrap(&store).await?;
+        // Kubernetes' `rbac/bootstrap-roles`, then the authorizer's first
+        // read, both before the first request.
+        crate::rbac::bootstrap::bootstrap(&store).await?;
+        let authorizer = Arc::new(crate::rbac::Authorizer::default());
+        authorizer.load(&store).await?;
         let metrics = Metrics::new(std::mem::take(&mut config.metrics), &store);
         let shared = Arc::new(ApiState {
             store,
@@ -185,8 +194,13 @@ impl ApiServer {
             address,
             stop: CancellationToken::new(),
             sa_tokens,
+            authorizer,
             usage: Default::default(),
         });
+        // The `kubernetes` Service takes the range's first address before any request can.
+        if let Err(e) = crate::services::ensure_kubernetes_service(&shared).await {
+            tracing::warn!(error = %e.message, "create the kubernetes service");
+        }
         Ok(ApiServer {
             listener,
             acceptor: TlsAcceptor::from(Arc::new(tls)),
@@ -228,6 +242,10 @@ impl ApiServer {
         let ApiServer { listener, acceptor, shared, .. } = self;
         let ns_controller = tokio::spawn(crate::namespaces::run(shared.store.clone(), shared.stop.clone()));
         let sa_controller = tokio::spawn(crate::serviceaccounts::run(shared.store.clone(), shared.stop.clone()));
+        let rbac_cache =
+            tokio::spawn(crate::rbac::run(shared.store.clone(), Arc::clone(&shared.authorizer), shared.stop.clone()));
+        let aggregation = tokio::spawn(crate::rbac::aggregation::run(shared.store.clone(), shared.stop.clone()));
+        let svc_controller = tokio::spawn(crate::services::run(Arc::clone(&shared), shared.stop.clone()));
         let permits = Arc::new(Semaphore::new(shared.config.max_connections));
         let tracker = tokio_util::task::TaskTracker::new();
         tracing::info!(addr = %shared.address, "API server listening");
@@ -264,6 +282,9 @@ impl ApiServer {
         }
         let _ = ns_controller.await;
         let _ = sa_controller.await;
+        let _ = rbac_cache.await;
+        let _ = aggregation.await;
+        let _ = svc_controller.await;
         tracing::info!("API server stopped");
     }
 }

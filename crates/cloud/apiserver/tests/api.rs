@@ -112,6 +112,8 @@ async fn credentials_are_required_and_checked() {
     let a = raw(&anon, "GET", "/api/v1/pods", "", "").await;
     assert_eq!((a.code, a.body["reason"].as_str()), (401, Some("Unauthorized")));
     assert_eq!(raw(&anon, "GET", "/healthz", "", "").await.code, 200);
+    let v = raw(&anon, "GET", "/version", "", "").await;
+    assert_eq!((v.code, v.body["major"].as_str()), (200, Some("1")), "/version is public, as in Kubernetes");
     assert_eq!(raw(&anon, "GET", "/metrics", "", "").await.code, 401, "metrics need credentials");
     let alice = c.as_user("alice", &["developers"]).await;
     let a = raw(&alice, "GET", "/api/v1/namespaces/default/secrets", "", "").await;
@@ -132,6 +134,14 @@ async fn credentials_are_required_and_checked() {
     assert!(c.store.get(&edgehive_store::resources::CONFIGMAPS, "default", "x").await.is_err());
     // Discovery is open to any authenticated user.
     assert_eq!(raw(&alice, "GET", "/api/v1", "", "").await.code, 200);
+    // `/metrics` is not (RBAC: the `system:monitoring` group's).
+    let m = raw(&alice, "GET", "/metrics", "", "").await;
+    assert_eq!(
+        (m.code, m.body["message"].as_str()),
+        (403, Some("forbidden: User \"alice\" cannot get path \"/metrics\""))
+    );
+    let monitor = c.as_user("prometheus", &["system:monitoring"]).await;
+    assert_eq!(raw(&monitor, "GET", "/metrics", "", "").await.code, 200);
     c.stop().await;
 }
 

@@ -17,8 +17,7 @@ use crate::lifecycle::{self, LifecycleConfig};
 use crate::metrics::Metrics;
 use crate::scheduler::{self, Placement};
 
-/// Where nodes' Leases live.
-const NODE_LEASES: &str = "kube-node-lease";
+use crate::heartbeat::{self, NODE_LEASES};
 
 /// Longest wait for room in CloudHub's mailbox.
 const SEND_DEADLINE: Duration = Duration::from_secs(10);
@@ -39,6 +38,8 @@ pub(crate) struct Controller {
     /// Events of the scheduler and of the taint manager.
     pub(crate) scheduler_events: Recorder,
     pub(crate) taint_events: Recorder,
+    /// When the cloud last asked for a heartbeat on a session's behalf.
+    pub(crate) beats_asked: heartbeat::Asked,
 }
 
 /// The KubeEdge resource type of a store resource.
@@ -134,12 +135,17 @@ impl Controller {
             watches.push(tokio::spawn(inform(self.store.clone(), res, tx.clone(), stop.clone())));
         }
         drop(tx);
+        let (beats, beat_writer) =
+            heartbeat::Writer::start(self.store.clone(), self.lifecycle.heartbeat, self.metrics.clone(), stop.clone());
         let mut check = tokio::time::interval(self.lifecycle.interval);
         check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => break,
-                _ = check.tick() => self.check_nodes().await,
+                _ = check.tick() => {
+                    self.check_nodes().await;
+                    self.beat_for_sessions(&beats);
+                }
                 c = changes.recv() => match c {
                     Some(c) => self.on_change(c).await,
                     None => break,
@@ -154,6 +160,7 @@ impl Controller {
         for w in watches {
             let _ = w.await;
         }
+        let _ = beat_writer.await;
     }
 
     async fn send(&self, msg: Message) {
@@ -565,6 +572,27 @@ impl Controller {
             }
             Ok(_) | Err(StoreError::NotFound { .. }) => Ok(false),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Renews the Leases and status heartbeats of nodes whose live session
+    /// is their heartbeat ([`heartbeat`]), through the writer.
+    fn beat_for_sessions(&mut self, writer: &heartbeat::Writer) {
+        let now = time::OffsetDateTime::now_utc();
+        let sessions = &self.sessions;
+        self.beats_asked.retain(|node| matches!(sessions.get(node), Some(None)));
+        for (node, session) in &self.sessions {
+            if session.is_some() || !self.index.is_edge(node) {
+                continue;
+            }
+            let Some(live) = self.index.liveness(node) else { continue };
+            let asked = &self.beats_asked;
+            for beat in heartbeat::due(live, |b| asked.at(node, b), now, &self.lifecycle.heartbeat) {
+                if !writer.offer(node, beat) {
+                    return;
+                }
+                self.beats_asked.set(node, beat, now);
+            }
         }
     }
 

@@ -26,6 +26,7 @@
 //! it reaches edges only through CloudHub, by beehive messages.
 
 mod controller;
+pub mod heartbeat;
 pub mod index;
 pub mod inventory;
 pub mod lifecycle;
@@ -119,6 +120,7 @@ impl Module for EdgeController {
                 tainted_since: std::collections::HashMap::new(),
                 scheduler_events: self.events.named("default-scheduler"),
                 taint_events: self.events.named("taint-eviction-controller"),
+                beats_asked: heartbeat::Asked::default(),
             };
             controller.run(ctx, cancel).await;
             Ok(())

@@ -23,11 +23,19 @@ pub struct LifecycleConfig {
     /// Delete the pods of a node NotReady for this long (`None`: never, the
     /// default: edge autonomy).
     pub evict_after: Option<Duration>,
+    /// The heartbeats the cloud writes for nodes whose session proves them
+    /// alive ([`crate::heartbeat`]).
+    pub heartbeat: crate::heartbeat::HeartbeatConfig,
 }
 
 impl Default for LifecycleConfig {
     fn default() -> Self {
-        LifecycleConfig { grace: Duration::from_secs(40), interval: Duration::from_secs(5), evict_after: None }
+        LifecycleConfig {
+            grace: Duration::from_secs(40),
+            interval: Duration::from_secs(5),
+            evict_after: None,
+            heartbeat: crate::heartbeat::HeartbeatConfig::default(),
+        }
     }
 }
 

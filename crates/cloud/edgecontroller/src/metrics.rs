@@ -25,6 +25,8 @@ pub struct Metrics {
     pub(crate) taint_evictions: Counter,
     /// Scheduling attempts, by result.
     pub(crate) schedule_attempts: Family<ResultLabel, Counter>,
+    /// Heartbeats written on live sessions' behalf, by kind.
+    pub(crate) heartbeats: Family<crate::heartbeat::BeatLabel, Counter>,
 }
 
 /// How a scheduling attempt ended.
@@ -63,6 +65,11 @@ impl Metrics {
             "schedule_attempts",
             "Attempts to place a pod without a node, by result (scheduled, unschedulable)",
             self.schedule_attempts.clone(),
+        );
+        r.register(
+            "heartbeats",
+            "Heartbeats written on behalf of nodes whose session proves them alive, by kind (lease, status)",
+            self.heartbeats.clone(),
         );
     }
 }

@@ -58,9 +58,9 @@ enum Shape {
 
 fn shape(operation: &str, ty: &str) -> Shape {
     match (operation, ty) {
-        (_, rt::LEASE) | (op::INSERT, rt::NODE | rt::POD | rt::EVENT) | (op::PATCH, rt::NODEPATCH | rt::PODPATCH) => {
-            Shape::ObjectResp
-        }
+        (_, rt::LEASE)
+        | (op::INSERT, rt::NODE | rt::POD | rt::EVENT)
+        | (op::PATCH, rt::NODEPATCH | rt::PODPATCH | rt::EVENT) => Shape::ObjectResp,
         (op::QUERY, _) => Shape::Object,
         _ => Shape::Ok,
     }
@@ -76,6 +76,7 @@ fn api_resource(ty: &str) -> (&'static str, &'static str) {
         rt::SECRET => ("secrets", ""),
         rt::SERVICEACCOUNTTOKEN => ("serviceaccounts", ""),
         rt::LEASE => ("leases", "coordination.k8s.io"),
+        rt::EVENT => ("events", ""),
         _ => ("", ""),
     }
 }
@@ -542,6 +543,10 @@ impl Controller {
                 let obj = self.record_event(node, ns, name, m).await?;
                 Ok(Some(reply(m, wrapped(&obj)?, Some(obj.rev()))))
             }
+            (op::PATCH, rt::EVENT) => {
+                let obj = self.count_event(node, ns, name, m).await?;
+                Ok(Some(reply(m, wrapped(&obj)?, Some(obj.rev()))))
+            }
             (operation, ty) => Err(Refusal::BadRequest(format!("{operation} of {ty} is not supported"))),
         }
     }
@@ -694,19 +699,7 @@ impl Controller {
     /// already recorded answers the stored Event.
     async fn record_event(&self, node: &str, ns: &str, name: &str, m: &Message) -> Result<Object, Refusal> {
         let mut v = object_from(m, "v1", "Event", ns, name)?;
-        let involved = v.get("involvedObject").cloned().unwrap_or(Value::Null);
-        let (kind, obj_name) =
-            (involved["kind"].as_str().unwrap_or_default(), involved["name"].as_str().unwrap_or_default());
-        let obj_ns = involved["namespace"].as_str().unwrap_or_default();
-        match kind {
-            "Node" if obj_name == node && ns == "default" => {}
-            "Pod" if obj_ns == ns => self.own_pod(node, ns, obj_name)?,
-            _ => {
-                return Err(Refusal::Forbidden(format!(
-                    "node {node:?} may record events only about itself (in namespace default) or its pods; this one is about {kind} {obj_ns}/{obj_name} in namespace {ns}"
-                )));
-            }
-        }
+        self.may_record(node, ns, &v)?;
         v["metadata"] = json!({"name": name, "namespace": ns});
         admit_create(&EVENTS, &mut v)?;
         match self.store.create(&EVENTS, v).await {
@@ -717,6 +710,60 @@ impl Controller {
             Err(StoreError::AlreadyExists { .. }) => Ok(self.store.get(&EVENTS, ns, name).await?),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+impl Controller {
+    /// NodeRestriction for Events: about the node itself (in namespace
+    /// `default`) or a pod bound to it (in the pod's namespace).
+    fn may_record(&self, node: &str, ns: &str, event: &Value) -> Result<(), Refusal> {
+        let involved = &event["involvedObject"];
+        let (kind, obj_name) =
+            (involved["kind"].as_str().unwrap_or_default(), involved["name"].as_str().unwrap_or_default());
+        let obj_ns = involved["namespace"].as_str().unwrap_or_default();
+        match kind {
+            "Node" if obj_name == node && ns == "default" => Ok(()),
+            "Pod" if obj_ns == ns => self.own_pod(node, ns, obj_name),
+            _ => Err(Refusal::Forbidden(format!(
+                "node {node:?} may record events only about itself (in namespace default) or its pods; this one is about {kind} {obj_ns}/{obj_name} in namespace {ns}"
+            ))),
+        }
+    }
+
+    /// A repeat of an Event the edge recorded before raises its count, as
+    /// client-go's recorder patches `count`, `lastTimestamp` and `message`
+    /// (sent as KubeEdge's `{"event": …, "patchData": "…"}`). The stored
+    /// Event must be one the node may record; nothing else of it changes.
+    /// A missing one is 404, on which the edge sends it whole again.
+    async fn count_event(&self, node: &str, ns: &str, name: &str, m: &Message) -> Result<Object, Refusal> {
+        let patch = match m.content.to_value().get("patchData").and_then(Value::as_str).map(serde_json::from_str) {
+            Some(Ok(Value::Object(p))) => p,
+            _ => {
+                return Err(Refusal::BadRequest(
+                    "patch of an event needs {\"event\": {…}, \"patchData\": \"{…}\"} with a JSON object as patchData"
+                        .into(),
+                ));
+            }
+        };
+        if let Some(k) = patch.keys().find(|k| !matches!(k.as_str(), "count" | "lastTimestamp" | "message")) {
+            return Err(Refusal::Forbidden(format!(
+                "node {node:?} may change only count, lastTimestamp and message of an event, not {k}"
+            )));
+        }
+        let stored = self.store.get(&EVENTS, ns, name).await?;
+        self.may_record(node, ns, stored.value()?)?;
+        let obj = self
+            .edge_update(&EVENTS, ns, name, |_, old| {
+                self.may_record(node, ns, old)?;
+                let mut v = old.clone();
+                for (k, val) in &patch {
+                    v[k] = val.clone();
+                }
+                Ok(Some(v))
+            })
+            .await?;
+        tracing::debug!(node, event = %name, count = ?patch.get("count"), "event counted for an edge");
+        Ok(obj)
     }
 }
 

@@ -26,8 +26,12 @@ async fn node_ready(cloud: &Cloud, name: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_node_goes_not_ready_keeps_its_pods_and_comes_back() {
-    let lifecycle =
-        LifecycleConfig { grace: Duration::from_millis(400), interval: Duration::from_millis(100), evict_after: None };
+    let lifecycle = LifecycleConfig {
+        grace: Duration::from_millis(400),
+        interval: Duration::from_millis(100),
+        evict_after: None,
+        ..Default::default()
+    };
     let cloud = Cloud::start_with(CloudHubConfig::default(), lifecycle).await;
     cloud.ready_edge_node("edge-1", json!({})).await;
     let pod = cloud.pod("web", "edge-1", None).await;
@@ -69,6 +73,7 @@ async fn eviction_happens_only_when_configured() {
         grace: Duration::from_millis(200),
         interval: Duration::from_millis(100),
         evict_after: Some(Duration::from_millis(300)),
+        ..Default::default()
     };
     let cloud = Cloud::start_with(CloudHubConfig::default(), lifecycle).await;
     cloud.ready_edge_node("edge-1", json!({})).await;
@@ -254,8 +259,12 @@ async fn unbound_pods_go_to_the_least_loaded_matching_ready_edge_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connected_node_is_alive_without_reports_and_its_disconnect_starts_the_grace_period() {
-    let lifecycle =
-        LifecycleConfig { grace: Duration::from_millis(400), interval: Duration::from_millis(100), evict_after: None };
+    let lifecycle = LifecycleConfig {
+        grace: Duration::from_millis(400),
+        interval: Duration::from_millis(100),
+        evict_after: None,
+        ..Default::default()
+    };
     let cloud = Cloud::start_with(CloudHubConfig::default(), lifecycle).await;
     // The session first, then the node's Ready report (as an edge reports
     // on connect): a slow connect under load cannot outlast the grace
@@ -286,8 +295,12 @@ async fn a_connected_node_is_alive_without_reports_and_its_disconnect_starts_the
 /// sets them, live session or not. A report then makes it Ready.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_never_reports_gets_its_conditions_unknown_after_the_grace_period() {
-    let lifecycle =
-        LifecycleConfig { grace: Duration::from_millis(400), interval: Duration::from_millis(100), evict_after: None };
+    let lifecycle = LifecycleConfig {
+        grace: Duration::from_millis(400),
+        interval: Duration::from_millis(100),
+        evict_after: None,
+        ..Default::default()
+    };
     let cloud = Cloud::start_with(CloudHubConfig::default(), lifecycle).await;
     let edge = Edge::connect(&cloud, "quiet").await;
     cloud.edge_node("quiet").await;
@@ -332,5 +345,69 @@ async fn a_node_that_never_reports_gets_its_conditions_unknown_after_the_grace_p
         }
     })
     .await;
+    cloud.stop().await;
+}
+
+/// A node whose session proves it alive renews nothing itself: the cloud
+/// keeps its Lease (created owned by the Node, then renewed) and its
+/// conditions' `lastHeartbeatTime` current while the session lives, and
+/// stops when it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cloud_renews_the_lease_and_heartbeat_of_a_node_kept_alive_by_its_session() {
+    use edgehive_edgecontroller::heartbeat::HeartbeatConfig;
+    use edgehive_store::resources::LEASES;
+    let lifecycle = LifecycleConfig {
+        interval: Duration::from_millis(50),
+        heartbeat: HeartbeatConfig {
+            lease_renew: Duration::from_millis(300),
+            lease_duration: Duration::from_secs(40),
+            status_report: Duration::from_millis(300),
+        },
+        ..LifecycleConfig::default()
+    };
+    let cloud = Cloud::start_with(CloudHubConfig::default(), lifecycle).await;
+    cloud.ready_edge_node("edge-1", json!({})).await;
+    cloud.ready_edge_node("edge-2", json!({})).await;
+    let node = cloud.store.get(&NODES, "", "edge-1").await.unwrap();
+    let first_beat = node.value().unwrap()["status"]["conditions"][0]["lastHeartbeatTime"].clone();
+    let lease = |name: &'static str| {
+        let cloud = &cloud;
+        async move { cloud.store.get(&LEASES, "kube-node-lease", name).await.ok().map(|l| l.to_value().unwrap()) }
+    };
+    assert!(lease("edge-1").await.is_none());
+    let edge = Edge::connect(&cloud, "edge-1").await;
+    eventually_async("the cloud creates the node's Lease", WAIT, || async { lease("edge-1").await.is_some() }).await;
+    let created = lease("edge-1").await.unwrap();
+    assert_eq!(created["spec"]["holderIdentity"], "edge-1");
+    assert_eq!(created["spec"]["leaseDurationSeconds"], 40);
+    assert_eq!(created["metadata"]["ownerReferences"][0]["kind"], "Node");
+    assert_eq!(created["metadata"]["ownerReferences"][0]["uid"], node.uid().unwrap());
+    let renewed = created["spec"]["renewTime"].clone();
+    eventually_async("the cloud renews it", WAIT, || async {
+        lease("edge-1").await.is_some_and(|l| l["spec"]["renewTime"] != renewed)
+    })
+    .await;
+    eventually_async("and moves lastHeartbeatTime", WAIT, || async {
+        let n = cloud.store.get(&NODES, "", "edge-1").await.unwrap();
+        n.value().unwrap()["status"]["conditions"][0]["lastHeartbeatTime"] != first_beat
+    })
+    .await;
+    assert!(lease("edge-2").await.is_none(), "a node without a session gets no Lease from the cloud");
+    assert!(cloud.metric("edgehive_edgecontroller_heartbeats_total{beat=\"lease\"}") >= 2);
+    // The session ends: the cloud stops renewing.
+    edge.disconnect().await;
+    let mut last = lease("edge-1").await.unwrap()["spec"]["renewTime"].clone();
+    let mut stable_since = tokio::time::Instant::now();
+    let deadline = stable_since + WAIT;
+    // Three renewal periods without one.
+    while stable_since.elapsed() < Duration::from_millis(900) {
+        assert!(tokio::time::Instant::now() < deadline, "renewals go on after the session ended");
+        let now = lease("edge-1").await.unwrap()["spec"]["renewTime"].clone();
+        if now != last {
+            last = now;
+            stable_since = tokio::time::Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     cloud.stop().await;
 }

@@ -853,6 +853,64 @@ async fn a_node_records_events_about_itself_and_its_pods_only() {
     cloud.stop().await;
 }
 
+/// A repeat of an Event an edge recorded raises its count, as client-go's
+/// recorder patches it (KubeEdge's `{"event", "patchData"}`): only `count`,
+/// `lastTimestamp` and `message` of an Event about the node's own pod;
+/// another node's Event, another field or a missing Event is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_counts_up_its_own_events_only() {
+    use edgehive_store::resources::EVENTS;
+    let (cloud, a) = two_nodes_and_edge_a().await;
+    let event = |name: &str, pod: &str| {
+        json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": "default"},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": pod,
+                "fieldPath": "spec.containers{main}"},
+            "reason": "BackOff", "type": "Warning", "message": "Back-off restarting failed container main",
+            "source": {"component": "kubelet", "host": "a"}, "count": 1,
+            "firstTimestamp": "2026-11-24T00:00:00Z", "lastTimestamp": "2026-11-24T00:00:00Z"})
+    };
+    let patch = |name: &str, pod: &str, data: &str| {
+        req("patch", &format!("default/event/{name}"), json!({"event": event(name, pod), "patchData": data}))
+    };
+    let ok = ask(&a, req("insert", "default/event/a-pod.1", event("a-pod.1", "a-pod"))).await;
+    assert_eq!(ok.route.operation, "response", "{:?}", ok.content.as_text());
+    let data =
+        r#"{"count":7,"lastTimestamp":"2026-11-24T00:05:00Z","message":"Back-off restarting failed container main"}"#;
+    let counted = ask(&a, patch("a-pod.1", "a-pod", data)).await;
+    assert_eq!(counted.route.operation, "response", "{:?}", counted.content.as_text());
+    assert_eq!(counted.content.to_value()["Object"]["count"], 7, "ObjectResp with the Event");
+    let stored = cloud.store.get(&EVENTS, "default", "a-pod.1").await.unwrap().value().unwrap().clone();
+    assert_eq!((stored["count"].as_i64(), stored["lastTimestamp"].as_str()), (Some(7), Some("2026-11-24T00:05:00Z")));
+    assert_eq!(stored["firstTimestamp"], "2026-11-24T00:00:00Z");
+
+    // Another node's pod's Event, stored by its own kubelet.
+    let mut theirs = event("b-pod.1", "b-pod");
+    theirs["source"]["host"] = json!("b");
+    cloud.store.create(&EVENTS, theirs).await.unwrap();
+    let cases = [
+        (patch("b-pod.1", "a-pod", data), 403, "Forbidden"),
+        (patch("a-pod.1", "a-pod", r#"{"reason":"Started"}"#), 403, "Forbidden"),
+        (patch("a-pod.1", "a-pod", r#"{"involvedObject":{"name":"b-pod"}}"#), 403, "Forbidden"),
+        (patch("a-pod.gone", "a-pod", data), 404, "NotFound"),
+        (patch("a-pod.1", "a-pod", "count=8"), 400, "BadRequest"),
+        (patch("a-pod.1", "a-pod", r#"{"count":"many"}"#), 400, "BadRequest"),
+    ];
+    for (m, code, reason) in cases {
+        let what = format!("{} {}", m.route.resource, m.content.to_value()["patchData"]);
+        let answer = ask(&a, m).await;
+        refused(&answer);
+        let v = answer.content.to_value();
+        assert!(v.get("Err").is_some() && v.get("Object").is_some(), "{what}: {v}");
+        let status = refusal_status(&answer);
+        assert_eq!((status["code"].as_u64(), status["reason"].as_str()), (Some(code), Some(reason)), "{what}: {v}");
+    }
+    let after = cloud.store.get(&EVENTS, "default", "b-pod.1").await.unwrap().value().unwrap().clone();
+    assert_eq!(after["count"], 1, "another node's Event is unchanged");
+    let ours = cloud.store.get(&EVENTS, "default", "a-pod.1").await.unwrap().value().unwrap().clone();
+    assert_eq!((ours["count"].as_i64(), ours["reason"].as_str()), (Some(7), Some("BackOff")));
+    cloud.stop().await;
+}
+
 /// Nodes `a` and `b` with a pod each, and edge `a` connected with its pod.
 async fn two_nodes_and_edge_a() -> (Cloud, Edge) {
     let cloud = Cloud::start(CloudHubConfig::default()).await;

@@ -41,6 +41,13 @@ pub fn apply_defaults(group: &str, kind: &str, obj: &mut Value) {
         ("", "Service") => service(root),
         ("", "Namespace") => namespace(root),
         ("", "Endpoints") => endpoints(root),
+        ("discovery.k8s.io", "EndpointSlice") => {
+            // `SetDefaults_EndpointPort`: a port's name "" and protocol TCP.
+            for port in objects_in(root, "ports") {
+                set_if_absent(port, "name", json!(""));
+                set_if_absent(port, "protocol", json!("TCP"));
+            }
+        }
         ("", "Node") => node(root),
         ("apps", "Deployment") => workloads::deployment(root),
         ("apps", "ReplicaSet") => workloads::replica_set(root),
@@ -48,6 +55,7 @@ pub fn apply_defaults(group: &str, kind: &str, obj: &mut Value) {
         ("apps", "StatefulSet") => workloads::stateful_set(root),
         ("batch", "Job") => workloads::job(root),
         ("batch", "CronJob") => workloads::cron_job(root),
+        ("rbac.authorization.k8s.io", kind) => crate::validation::rbac::apply_defaults(kind, root),
         ("devices.kubeedge.io", "Device") => {
             if let Some(model_ref) = object_at(root, "spec").and_then(|s| object_at(s, "deviceModelRef")) {
                 set_if_absent(model_ref, "name", json!(""));

@@ -11,6 +11,8 @@
 //! - [`patch`]: JSON patch, JSON merge patch and strategic merge patch;
 //! - [`cron`]: CronJob schedules: parsed as Kubernetes parses them, and when they fire;
 //! - [`status`]: failures as Kubernetes `Status` errors ([`status::ApiError`]);
+//! - [`structural`]: CRD structural schemas: their check, and pruning,
+//!   defaulting and validation of custom objects against them;
 //! - [`quantity`]: resource quantities (`100m`, `1Gi`);
 //! - [`scheduling`]: where a pod may run: node selector and affinity,
 //!   taints and tolerations, requests against allocatable, anti-affinity.
@@ -31,4 +33,5 @@ pub mod patch;
 pub mod quantity;
 pub mod scheduling;
 pub mod status;
+pub mod structural;
 pub mod validation;

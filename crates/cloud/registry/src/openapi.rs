@@ -16,6 +16,8 @@
 //! Descriptions are short and our own: the kinds, and the fields of the workload specs users ask
 //! `kubectl explain` about.
 
+pub mod v2;
+
 use serde_json::{Map, Value, json};
 
 use crate::validation::schema::{Pkg, Struct, Ty, root};
@@ -31,31 +33,53 @@ const RAW_EXTENSION: &str = "io.k8s.apimachinery.pkg.runtime.RawExtension";
 pub fn component_schemas(group: &str, version: &str) -> Map<String, Value> {
     let mut out = Map::new();
     for r in edgehive_store::resources::ALL.iter().filter(|r| r.group == group && r.version == version) {
-        let Some(def) = root(r.group, r.kind) else { continue };
-        let Some(name) = schema_name(r.group, r.kind) else { continue };
-        let mut schema = if def.pkg == Pkg::Crd {
-            inline_object(def, r.kind)
-        } else {
-            add_struct(def, &mut out);
-            out.remove(&name).unwrap_or_else(|| json!({}))
-        };
-        if let Some(m) = schema.as_object_mut() {
-            let props = m.entry("properties").or_insert_with(|| json!({}));
-            if let Some(props) = props.as_object_mut() {
-                props.insert("apiVersion".into(), json!({"type": "string", "description": API_VERSION_DOC}));
-                props.insert("kind".into(), json!({"type": "string", "description": KIND_DOC}));
-            }
-            m.insert(
-                "x-kubernetes-group-version-kind".into(),
-                json!([{"group": r.group, "kind": r.kind, "version": r.version}]),
-            );
-            if let Some(doc) = type_doc(r.kind) {
-                m.insert("description".into(), json!(doc));
-            }
-        }
-        out.insert(name, schema);
+        add_kind(r.group, r.version, r.kind, &mut out);
     }
     out
+}
+
+/// Kinds that are sent to the server but never stored (reviews, token requests, evictions, scales):
+/// `(group, version, kind)`. Their schemas are in the OpenAPI v2 document, where kubectl's client-side
+/// validation looks a kind up.
+pub const REQUEST_KINDS: &[(&str, &str, &str)] = &[
+    ("authorization.k8s.io", "v1", "SelfSubjectAccessReview"),
+    ("authorization.k8s.io", "v1", "SubjectAccessReview"),
+    ("authorization.k8s.io", "v1", "LocalSubjectAccessReview"),
+    ("authorization.k8s.io", "v1", "SelfSubjectRulesReview"),
+    ("authentication.k8s.io", "v1", "TokenRequest"),
+    ("authentication.k8s.io", "v1", "SelfSubjectReview"),
+    ("authentication.k8s.io", "v1", "TokenReview"),
+    ("policy", "v1", "Eviction"),
+    ("autoscaling", "v1", "Scale"),
+];
+
+/// Adds the schema of one kind (and of the types it uses) to `out`.
+pub(crate) fn add_kind(group: &str, version: &str, kind: &str, out: &mut Map<String, Value>) {
+    let Some(def) = root(group, kind) else { return };
+    let name = if def.pkg == Pkg::Crd {
+        let reversed: Vec<&str> = group.split('.').rev().collect();
+        format!("{}.{version}.{kind}", reversed.join("."))
+    } else {
+        struct_name(def)
+    };
+    let mut schema = if def.pkg == Pkg::Crd {
+        inline_object(def, kind)
+    } else {
+        add_struct(def, out);
+        out.remove(&name).unwrap_or_else(|| json!({}))
+    };
+    if let Some(m) = schema.as_object_mut() {
+        let props = m.entry("properties").or_insert_with(|| json!({}));
+        if let Some(props) = props.as_object_mut() {
+            props.insert("apiVersion".into(), json!({"type": "string", "description": API_VERSION_DOC}));
+            props.insert("kind".into(), json!({"type": "string", "description": KIND_DOC}));
+        }
+        m.insert("x-kubernetes-group-version-kind".into(), json!([{"group": group, "kind": kind, "version": version}]));
+        if let Some(doc) = type_doc(kind) {
+            m.insert("description".into(), json!(doc));
+        }
+    }
+    out.insert(name, schema);
 }
 
 /// The component name of a kind's schema (`io.k8s.api.apps.v1.Deployment`), `None` for a kind without a
@@ -70,7 +94,7 @@ pub fn schema_name(group: &str, kind: &str) -> Option<String> {
     Some(struct_name(def))
 }
 
-fn struct_name(def: &Struct) -> String {
+pub(crate) fn struct_name(def: &Struct) -> String {
     let prefix = match def.pkg {
         Pkg::Core | Pkg::Crd => "io.k8s.api.core.v1",
         Pkg::Meta => "io.k8s.apimachinery.pkg.apis.meta.v1",
@@ -78,6 +102,11 @@ fn struct_name(def: &Struct) -> String {
         Pkg::Batch => "io.k8s.api.batch.v1",
         Pkg::Coordination => "io.k8s.api.coordination.v1",
         Pkg::Policy => "io.k8s.api.policy.v1",
+        Pkg::Autoscaling => "io.k8s.api.autoscaling.v1",
+        Pkg::Discovery => "io.k8s.api.discovery.v1",
+        Pkg::Rbac => "io.k8s.api.rbac.v1",
+        Pkg::Authorization => "io.k8s.api.authorization.v1",
+        Pkg::Authentication => "io.k8s.api.authentication.v1",
     };
     format!("{prefix}.{}", def.go)
 }

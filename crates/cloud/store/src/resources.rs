@@ -206,6 +206,28 @@ pub static POD_DISRUPTION_BUDGETS: ResourceDef = def!("policy", "v1", "PodDisrup
     "poddisruptionbudget", &["pdb"], &[], namespaced: true, status: true, graceful: false, generation: true,
     fields: &[], storage: "poddisruptionbudgets");
 
+/// EndpointSlices (discovery.k8s.io/v1): a Service's ready and not-ready
+/// pod addresses, kept by the endpoints controller.
+pub static ENDPOINT_SLICES: ResourceDef = def!("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices",
+    "endpointslice", &[], &[], namespaced: true, status: false, graceful: false, generation: true, fields: &[],
+    storage: "endpointslices");
+
+/// Roles (rbac.authorization.k8s.io/v1): namespaced permission rules.
+pub static ROLES: ResourceDef = def!("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", &[], &[],
+    namespaced: true, status: false, graceful: false, generation: false, fields: &[], storage: "roles");
+/// ClusterRoles (rbac.authorization.k8s.io/v1), aggregated by label selectors.
+pub static CLUSTER_ROLES: ResourceDef = def!("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles",
+    "clusterrole", &[], &[], namespaced: false, status: false, graceful: false, generation: false, fields: &[],
+    storage: "clusterroles");
+/// RoleBindings (rbac.authorization.k8s.io/v1).
+pub static ROLE_BINDINGS: ResourceDef = def!("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings",
+    "rolebinding", &[], &[], namespaced: true, status: false, graceful: false, generation: false, fields: &[],
+    storage: "rolebindings");
+/// ClusterRoleBindings (rbac.authorization.k8s.io/v1).
+pub static CLUSTER_ROLE_BINDINGS: ResourceDef = def!("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding",
+    "clusterrolebindings", "clusterrolebinding", &[], &[], namespaced: false, status: false, graceful: false,
+    generation: false, fields: &[], storage: "clusterrolebindings");
+
 /// Every served resource, in discovery order.
 pub static ALL: &[&ResourceDef] = &[
     &NAMESPACES,
@@ -226,6 +248,11 @@ pub static ALL: &[&ResourceDef] = &[
     &CRON_JOBS,
     &POD_DISRUPTION_BUDGETS,
     &LEASES,
+    &ENDPOINT_SLICES,
+    &ROLES,
+    &CLUSTER_ROLES,
+    &ROLE_BINDINGS,
+    &CLUSTER_ROLE_BINDINGS,
     &DEVICES,
     &DEVICE_MODELS,
     &OBJECT_SYNCS,

@@ -28,6 +28,8 @@ pub(crate) fn component(task: &Task) -> &'static str {
         Task::CronJob(_) => "cronjob-controller",
         Task::Disruption(_) => "controllermanager",
         Task::Collect(_) => "garbage-collector-controller",
+        Task::Endpoints(_) => "endpoint-controller",
+        Task::RootCa(_) => "root-ca-cert-publisher",
     }
 }
 
@@ -41,7 +43,7 @@ fn subject(task: &Task) -> Option<(&'static ResourceDef, &str, &str)> {
         Task::Job(k) => (&JOBS, k),
         Task::CronJob(k) => (&CRON_JOBS, k),
         Task::Disruption(k) => (&POD_DISRUPTION_BUDGETS, k),
-        Task::Collect(_) => return None,
+        Task::Collect(_) | Task::Endpoints(_) | Task::RootCa(_) => return None,
     };
     Some((res, ns, name))
 }

@@ -12,6 +12,8 @@
 //!   [`cronjob`], [`disruption`]: each a sync function of the world and
 //!   the time that returns a [`plan::Plan`] of writes — state machines that
 //!   tests drive with a fake clock and compare plans;
+//! - [`endpoints`]: a Service's Endpoints and EndpointSlices from the pods
+//!   it selects; [`rootca`]: `kube-root-ca.crt` in every namespace;
 //! - [`history`]: template history as ControllerRevisions;
 //! - [`gc`]: the garbage collector's graph of owner references;
 //! - `run`: the loop — a work queue, the informers, and the executor that
@@ -26,6 +28,7 @@ pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
+pub mod endpoints;
 mod events;
 pub mod gc;
 pub mod history;
@@ -33,6 +36,7 @@ pub mod job;
 mod metrics;
 pub mod plan;
 pub mod replicaset;
+pub mod rootca;
 mod run;
 pub mod statefulset;
 pub mod template;
@@ -69,6 +73,7 @@ pub struct Workloads {
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     events: Recorder,
+    root_ca: Option<Arc<str>>,
 }
 
 impl Workloads {
@@ -79,7 +84,15 @@ impl Workloads {
             clock: Arc::new(SystemClock),
             metrics: Arc::new(Metrics::default()),
             events: Recorder::discard(),
+            root_ca: None,
         }
+    }
+
+    /// Publishing `ca_pem` (the API server's CA) as the `kube-root-ca.crt`
+    /// ConfigMap of every namespace; without it none is published.
+    pub fn with_root_ca(mut self, ca_pem: &str) -> Workloads {
+        self.root_ca = Some(Arc::from(ca_pem));
+        self
     }
 
     /// With another clock.
@@ -102,6 +115,6 @@ impl Workloads {
 
     /// Runs until `stop`.
     pub async fn run(self, stop: CancellationToken) {
-        run::Runner::new(self.store, self.clock, self.metrics, self.events).run(stop).await;
+        run::Runner::new(self.store, self.clock, self.metrics, self.events, self.root_ca).run(stop).await;
     }
 }

@@ -15,8 +15,8 @@ use edgehive_registry::admit;
 use edgehive_registry::status::ApiError;
 use edgehive_store::informer::{Change, inform};
 use edgehive_store::resources::{
-    self, CONTROLLER_REVISIONS, CRON_JOBS, DAEMON_SETS, DEPLOYMENTS, JOBS, NODES, POD_DISRUPTION_BUDGETS, PODS,
-    REPLICA_SETS, ResourceDef, STATEFUL_SETS,
+    self, CONFIGMAPS, CONTROLLER_REVISIONS, CRON_JOBS, DAEMON_SETS, DEPLOYMENTS, ENDPOINT_SLICES, ENDPOINTS, JOBS,
+    NAMESPACES, NODES, POD_DISRUPTION_BUDGETS, PODS, REPLICA_SETS, ResourceDef, SERVICES, STATEFUL_SETS,
 };
 use edgehive_store::selector::LabelSelector;
 use edgehive_store::{DeleteOptions, DeleteOutcome, Object, Propagation, Store, StoreError};
@@ -30,7 +30,7 @@ use crate::gc::{self, GcAction, Graph};
 use crate::metrics::Metrics;
 use crate::plan::{Action, Plan};
 use crate::world::{Key, OwnerRef, Update, World, str_at};
-use crate::{Clock, cronjob, daemonset, deployment, disruption, job, replicaset, statefulset};
+use crate::{Clock, cronjob, daemonset, deployment, disruption, endpoints, job, replicaset, rootca, statefulset};
 
 /// One unit of work.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -43,6 +43,10 @@ pub(crate) enum Task {
     CronJob(Key),
     Disruption(Key),
     Collect(String),
+    /// A Service's Endpoints and EndpointSlices.
+    Endpoints(Key),
+    /// A namespace's `kube-root-ca.crt`.
+    RootCa(String),
 }
 
 impl Task {
@@ -56,6 +60,8 @@ impl Task {
             Task::CronJob(_) => "cronjob",
             Task::Disruption(_) => "disruption",
             Task::Collect(_) => "garbagecollector",
+            Task::Endpoints(_) => "endpoint",
+            Task::RootCa(_) => "rootcacertpublisher",
         }
     }
 }
@@ -191,6 +197,8 @@ pub(crate) struct Runner {
     pub(crate) graph: Graph,
     pub(crate) queue: Queue,
     listed: HashSet<usize>,
+    /// The API server's CA, published as `kube-root-ca.crt` (`None`: not published).
+    root_ca: Option<Arc<str>>,
 }
 
 fn id(res: &'static ResourceDef) -> usize {
@@ -198,7 +206,13 @@ fn id(res: &'static ResourceDef) -> usize {
 }
 
 impl Runner {
-    pub(crate) fn new(store: Store, clock: Arc<dyn Clock>, metrics: Arc<Metrics>, events: Recorder) -> Runner {
+    pub(crate) fn new(
+        store: Store,
+        clock: Arc<dyn Clock>,
+        metrics: Arc<Metrics>,
+        events: Recorder,
+        root_ca: Option<Arc<str>>,
+    ) -> Runner {
         Runner {
             store,
             clock,
@@ -208,7 +222,16 @@ impl Runner {
             graph: Graph::default(),
             queue: Queue::default(),
             listed: HashSet::new(),
+            root_ca,
         }
+    }
+
+    fn endpoints_ready(&self) -> bool {
+        [&SERVICES, &PODS, &ENDPOINTS, &ENDPOINT_SLICES, &NODES].iter().all(|r| self.listed.contains(&id(r)))
+    }
+
+    fn root_ca_ready(&self) -> bool {
+        self.root_ca.is_some() && [&NAMESPACES, &CONFIGMAPS].iter().all(|r| self.listed.contains(&id(r)))
     }
 
     fn controllers_ready(&self) -> bool {
@@ -278,6 +301,7 @@ impl Runner {
         match change {
             Change::Relisted { resource, objects } => {
                 let (controllers, collector) = (self.controllers_ready(), self.collector_ready());
+                let (endpoints, root_ca) = (self.endpoints_ready(), self.root_ca_ready());
                 self.listed.insert(id(resource));
                 self.world.relist(resource, &objects);
                 let wake = self.graph.relist(resource, &objects);
@@ -339,6 +363,19 @@ impl Runner {
                         self.queue.add(Task::Disruption(b));
                     }
                 }
+                let for_endpoints =
+                    [&SERVICES, &PODS, &ENDPOINTS, &ENDPOINT_SLICES].iter().any(|r| std::ptr::eq(resource, *r));
+                if self.endpoints_ready() && (!endpoints || for_endpoints) {
+                    for k in self.world.services.keys().cloned().collect::<Vec<_>>() {
+                        self.queue.add(Task::Endpoints(k));
+                    }
+                }
+                let for_root_ca = std::ptr::eq(resource, &NAMESPACES) || std::ptr::eq(resource, &CONFIGMAPS);
+                if self.root_ca_ready() && (!root_ca || for_root_ca) {
+                    for ns in self.world.namespaces.keys().cloned().collect::<Vec<_>>() {
+                        self.queue.add(Task::RootCa(ns));
+                    }
+                }
                 if self.controllers_ready() && std::ptr::eq(resource, &PODS) && !all {
                     // Pods relisted: every ReplicaSet counts again.
                     for rs in self.world.replica_sets.keys().cloned().collect::<Vec<_>>() {
@@ -368,6 +405,16 @@ impl Runner {
             Update::Pod { old, new } => {
                 let ns = new.as_ref().or(old.as_ref()).map(|p| p.namespace.clone()).unwrap_or_default();
                 self.wake_budgets(&ns);
+                let moved = match (old, new) {
+                    (Some(o), Some(n)) => endpoints::moves_endpoints(o, n),
+                    _ => true,
+                };
+                if moved {
+                    let labels = old.iter().chain(new.iter()).map(|p| &p.labels);
+                    for svc in endpoints::services_selecting(&self.world, &ns, labels) {
+                        self.queue.add(Task::Endpoints((ns.clone(), svc)));
+                    }
+                }
                 for p in old.iter().chain(new.iter()) {
                     for o in p.owners.iter().filter(|o| o.controller) {
                         match &*o.kind {
@@ -446,7 +493,18 @@ impl Runner {
                     // Their scale is what percentage budgets count against.
                     self.wake_budgets(&ns);
                 }
-                if std::ptr::eq(*res, &POD_DISRUPTION_BUDGETS) {
+                if std::ptr::eq(*res, &SERVICES) || std::ptr::eq(*res, &ENDPOINTS) {
+                    self.queue.add(Task::Endpoints((ns, name)));
+                } else if std::ptr::eq(*res, &ENDPOINT_SLICES) {
+                    let svc = str_at(v, "/metadata/labels/kubernetes.io~1service-name");
+                    if !svc.is_empty() {
+                        self.queue.add(Task::Endpoints((ns, svc.to_string())));
+                    }
+                } else if std::ptr::eq(*res, &NAMESPACES) {
+                    self.queue.add(Task::RootCa(name));
+                } else if std::ptr::eq(*res, &CONFIGMAPS) {
+                    self.queue.add(Task::RootCa(ns));
+                } else if std::ptr::eq(*res, &POD_DISRUPTION_BUDGETS) {
                     self.queue.add(Task::Disruption((ns, name)));
                 } else if std::ptr::eq(*res, &REPLICA_SETS) {
                     self.queue.add(Task::ReplicaSet((ns.clone(), name)));
@@ -534,6 +592,12 @@ impl Runner {
                 (disruption::sync(&self.world, ns, name, now), Vec::new())
             }
             Task::Collect(uid) if self.collector_ready() => (Plan::none(), self.graph.sync(uid)),
+            Task::Endpoints((ns, name)) if self.endpoints_ready() => {
+                (endpoints::sync(&self.world, ns, name, now), Vec::new())
+            }
+            Task::RootCa(ns) if self.root_ca_ready() => {
+                (self.root_ca.as_deref().map_or_else(Plan::none, |pem| rootca::sync(&self.world, ns, pem)), Vec::new())
+            }
             _ => {
                 // Not everything is listed yet; the relist queues it again.
                 return;

@@ -207,6 +207,15 @@ pub struct PodInfo {
     pub finished: Option<OffsetDateTime>,
     /// `batch.kubernetes.io/job-completion-index` (Indexed Jobs).
     pub index: Option<u32>,
+    /// `status.podIP` (`""` until it has one), for Endpoints.
+    pub ip: String,
+    /// `spec.hostname` and `spec.subdomain`: an endpoint's DNS name.
+    pub hostname: String,
+    /// See `hostname`.
+    pub subdomain: String,
+    /// The containers' named ports (name, protocol, number): what a
+    /// Service's `targetPort` names.
+    pub named_ports: Vec<(String, String, i64)>,
 }
 
 /// The finalizer that keeps a Job's pod until the Job has counted it.
@@ -286,6 +295,22 @@ impl PodInfo {
                 .and_then(|a| a.get(COMPLETION_INDEX))
                 .and_then(Value::as_str)
                 .and_then(|s| s.parse().ok()),
+            ip: str_at(pod, "/status/podIP").to_string(),
+            hostname: str_at(pod, "/spec/hostname").to_string(),
+            subdomain: str_at(pod, "/spec/subdomain").to_string(),
+            named_ports: pod
+                .pointer("/spec/containers")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.get("ports").and_then(Value::as_array))
+                .flatten()
+                .filter_map(|p| {
+                    let name = p.get("name").and_then(Value::as_str).filter(|n| !n.is_empty())?;
+                    let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+                    Some((name.to_string(), protocol.to_string(), p.get("containerPort")?.as_i64()?))
+                })
+                .collect(),
         }
     }
 
@@ -493,6 +518,9 @@ pub struct Pods {
     by_owner: HashMap<String, BTreeSet<Key>>,
     orphans: BTreeSet<Key>,
     by_node: HashMap<String, BTreeSet<Key>>,
+    /// (namespace, label key, value) → pod names: what a Service's
+    /// selector looks up instead of scanning the namespace.
+    by_label: HashMap<(String, String, String), BTreeSet<String>>,
 }
 
 impl Pods {
@@ -526,6 +554,23 @@ impl Pods {
         self.by_node.get(node).into_iter().flatten().filter_map(|k| self.items.get(k).map(|p| &**p))
     }
 
+    /// Pods of namespace `ns` that carry every label of `selector` (none
+    /// for an empty selector), from the label index: the shortest list of
+    /// one label's pods, filtered by the others.
+    pub fn selected<'a>(&'a self, ns: &str, selector: &'a [(String, String)]) -> Vec<&'a PodInfo> {
+        let lists: Vec<Option<&BTreeSet<String>>> =
+            selector.iter().map(|(k, v)| self.by_label.get(&(ns.to_string(), k.clone(), v.clone()))).collect();
+        if lists.is_empty() || lists.iter().any(Option::is_none) {
+            return Vec::new();
+        }
+        let Some(shortest) = lists.into_iter().flatten().min_by_key(|l| l.len()) else { return Vec::new() };
+        shortest
+            .iter()
+            .filter_map(|name| self.get(ns, name))
+            .filter(|p| selector.iter().all(|(k, v)| p.labels.get(k) == Some(v.as_str())))
+            .collect()
+    }
+
     /// Every pod.
     pub fn iter(&self) -> impl Iterator<Item = &PodInfo> {
         self.items.values().map(|p| &**p)
@@ -542,6 +587,17 @@ impl Pods {
     }
 
     fn index(&mut self, key: &Key, pod: &PodInfo, add: bool) {
+        for (k, v) in pod.labels.iter() {
+            let at = (key.0.clone(), k.to_string(), v.to_string());
+            if add {
+                self.by_label.entry(at).or_default().insert(key.1.clone());
+            } else if let Some(set) = self.by_label.get_mut(&at) {
+                set.remove(&key.1);
+                if set.is_empty() {
+                    self.by_label.remove(&at);
+                }
+            }
+        }
         if !pod.node.is_empty() {
             if add {
                 self.by_node.entry(pod.node.clone()).or_default().insert(key.clone());
@@ -607,6 +663,7 @@ impl Pods {
         self.by_owner.clear();
         self.orphans.clear();
         self.by_node.clear();
+        self.by_label.clear();
         self.tombstones.clear();
         for p in pods {
             let key = (p.namespace.clone(), p.name.clone());
@@ -639,6 +696,27 @@ pub struct World {
     pub revisions: Objects,
     /// Nodes, by name.
     pub nodes: BTreeMap<String, NodeInfo>,
+    /// Services.
+    pub services: Objects,
+    /// Each Service's label selector (namespace → name → pairs), so a pod's
+    /// change finds its Services without parsing them.
+    pub service_selectors: HashMap<String, BTreeMap<String, Vec<(String, String)>>>,
+    /// Endpoints.
+    pub endpoints: Objects,
+    /// EndpointSlices (indexed by their controlling Service).
+    pub endpoint_slices: Objects,
+    /// The `kube-root-ca.crt` ConfigMaps (no others are kept).
+    pub root_ca: Objects,
+    /// Namespaces, by name: terminating or not.
+    pub namespaces: BTreeMap<String, bool>,
+}
+
+/// The name of the ConfigMap with the API server's CA in every namespace.
+pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
+
+/// A Service's selector as sorted pairs (none when it has no selector).
+pub fn selector_of(svc: &Value) -> Vec<(String, String)> {
+    labels_of(svc, "/spec/selector").into_iter().collect()
 }
 
 impl World {
@@ -660,6 +738,14 @@ impl World {
             Some(&self.jobs)
         } else if std::ptr::eq(res, &resources::CRON_JOBS) {
             Some(&self.cron_jobs)
+        } else if std::ptr::eq(res, &resources::SERVICES) {
+            Some(&self.services)
+        } else if std::ptr::eq(res, &resources::ENDPOINTS) {
+            Some(&self.endpoints)
+        } else if std::ptr::eq(res, &resources::ENDPOINT_SLICES) {
+            Some(&self.endpoint_slices)
+        } else if std::ptr::eq(res, &resources::CONFIGMAPS) {
+            Some(&self.root_ca)
         } else {
             None
         }
@@ -682,6 +768,14 @@ impl World {
             Some(&mut self.jobs)
         } else if std::ptr::eq(res, &resources::CRON_JOBS) {
             Some(&mut self.cron_jobs)
+        } else if std::ptr::eq(res, &resources::SERVICES) {
+            Some(&mut self.services)
+        } else if std::ptr::eq(res, &resources::ENDPOINTS) {
+            Some(&mut self.endpoints)
+        } else if std::ptr::eq(res, &resources::ENDPOINT_SLICES) {
+            Some(&mut self.endpoint_slices)
+        } else if std::ptr::eq(res, &resources::CONFIGMAPS) {
+            Some(&mut self.root_ca)
         } else {
             None
         }
@@ -709,6 +803,17 @@ impl World {
             let old = self.nodes.insert(key.1, node.clone());
             return Some(Update::Node { old: old.map(Box::new), new: Some(Box::new(node)) });
         }
+        if std::ptr::eq(res, &resources::NAMESPACES) {
+            let terminating = str_at(value, "/status/phase") == "Terminating";
+            let old = self.namespaces.insert(key.1.clone(), terminating);
+            return (old != Some(terminating)).then(|| Update::Object { res, old: None, new: Some(value.clone()) });
+        }
+        if std::ptr::eq(res, &resources::CONFIGMAPS) && key.1 != ROOT_CA_CONFIGMAP {
+            return None;
+        }
+        if std::ptr::eq(res, &resources::SERVICES) {
+            self.service_selectors.entry(key.0.clone()).or_default().insert(key.1.clone(), selector_of(value));
+        }
         let old = self.objects_mut(res)?.upsert(key, obj, value)?;
         Some(Update::Object { res, old, new: Some(value.clone()) })
     }
@@ -725,6 +830,15 @@ impl World {
             let old = self.nodes.remove(&key.1)?;
             return Some(Update::Node { old: Some(Box::new(old)), new: None });
         }
+        if std::ptr::eq(res, &resources::NAMESPACES) {
+            self.namespaces.remove(&key.1)?;
+            return Some(Update::Object { res, old: obj.value().ok().cloned(), new: None });
+        }
+        if std::ptr::eq(res, &resources::SERVICES)
+            && let Some(m) = self.service_selectors.get_mut(&key.0)
+        {
+            m.remove(&key.1);
+        }
         let old = self.objects_mut(res)?.remove(&key, obj.rev(), watched)?;
         Some(Update::Object { res, old: Some(old), new: None })
     }
@@ -740,8 +854,30 @@ impl World {
                 .iter()
                 .filter_map(|o| Some((o.name().to_string(), NodeInfo::of(o.name(), o.rev(), o.value().ok()?))))
                 .collect();
-        } else if let Some(table) = self.objects_mut(res) {
-            table.relist(objects);
+        } else if std::ptr::eq(res, &resources::NAMESPACES) {
+            self.namespaces = objects
+                .iter()
+                .filter_map(|o| Some((o.name().to_string(), str_at(o.value().ok()?, "/status/phase") == "Terminating")))
+                .collect();
+        } else if std::ptr::eq(res, &resources::CONFIGMAPS) {
+            let kept: Vec<Object> = objects.iter().filter(|o| o.name() == ROOT_CA_CONFIGMAP).cloned().collect();
+            self.root_ca.relist(&kept);
+        } else {
+            if std::ptr::eq(res, &resources::SERVICES) {
+                self.service_selectors.clear();
+                for o in objects {
+                    if let Ok(v) = o.value() {
+                        let sel = selector_of(v);
+                        self.service_selectors
+                            .entry(o.namespace().to_string())
+                            .or_default()
+                            .insert(o.name().to_string(), sel);
+                    }
+                }
+            }
+            if let Some(table) = self.objects_mut(res) {
+                table.relist(objects);
+            }
         }
     }
 }

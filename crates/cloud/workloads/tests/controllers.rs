@@ -1255,3 +1255,216 @@ fn a_disruption_budget_counts_healthy_pods_against_its_minimum_or_its_controller
     assert_eq!(status["conditions"][0]["reason"], "SyncFailed");
     assert!(status["conditions"][0]["message"].as_str().unwrap().contains("found no controllers"), "{status}");
 }
+
+// --- Endpoints and EndpointSlices, kube-root-ca.crt ---------------------------------------------------------
+
+fn web_service() -> Value {
+    json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web", "namespace": "default", "labels": {"tier": "front"}},
+        "spec": {"selector": {"app": "web"}, "clusterIP": "10.0.0.9",
+                 "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}})
+}
+
+/// A pod of `web` on edge-1 with a named port; `ip` and readiness as its edge reported them.
+fn web_pod(sim: &mut Sim, name: &str, ip: Option<&str>, ready: bool) {
+    if sim.get(&PODS, "default", name).is_none() {
+        sim.create(
+            &PODS,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
+                "spec": {"nodeName": "edge-1", "containers": [{"name": "c", "image": "x",
+                    "ports": [{"name": "http", "containerPort": 8080}]}]}}),
+        );
+    }
+    let mut p = sim.get(&PODS, "default", name).unwrap().clone();
+    p["status"] = json!({"phase": "Running",
+        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" },
+                        "lastTransitionTime": edgehive_store::rfc3339(sim.now)}]});
+    if let Some(ip) = ip {
+        p["status"]["podIP"] = json!(ip);
+    }
+    sim.store(&PODS, p);
+}
+
+/// Syncs `web`'s endpoints until nothing changes; the writes of the first sync.
+fn sync_web(sim: &mut Sim) -> Vec<(String, &'static str)> {
+    let before = sim.writes.len();
+    let plan = edgehive_workloads::endpoints::sync(&sim.world, "default", "web", sim.now);
+    sim.apply(plan);
+    let first = sim.writes[before..].to_vec();
+    for _ in 0..5 {
+        let plan = edgehive_workloads::endpoints::sync(&sim.world, "default", "web", sim.now);
+        if plan.actions.is_empty() {
+            return first;
+        }
+        sim.apply(plan);
+    }
+    panic!("the endpoints did not settle");
+}
+
+fn web_slices(sim: &Sim) -> Vec<Value> {
+    sim.list(&edgehive_store::resources::ENDPOINT_SLICES).into_iter().cloned().collect()
+}
+
+#[test]
+fn endpoints_and_slices_follow_the_selected_pods_readiness() {
+    use edgehive_store::resources::{ENDPOINTS, SERVICES};
+    let mut sim = Sim::new();
+    sim.create(&SERVICES, web_service());
+    web_pod(&mut sim, "web-1", Some("10.244.1.5"), true);
+    web_pod(&mut sim, "web-2", Some("10.244.1.6"), false);
+    web_pod(&mut sim, "web-3", None, false); // no address yet: not an endpoint
+    sim.create(&PODS, pod("other", json!({"app": "db"}), json!({"phase": "Running", "podIP": "10.244.1.7"})));
+    sync_web(&mut sim);
+    let ep = sim.get(&ENDPOINTS, "default", "web").unwrap().clone();
+    assert_eq!(ep["metadata"]["labels"], json!({"tier": "front"}));
+    assert!(ep["metadata"]["annotations"]["endpoints.kubernetes.io/last-change-trigger-time"].is_string());
+    let subset = &ep["subsets"][0];
+    assert_eq!(subset["ports"], json!([{"name": "http", "port": 8080, "protocol": "TCP"}]), "targetPort by name");
+    assert_eq!(subset["addresses"].as_array().unwrap().len(), 1);
+    assert_eq!(subset["addresses"][0]["ip"], "10.244.1.5");
+    assert_eq!(subset["addresses"][0]["nodeName"], "edge-1");
+    assert_eq!(subset["addresses"][0]["targetRef"]["name"], "web-1");
+    assert_eq!(subset["notReadyAddresses"][0]["ip"], "10.244.1.6");
+    let slices = web_slices(&sim);
+    assert_eq!(slices.len(), 1);
+    let s = &slices[0];
+    assert!(s["metadata"]["name"].as_str().unwrap().starts_with("web-"));
+    assert_eq!(s["metadata"]["labels"]["kubernetes.io/service-name"], "web");
+    assert_eq!(s["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"], "endpointslice-controller.k8s.io");
+    assert_eq!(s["metadata"]["labels"]["tier"], "front");
+    assert_eq!(s["metadata"]["ownerReferences"][0]["kind"], "Service");
+    assert_eq!(s["metadata"]["ownerReferences"][0]["controller"], true);
+    assert_eq!(s["addressType"], "IPv4");
+    assert_eq!(s["ports"], json!([{"name": "http", "port": 8080, "protocol": "TCP"}]));
+    let conditions: Vec<(Value, Value)> = s["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["addresses"][0].clone(), e["conditions"]["ready"].clone()))
+        .collect();
+    assert_eq!(conditions, [(json!("10.244.1.5"), json!(true)), (json!("10.244.1.6"), json!(false))]);
+
+    // Nothing changed: nothing written.
+    assert!(sync_web(&mut sim).is_empty());
+    // web-2 ready: one write to each.
+    web_pod(&mut sim, "web-2", Some("10.244.1.6"), true);
+    let writes = sync_web(&mut sim);
+    assert_eq!(writes, [("patch".to_string(), "endpoints"), ("patch".to_string(), "endpointslices")]);
+    assert_eq!(sim.get(&ENDPOINTS, "default", "web").unwrap()["subsets"][0]["addresses"].as_array().unwrap().len(), 2);
+    // web-1 terminating: out of the Endpoints, kept in the slice as terminating and not ready.
+    let mut p = sim.get(&PODS, "default", "web-1").unwrap().clone();
+    p["metadata"]["deletionTimestamp"] = json!(edgehive_store::rfc3339(sim.now));
+    sim.store(&PODS, p);
+    sync_web(&mut sim);
+    let ep = sim.get(&ENDPOINTS, "default", "web").unwrap();
+    assert_eq!(
+        ep["subsets"][0]["addresses"],
+        json!([{"ip": "10.244.1.6", "nodeName": "edge-1",
+        "targetRef": {"kind": "Pod", "namespace": "default", "name": "web-2",
+                      "uid": sim.get(&PODS, "default", "web-2").unwrap()["metadata"]["uid"]}}])
+    );
+    let e1 = web_slices(&sim)[0]["endpoints"][0].clone();
+    assert_eq!(e1["conditions"], json!({"ready": false, "serving": true, "terminating": true}));
+
+    // The Service gone: its Endpoints go (its slices go with their owner, by the garbage collector).
+    let svc = sim.get(&SERVICES, "default", "web").unwrap().clone();
+    sim.apply(Plan {
+        actions: vec![Action::delete(&SERVICES, "default", "web", svc["metadata"]["uid"].as_str().unwrap())],
+        requeue_after: None,
+    });
+    sync_web(&mut sim);
+    assert!(sim.get(&ENDPOINTS, "default", "web").is_none());
+}
+
+#[test]
+fn many_pods_fill_slices_of_a_hundred_and_one_change_rewrites_one_slice() {
+    use edgehive_store::resources::{ENDPOINTS, SERVICES};
+    let mut sim = Sim::new();
+    sim.create(&SERVICES, web_service());
+    for i in 0..250 {
+        web_pod(&mut sim, &format!("web-{i}"), Some(&format!("10.244.{}.{}", i / 200, i % 200 + 1)), true);
+    }
+    sync_web(&mut sim);
+    let mut sizes: Vec<usize> = web_slices(&sim).iter().map(|s| s["endpoints"].as_array().unwrap().len()).collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [50, 100, 100]);
+    // One pod not ready: the Endpoints and the one slice that holds it are written, nothing else.
+    web_pod(&mut sim, "web-7", Some("10.244.0.8"), false);
+    let writes = sync_web(&mut sim);
+    assert_eq!(writes, [("patch".to_string(), "endpoints"), ("patch".to_string(), "endpointslices")]);
+    // A new pod goes into a slice with room, not a new slice.
+    web_pod(&mut sim, "web-new", Some("10.244.9.9"), true);
+    sync_web(&mut sim);
+    let mut sizes: Vec<usize> = web_slices(&sim).iter().map(|s| s["endpoints"].as_array().unwrap().len()).collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [51, 100, 100]);
+    // Over 1,000 addresses: the Endpoints keeps 1,000 and says it was truncated.
+    for i in 250..1100 {
+        web_pod(&mut sim, &format!("web-{i}"), Some(&format!("10.245.{}.{}", i / 200, i % 200 + 1)), true);
+    }
+    sync_web(&mut sim);
+    let ep = sim.get(&ENDPOINTS, "default", "web").unwrap();
+    let n: usize = ep["subsets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["addresses"].as_array().map_or(0, Vec::len) + s["notReadyAddresses"].as_array().map_or(0, Vec::len))
+        .sum();
+    assert_eq!(n, 1000);
+    assert_eq!(ep["metadata"]["annotations"]["endpoints.kubernetes.io/over-capacity"], "truncated");
+    assert_eq!(web_slices(&sim).iter().map(|s| s["endpoints"].as_array().unwrap().len()).sum::<usize>(), 1101);
+    assert!(web_slices(&sim).iter().all(|s| s["endpoints"].as_array().unwrap().len() <= 100));
+}
+
+#[test]
+fn a_service_without_pods_has_one_empty_slice_and_one_without_a_selector_has_none() {
+    use edgehive_store::resources::{ENDPOINTS, SERVICES};
+    let mut sim = Sim::new();
+    sim.create(&SERVICES, web_service());
+    sync_web(&mut sim);
+    let slices = web_slices(&sim);
+    assert_eq!(slices.len(), 1);
+    assert_eq!(slices[0]["endpoints"], json!([]));
+    assert_eq!(sim.get(&ENDPOINTS, "default", "web").unwrap()["subsets"], json!([]));
+    let mut plain = web_service();
+    plain["metadata"]["name"] = json!("manual");
+    plain["spec"].as_object_mut().unwrap().remove("selector");
+    sim.create(&SERVICES, plain);
+    let plan = edgehive_workloads::endpoints::sync(&sim.world, "default", "manual", sim.now);
+    assert!(plan.actions.is_empty());
+}
+
+#[test]
+fn every_live_namespace_gets_the_root_ca_and_keeps_it() {
+    use edgehive_store::resources::{CONFIGMAPS, NAMESPACES};
+    use edgehive_workloads::rootca;
+    let mut sim = Sim::new();
+    sim.create(&NAMESPACES, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}));
+    sim.create(&NAMESPACES, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "leaving"}}));
+    let mut leaving = sim.get(&NAMESPACES, "", "leaving").unwrap().clone();
+    leaving["status"]["phase"] = json!("Terminating");
+    sim.store(&NAMESPACES, leaving);
+    let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+    let plan = rootca::sync(&sim.world, "team-a", pem);
+    sim.apply(plan);
+    let cm = sim.get(&CONFIGMAPS, "team-a", "kube-root-ca.crt").unwrap().clone();
+    assert_eq!(cm["data"], json!({"ca.crt": pem}));
+    assert_eq!(cm["metadata"]["annotations"][rootca::DESCRIPTION_ANNOTATION], rootca::DESCRIPTION);
+    assert!(rootca::sync(&sim.world, "team-a", pem).actions.is_empty(), "nothing to change");
+    assert!(rootca::sync(&sim.world, "leaving", pem).actions.is_empty(), "a terminating namespace gets none");
+    assert!(rootca::sync(&sim.world, "missing", pem).actions.is_empty());
+    // Changed by someone: put back, extra keys removed.
+    let mut forged = cm.clone();
+    forged["data"] = json!({"ca.crt": "forged", "extra": "x"});
+    sim.store(&CONFIGMAPS, forged);
+    let plan = rootca::sync(&sim.world, "team-a", pem);
+    sim.apply(plan);
+    assert_eq!(sim.get(&CONFIGMAPS, "team-a", "kube-root-ca.crt").unwrap()["data"], json!({"ca.crt": pem}));
+    // Other ConfigMaps are not kept in the world.
+    sim.create(
+        &CONFIGMAPS,
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app", "namespace": "team-a"}}),
+    );
+    assert_eq!(sim.world.root_ca.len(), 1);
+}

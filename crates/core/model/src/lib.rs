@@ -8,6 +8,7 @@
 pub mod constants;
 mod content;
 mod error;
+pub mod event_correlator;
 mod id;
 pub mod inventory;
 mod message;

@@ -14,6 +14,11 @@
 //! room, and edged reads the store again and reconciles: it starts what is
 //! missing, updates what changed and stops what is gone.
 //!
+//! Pod workers record kubelet's Events (`Pulled`, `Created`, `Started`,
+//! `Killing`, `BackOff`, `Unhealthy`, `Failed`); [`events`] coalesces them
+//! as client-go does (a crash loop is one counted Event) before they go to
+//! the cloud through MetaManager, best effort, from a bounded buffer.
+//!
 //! The node itself is edged's too ([`node::NodeAgent`], module `nodeagent`):
 //! registration with capacity/allocatable from the host, conditions,
 //! addresses and nodeInfo with the runtime's version; status reports and
@@ -25,6 +30,7 @@
 pub mod cgroup;
 mod config;
 pub mod cri;
+pub mod events;
 mod logs;
 pub mod node;
 pub mod pod;
@@ -96,6 +102,8 @@ pub struct Edged {
     table: streams::PodTable,
     /// Resource usage, read when the cloud asks.
     sampler: Arc<usage::Sampler>,
+    /// The counters of the Events edged records.
+    events: Arc<events::EventMetrics>,
 }
 
 impl Edged {
@@ -107,7 +115,12 @@ impl Edged {
 
     /// Edged with another runtime.
     pub fn with_runtime(cfg: EdgedConfig, runtime: Arc<dyn Runtime>) -> Edged {
-        Edged { cfg, runtime, table: Arc::default(), sampler: Arc::default() }
+        Edged { cfg, runtime, table: Arc::default(), sampler: Arc::default(), events: Arc::default() }
+    }
+
+    /// The counters of the Events edged records (`edgehive_edged_events_*`).
+    pub fn event_metrics(&self) -> Arc<events::EventMetrics> {
+        Arc::clone(&self.events)
     }
 
     /// Serves the stream sessions the cloud opens to this node (logs,
@@ -161,6 +174,10 @@ struct Edge {
     config_changed: tokio::sync::watch::Sender<u64>,
     /// The pods running, as stream sessions find them.
     table: streams::PodTable,
+    /// Where pod workers record Events.
+    events: events::Recorder,
+    /// Told when the cloud connects: Events waiting for it go at once.
+    cloud_connected: Arc<tokio::sync::Notify>,
 }
 
 impl Module for Edged {
@@ -175,6 +192,16 @@ impl Module for Edged {
     fn run(self: Arc<Self>, mut ctx: ModuleContext, cancel: CancellationToken) -> ModuleFuture {
         Box::pin(async move {
             let (changed_tx, mut changed_rx) = mpsc::channel(1024);
+            let (recorder, notes) = events::Recorder::channel(Arc::clone(&self.events));
+            let cloud_connected = Arc::new(tokio::sync::Notify::new());
+            let sender = tokio::spawn(events::send_all(
+                ctx.context().clone(),
+                self.cfg.node_name.clone(),
+                notes,
+                Arc::clone(&self.events),
+                Arc::clone(&cloud_connected),
+                cancel.child_token(),
+            ));
             let mut e = Edge {
                 cfg: self.cfg.clone(),
                 ctx: ctx.context().clone(),
@@ -185,8 +212,11 @@ impl Module for Edged {
                 runtime: Arc::clone(&self.runtime),
                 config_changed: tokio::sync::watch::Sender::new(0),
                 table: Arc::clone(&self.table),
+                events: recorder,
+                cloud_connected,
             };
             if !e.load(&cancel).await {
+                sender.abort();
                 return Ok(());
             }
             // Reports held back by their budget go out as soon as it allows.
@@ -216,6 +246,7 @@ impl Module for Edged {
                     r.handle.stop(Duration::from_secs(2)).await;
                 }
             }
+            sender.abort();
             Ok(())
         })
     }
@@ -315,6 +346,12 @@ impl Edge {
     }
 
     async fn on_message(&mut self, m: Message) {
+        if m.route.operation == op::CONNECT {
+            if m.content.as_text().as_deref() == Some(edgehive_model::well_known::CLOUD_CONNECTED) {
+                self.cloud_connected.notify_one();
+            }
+            return;
+        }
         if m.route.resource == rt::PODLIST {
             self.resync().await;
             return;
@@ -401,6 +438,7 @@ impl Edge {
             runtime: Arc::clone(&self.runtime),
             config: config::ConfigReader::new(self.ctx.clone()),
             config_changed: self.config_changed.subscribe(),
+            events: self.events.clone(),
         };
         tracing::info!(pod = %key, uid = %uid, "starting pod");
         let handle = pod::run(&pod, env, self.changed_tx.clone());

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cgroup::Limits;
 use crate::config::{CONFIG_ERROR, ConfigReader, EnvPlan};
+use crate::events::{Note, PodRef, Recorder};
 use crate::probe::Probe;
 use crate::runtime::{Container, ContainerSpec, Exit, PodInfo, Runtime, RuntimeError, Sandbox};
 
@@ -237,6 +238,8 @@ pub(crate) struct PodEnv {
     /// Moves when edged is passed a configmap or secret: whatever waits
     /// for one tries again at once.
     pub(crate) config_changed: tokio::sync::watch::Receiver<u64>,
+    /// Where the pod's Events are recorded.
+    pub(crate) events: Recorder,
 }
 
 /// A running pod: its state and how to stop it.
@@ -436,6 +439,8 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
                     }
                 }
             };
+            let pod_ref =
+                Arc::new(PodRef { namespace: info.namespace.clone(), name: info.name.clone(), uid: info.uid.clone() });
             // Probes reach a host-network pod on loopback, others on their IP.
             let probe_host = if sandbox.ip == info.node_ip { "127.0.0.1".to_owned() } else { sandbox.ip.clone() };
             {
@@ -450,6 +455,8 @@ pub(crate) fn run(pod: &Value, env: PodEnv, changed: mpsc::Sender<String>) -> Po
                 .map(|(i, (c, image))| {
                     let (spec, notes) = container_spec(&pod, c, &env);
                     let sup = Supervisor {
+                        events: env.events.clone(),
+                        pod_ref: Arc::clone(&pod_ref),
                         plan: Some(EnvPlan::new(&pod, c, &env.node, &env.node_ip)),
                         config: env.config.clone(),
                         config_changed: env.config_changed.clone(),
@@ -513,6 +520,9 @@ async fn pause(
 
 struct Supervisor {
     name: String,
+    /// Where this container's Events are recorded, and about which pod.
+    events: Recorder,
+    pod_ref: Arc<PodRef>,
     /// What the container's environment is made of, until it is built (at
     /// its first start; kept from then on).
     plan: Option<EnvPlan>,
@@ -571,16 +581,56 @@ impl Reporter {
     }
 }
 
+/// Records one container's Events: about its pod, with `fieldPath`
+/// `spec.containers{name}`.
+#[derive(Clone)]
+struct Voice {
+    events: Recorder,
+    pod: Arc<PodRef>,
+    container: String,
+}
+
+impl Voice {
+    fn normal(&self, reason: &'static str, message: String) {
+        self.events.record(Note::normal(&self.pod, &self.container, reason, message));
+    }
+
+    fn warning(&self, reason: &'static str, message: String) {
+        self.events.record(Note::warning(&self.pod, &self.container, reason, message));
+    }
+
+    /// What kubelet records when a container could not be started
+    /// (`kuberuntime_container.go`'s `startContainer`, the image manager's
+    /// pull).
+    fn not_started(&self, e: &RuntimeError, image: &str) {
+        match e.reason {
+            "ErrImagePull" => self.warning("Failed", format!("Failed to pull image {image:?}: {}", e.message)),
+            "ErrImageNeverPull" => self.warning(
+                "ErrImageNeverPull",
+                format!("Container image {image:?} is not present with pull policy of Never"),
+            ),
+            _ => {}
+        }
+        let error = match e.reason {
+            "ErrImagePull" | "ErrImageNeverPull" => e.reason.to_owned(),
+            _ => e.message.clone(),
+        };
+        self.warning("Failed", format!("Error: {error}"));
+    }
+}
+
 /// Checks `p` every period until it has passed `successThreshold` times in
 /// a row (`true`, when `until_pass`) or failed `failureThreshold` times in a
 /// row (`false`).
-async fn settle(p: &Probe, c: &dyn Container, host: &str, until_pass: bool) -> bool {
+async fn settle(p: &Probe, c: &dyn Container, host: &str, until_pass: bool, failed: &(dyn Fn() + Sync)) -> bool {
     let (mut passes, mut fails) = (0, 0);
     loop {
         if p.check(c, host).await {
             passes += 1;
             fails = 0;
         } else {
+            // Kubelet records every failed check (`Unhealthy`).
+            failed();
             fails += 1;
             passes = 0;
         }
@@ -600,44 +650,58 @@ impl Supervisor {
     }
 
     /// The container's probes for one run of it: a failed startup or
-    /// liveness probe notifies `kill`; readiness sets the ready flag.
+    /// liveness probe notifies `kill`; readiness sets the ready flag. Every
+    /// failed check is an `Unhealthy` Event, a restart for a probe a
+    /// `Killing` one, as kubelet records them.
     fn probes(&self, c: Arc<dyn Container>, kill: Arc<tokio::sync::Notify>) -> Option<tokio::task::JoinHandle<()>> {
         if self.startup.is_none() && self.liveness.is_none() && self.readiness.is_none() {
             return None;
         }
         let (startup, liveness, readiness) = (self.startup.clone(), self.liveness.clone(), self.readiness.clone());
         let (host, report, key) = (self.probe_host.clone(), self.report.clone(), self.key.clone());
+        let voice = self.voice();
         if readiness.is_some() {
             report.set(|c| c.ready = Some(false));
         }
         Some(tokio::spawn(async move {
             let c = &*c;
+            let failed = |kind: &'static str, p: &Probe| {
+                let message = format!("{kind} probe failed: {}", p.failure(&host));
+                let voice = voice.clone();
+                move || voice.warning("Unhealthy", message.clone())
+            };
+            let restart = |kind: &str| {
+                let name = &voice.container;
+                voice.normal("Killing", format!("Container {name} failed {kind} probe, will be restarted"));
+                kill.notify_one();
+            };
             if let Some(p) = &startup {
                 tokio::time::sleep(p.initial_delay).await;
-                if !settle(p, c, &host, true).await {
+                if !settle(p, c, &host, true, &failed("Startup", p)).await {
                     tracing::info!(pod = %key, "startup probe failed; restarting the container");
-                    kill.notify_one();
+                    restart("startup");
                     return;
                 }
             }
             let live = async {
                 if let Some(p) = &liveness {
                     tokio::time::sleep(p.initial_delay).await;
-                    if !settle(p, c, &host, false).await {
+                    if !settle(p, c, &host, false, &failed("Liveness", p)).await {
                         tracing::info!(pod = %key, "liveness probe failed; restarting the container");
-                        kill.notify_one();
+                        restart("liveness");
                     }
                 }
             };
             let ready = async {
                 let Some(p) = &readiness else { return };
+                let unready = failed("Readiness", p);
                 tokio::time::sleep(p.initial_delay).await;
                 loop {
                     // Ready after successThreshold passes in a row, unready
                     // again after failureThreshold failures in a row.
-                    if settle(p, c, &host, true).await {
+                    if settle(p, c, &host, true, &unready).await {
                         report.set(|c| c.ready = Some(true));
-                        settle(p, c, &host, false).await;
+                        settle(p, c, &host, false, &unready).await;
                         report.set(|c| c.ready = Some(false));
                     }
                     tokio::time::sleep(p.period).await;
@@ -647,7 +711,13 @@ impl Supervisor {
         }))
     }
 
+    /// How this container's Events are recorded.
+    fn voice(&self) -> Voice {
+        Voice { events: self.events.clone(), pod: Arc::clone(&self.pod_ref), container: self.name.clone() }
+    }
+
     async fn run(mut self) {
+        let voice = self.voice();
         let mut delay = self.backoff.base;
         let mut attempt = 0u32;
         // A container an earlier run of edged left running is taken over.
@@ -674,6 +744,10 @@ impl Supervisor {
                             }
                         });
                         let spec = ContainerSpec { attempt, image: image.clone(), log, ..self.spec.clone() };
+                        if !self.runtime.pulls_images() {
+                            // Nothing to pull: kubelet's word for an image it has.
+                            voice.normal("Pulled", format!("Container image {image:?} already present on machine"));
+                        }
                         (self.runtime.start(&self.pod, &self.sandbox, &spec).await, true)
                     }
                     Err(e) => (Err(e), true),
@@ -685,6 +759,10 @@ impl Supervisor {
                         attempt += 1;
                     }
                     let id = c.id();
+                    if fresh {
+                        voice.normal("Created", format!("Created container: {}", self.name));
+                        voice.normal("Started", format!("Started container {}", self.name));
+                    }
                     let mut notes = self.notes.clone();
                     notes.extend(c.not_applied());
                     tracing::info!(pod = %self.key, container = %self.name, id = %id, "container running");
@@ -709,6 +787,7 @@ impl Supervisor {
                             // The pod was updated with a new image: this
                             // container is replaced at once, no back-off.
                             tracing::info!(pod = %self.key, container = %self.name, "image changed; restarting the container");
+                            voice.normal("Killing", format!("Container {} definition changed, will be restarted", self.name));
                             if let Some(t) = probing {
                                 t.abort();
                             }
@@ -736,6 +815,7 @@ impl Supervisor {
                             if let Some(t) = probing {
                                 t.abort();
                             }
+                            voice.normal("Killing", format!("Stopping container {}", self.name));
                             let grace = *self.grace.lock().unwrap_or_else(|p| p.into_inner());
                             let exit = c.stop(grace).await;
                             self.terminated(exit, &started);
@@ -751,6 +831,7 @@ impl Supervisor {
                 }
                 Err(e) => {
                     tracing::warn!(pod = %self.key, uid = %self.pod.uid, container = %self.name, error = %e, "container did not start");
+                    voice.not_started(&e, &image);
                     self.set(|s| s.state = State::Waiting { reason: e.reason.into(), message: e.message.clone() });
                     Err(e)
                 }
@@ -770,6 +851,17 @@ impl Supervisor {
             }
             let wait = delay;
             delay = (delay * 2).min(self.backoff.cap);
+            match &outcome {
+                Ok(_) => voice.warning(
+                    "BackOff",
+                    format!("Back-off restarting failed container {} in pod {}", self.name, self.pod_ref.formatted()),
+                ),
+                Err(e) if e.reason == "ErrImagePull" => {
+                    voice.normal("BackOff", format!("Back-off pulling image {image:?}"));
+                    voice.warning("Failed", "Error: ImagePullBackOff".into());
+                }
+                Err(_) => {}
+            }
             self.set(|s| match &outcome {
                 Ok(_) => {
                     s.last = Some(s.state.clone());

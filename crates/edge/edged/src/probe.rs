@@ -87,6 +87,22 @@ impl Probe {
         })
     }
 
+    /// What a failed check says in an `Unhealthy` Event, after kubelet's
+    /// `Liveness probe failed: ` (kubelet puts the probe's output there;
+    /// a check here tells only pass or fail, so this names what failed).
+    pub fn failure(&self, pod_host: &str) -> String {
+        let host = |h: &str| if h.is_empty() { pod_host.to_owned() } else { h.to_owned() };
+        match &self.action {
+            Action::Exec(argv) => format!("command {:?} did not exit with code 0", argv.join(" ")),
+            Action::Http { host: h, port, path } => {
+                format!("Get \"http://{}:{port}{path}\": no success status within {}s", host(h), self.timeout.as_secs())
+            }
+            Action::Tcp { host: h, port } => {
+                format!("dial tcp {}:{port}: no connection within {}s", host(h), self.timeout.as_secs())
+            }
+        }
+    }
+
     /// One check of container `c`, whose pod is at `pod_host`.
     pub async fn check(&self, c: &dyn Container, pod_host: &str) -> bool {
         let host_of = |h: &str| if h.is_empty() { pod_host.to_owned() } else { h.to_owned() };

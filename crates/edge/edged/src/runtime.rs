@@ -176,6 +176,12 @@ pub trait Runtime: Send + Sync + Debug {
     /// Containers outlive edged: its shutdown leaves them running, and the
     /// next run adopts them (kubelet's way with a container runtime).
     fn keeps_containers(&self) -> bool;
+    /// The runtime pulls images itself as it starts a container (a CRI
+    /// runtime). One that does not (the process runtime) has every image
+    /// "already present", as kubelet's `Pulled` Event says.
+    fn pulls_images(&self) -> bool {
+        false
+    }
 
     /// Stops and removes what earlier runs of edged left of pods whose uid
     /// is not in `keep`. A runtime that cannot adopt (the process runtime)

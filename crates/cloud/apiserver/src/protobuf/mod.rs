@@ -138,6 +138,17 @@ fn lookup(api_version: &str, kind: &str) -> Option<&'static Message> {
         ("policy/v1", "PodDisruptionBudget") => &schema::POD_DISRUPTION_BUDGET,
         // The body of a pod's `eviction` subresource.
         ("policy/v1", "Eviction") => &schema::EVICTION,
+        ("rbac.authorization.k8s.io/v1", "Role") => &schema::ROLE,
+        ("rbac.authorization.k8s.io/v1", "ClusterRole") => &schema::CLUSTER_ROLE,
+        ("rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding") => &schema::ROLE_BINDING,
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => &schema::SELF_SUBJECT_ACCESS_REVIEW,
+        ("authorization.k8s.io/v1", "SubjectAccessReview" | "LocalSubjectAccessReview") => {
+            &schema::SUBJECT_ACCESS_REVIEW
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => &schema::SELF_SUBJECT_RULES_REVIEW,
+        ("authentication.k8s.io/v1", "TokenRequest") => &schema::TOKEN_REQUEST,
+        ("authentication.k8s.io/v1", "TokenReview") => &schema::TOKEN_REVIEW,
+        ("authentication.k8s.io/v1", "SelfSubjectReview") => &schema::SELF_SUBJECT_REVIEW,
         // metav1.AddToGroupVersion registers DeleteOptions in every group version, and
         // client-go encodes it with the version of the client that sends the delete.
         (version, "DeleteOptions") if !version.is_empty() => &schema::DELETE_OPTIONS,

@@ -600,7 +600,7 @@ fn service_update(new: &Value, old: &Value) -> Vec<FieldError> {
 // --- Endpoints, Namespace, Node --------------------------------------------------------------------------
 
 /// `ValidateNonSpecialIP`.
-fn non_special_ip(ip: &str, path: &str) -> Vec<FieldError> {
+pub(crate) fn non_special_ip(ip: &str, path: &str) -> Vec<FieldError> {
     let Some(addr) = names::parse_ip_sloppy(ip) else {
         return vec![FieldError::invalid(path, ip, "must be a valid IP address")];
     };

@@ -25,13 +25,15 @@ pub(crate) mod apps;
 pub(crate) mod batch;
 pub(crate) mod container;
 pub(crate) mod core;
+pub(crate) mod discovery;
 pub(crate) mod json;
 pub(crate) mod kubeedge;
 pub(crate) mod meta;
 pub(crate) mod names;
 pub(crate) mod pod;
 pub(crate) mod policy;
-pub(crate) mod schema;
+pub(crate) mod rbac;
+pub mod schema;
 pub(crate) mod tz_names;
 pub(crate) mod workloads;
 
@@ -323,6 +325,10 @@ pub fn kind_info(group: &str, kind: &str) -> Option<KindInfo> {
         ("apps", "Deployment" | "ReplicaSet" | "DaemonSet" | "ControllerRevision") => (NameRule::Subdomain, false),
         ("batch", "Job" | "CronJob") => (NameRule::Subdomain, false),
         ("policy", "PodDisruptionBudget") => (NameRule::Subdomain, false),
+        ("discovery.k8s.io", "EndpointSlice") => (NameRule::Subdomain, false),
+        ("rbac.authorization.k8s.io", "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding") => {
+            (NameRule::PathSegment, false)
+        }
         ("devices.kubeedge.io", "Device" | "DeviceModel") => (NameRule::Subdomain, true),
         ("reliablesyncs.kubeedge.io", "ObjectSync" | "ClusterObjectSync") => (NameRule::Subdomain, true),
         _ => return None,
@@ -352,6 +358,8 @@ fn validate_kind(group: &str, kind: &str, info: KindInfo, obj: &Value) -> Vec<Fi
         ("apps", _) => apps::validate(kind, obj, info),
         ("batch", _) => batch::validate(kind, obj, info),
         ("policy", _) => policy::validate(kind, obj, info),
+        ("discovery.k8s.io", _) => discovery::validate(obj, info, false),
+        (rbac::GROUP, _) => rbac::validate(kind, obj, info),
         _ => kubeedge::validate(kind, obj, info),
     }
 }
@@ -405,6 +413,10 @@ pub fn validate_update(group: &str, kind: &str, new: &Value, old: &Value) -> Vec
         ("apps", _) => apps::validate_update(kind, new, old, info),
         ("batch", _) => batch::validate_update(kind, new, old, info),
         ("policy", _) => policy::validate(kind, new, info),
+        ("discovery.k8s.io", _) => {
+            [discovery::validate(new, info, true), discovery::validate_update(new, old)].concat()
+        }
+        (rbac::GROUP, _) => rbac::validate_update(kind, new, old, info),
         ("", _) | ("coordination.k8s.io", _) => {
             let mut e = core::validate_update(kind, new, old);
             e.extend(core::validate(kind, new, info));

@@ -1,10 +1,18 @@
-//! The decode check: JSON types of known fields, as Kubernetes' decoder (built-in kinds) or a CRD's
-//! openAPI schema (KubeEdge kinds) sees them.
+//! The Go-type tables of every served kind, and the checks made with them: the decode check (JSON types of
+//! known fields, as Kubernetes' decoder (built-in kinds) or a CRD's openAPI schema (KubeEdge kinds) sees
+//! them) and the strict-decoding check (unknown fields, [`unknown_fields`]).
 //!
-//! Built-in kinds are described by their Go structs so that a wrong type reads like Go's decoder error,
-//! e.g. `json: cannot unmarshal string into Go struct field PodSpec.spec.containers of type []v1.Container`.
-//! Only fields are listed whose type matters to validation or that users commonly write; fields not listed
-//! are not checked (an unknown field is Kubernetes' strict-decoding business, not this module's).
+//! Built-in kinds are described by their Go structs, to any depth (the tables in `schema/builtin.rs` are
+//! generated from the Kubernetes API's OpenAPI definitions by `scripts/gen-k8s-types.py`), so that a wrong
+//! type reads like Go's decoder error, e.g. `json: cannot unmarshal string into Go struct field
+//! PodSpec.spec.containers of type []v1.Container`, and a field that is not in the struct is an unknown
+//! field, as Kubernetes' strict decoder reports it. KubeEdge kinds keep the hand-written tables of their
+//! CRD schemas below.
+
+mod builtin;
+mod unknown;
+
+pub use unknown::{FieldValidation, check_unknown, duplicate_fields, prune_unknown};
 
 use super::FieldError;
 use super::json;
@@ -52,6 +60,16 @@ pub(crate) enum Pkg {
     Coordination,
     /// `k8s.io/api/policy/v1`.
     Policy,
+    /// `k8s.io/api/autoscaling/v1`.
+    Autoscaling,
+    /// `k8s.io/api/discovery/v1`.
+    Discovery,
+    /// `k8s.io/api/rbac/v1`.
+    Rbac,
+    /// `k8s.io/api/authorization/v1`.
+    Authorization,
+    /// `k8s.io/api/authentication/v1`.
+    Authentication,
     /// A KubeEdge CRD schema (no Go name; inlined in OpenAPI).
     Crd,
 }
@@ -71,969 +89,6 @@ const fn st(go: &'static str, fields: &'static [(&'static str, Ty)]) -> Struct {
     let pkg = if go.is_empty() { Pkg::Crd } else { Pkg::Core };
     Struct { go, pkg, fields, required: &[] }
 }
-
-/// A struct of another package than core/v1.
-const fn st_in(pkg: Pkg, go: &'static str, fields: &'static [(&'static str, Ty)]) -> Struct {
-    Struct { go, pkg, fields, required: &[] }
-}
-
-// --- metav1 ---------------------------------------------------------------------------------------------
-
-static OWNER_REFERENCE: Struct = Struct {
-    required: &["apiVersion", "kind", "name", "uid"],
-    ..st_in(
-        Pkg::Meta,
-        "OwnerReference",
-        &[
-            ("apiVersion", Ty::Str),
-            ("kind", Ty::Str),
-            ("name", Ty::Str),
-            ("uid", Ty::Str),
-            ("controller", Ty::Bool),
-            ("blockOwnerDeletion", Ty::Bool),
-        ],
-    )
-};
-static OBJECT_META: Struct = st_in(
-    Pkg::Meta,
-    "ObjectMeta",
-    &[
-        ("name", Ty::Str),
-        ("generateName", Ty::Str),
-        ("namespace", Ty::Str),
-        ("selfLink", Ty::Str),
-        ("uid", Ty::Str),
-        ("resourceVersion", Ty::Str),
-        ("generation", Ty::I64),
-        ("creationTimestamp", Ty::Time),
-        ("deletionTimestamp", Ty::Time),
-        ("deletionGracePeriodSeconds", Ty::I64),
-        ("labels", Ty::Map(&Ty::Str)),
-        ("annotations", Ty::Map(&Ty::Str)),
-        ("ownerReferences", Ty::List(&Ty::Obj(&OWNER_REFERENCE))),
-        ("finalizers", Ty::List(&Ty::Str)),
-        ("managedFields", Ty::Any),
-    ],
-);
-
-// --- core/v1: Pod ---------------------------------------------------------------------------------------
-
-static CONTAINER_PORT: Struct = Struct {
-    required: &["containerPort"],
-    ..st(
-        "ContainerPort",
-        &[
-            ("name", Ty::Str),
-            ("hostPort", Ty::I32),
-            ("containerPort", Ty::I32),
-            ("protocol", Ty::Str),
-            ("hostIP", Ty::Str),
-        ],
-    )
-};
-static LOCAL_REF: Struct = st("LocalObjectReference", &[("name", Ty::Str)]);
-static CONFIG_MAP_ENV_SOURCE: Struct = st("ConfigMapEnvSource", &[("name", Ty::Str), ("optional", Ty::Bool)]);
-static SECRET_ENV_SOURCE: Struct = st("SecretEnvSource", &[("name", Ty::Str), ("optional", Ty::Bool)]);
-static ENV_FROM: Struct = st(
-    "EnvFromSource",
-    &[
-        ("prefix", Ty::Str),
-        ("configMapRef", Ty::Obj(&CONFIG_MAP_ENV_SOURCE)),
-        ("secretRef", Ty::Obj(&SECRET_ENV_SOURCE)),
-    ],
-);
-static OBJECT_FIELD_SELECTOR: Struct = st("ObjectFieldSelector", &[("apiVersion", Ty::Str), ("fieldPath", Ty::Str)]);
-static RESOURCE_FIELD_SELECTOR: Struct =
-    st("ResourceFieldSelector", &[("containerName", Ty::Str), ("resource", Ty::Str), ("divisor", Ty::Quantity)]);
-static CONFIG_MAP_KEY_SELECTOR: Struct =
-    st("ConfigMapKeySelector", &[("name", Ty::Str), ("key", Ty::Str), ("optional", Ty::Bool)]);
-static SECRET_KEY_SELECTOR: Struct =
-    st("SecretKeySelector", &[("name", Ty::Str), ("key", Ty::Str), ("optional", Ty::Bool)]);
-static ENV_VAR_SOURCE: Struct = st(
-    "EnvVarSource",
-    &[
-        ("fieldRef", Ty::Obj(&OBJECT_FIELD_SELECTOR)),
-        ("resourceFieldRef", Ty::Obj(&RESOURCE_FIELD_SELECTOR)),
-        ("configMapKeyRef", Ty::Obj(&CONFIG_MAP_KEY_SELECTOR)),
-        ("secretKeyRef", Ty::Obj(&SECRET_KEY_SELECTOR)),
-    ],
-);
-static ENV_VAR: Struct = Struct {
-    required: &["name"],
-    ..st("EnvVar", &[("name", Ty::Str), ("value", Ty::Str), ("valueFrom", Ty::Obj(&ENV_VAR_SOURCE))])
-};
-static RESOURCES: Struct = st(
-    "ResourceRequirements",
-    &[("limits", Ty::Map(&Ty::Quantity)), ("requests", Ty::Map(&Ty::Quantity)), ("claims", Ty::Any)],
-);
-static VOLUME_MOUNT: Struct = Struct {
-    required: &["name", "mountPath"],
-    ..st(
-        "VolumeMount",
-        &[
-            ("name", Ty::Str),
-            ("readOnly", Ty::Bool),
-            ("mountPath", Ty::Str),
-            ("subPath", Ty::Str),
-            ("mountPropagation", Ty::Str),
-            ("subPathExpr", Ty::Str),
-            ("recursiveReadOnly", Ty::Str),
-        ],
-    )
-};
-static VOLUME_DEVICE: Struct = st("VolumeDevice", &[("name", Ty::Str), ("devicePath", Ty::Str)]);
-static EXEC_ACTION: Struct = st("ExecAction", &[("command", Ty::List(&Ty::Str))]);
-static HTTP_HEADER: Struct = st("HTTPHeader", &[("name", Ty::Str), ("value", Ty::Str)]);
-static HTTP_GET: Struct = Struct {
-    required: &["port"],
-    ..st(
-        "HTTPGetAction",
-        &[
-            ("path", Ty::Str),
-            ("port", Ty::IntOrStr),
-            ("host", Ty::Str),
-            ("scheme", Ty::Str),
-            ("httpHeaders", Ty::List(&Ty::Obj(&HTTP_HEADER))),
-        ],
-    )
-};
-static TCP_SOCKET: Struct =
-    Struct { required: &["port"], ..st("TCPSocketAction", &[("port", Ty::IntOrStr), ("host", Ty::Str)]) };
-static GRPC_ACTION: Struct = st("GRPCAction", &[("port", Ty::I32), ("service", Ty::Str)]);
-static PROBE: Struct = st(
-    "Probe",
-    &[
-        ("exec", Ty::Obj(&EXEC_ACTION)),
-        ("httpGet", Ty::Obj(&HTTP_GET)),
-        ("tcpSocket", Ty::Obj(&TCP_SOCKET)),
-        ("grpc", Ty::Obj(&GRPC_ACTION)),
-        ("initialDelaySeconds", Ty::I32),
-        ("timeoutSeconds", Ty::I32),
-        ("periodSeconds", Ty::I32),
-        ("successThreshold", Ty::I32),
-        ("failureThreshold", Ty::I32),
-        ("terminationGracePeriodSeconds", Ty::I64),
-    ],
-);
-static CAPABILITIES: Struct = st("Capabilities", &[("add", Ty::List(&Ty::Str)), ("drop", Ty::List(&Ty::Str))]);
-static SLEEP_ACTION: Struct = Struct { required: &["seconds"], ..st("SleepAction", &[("seconds", Ty::I64)]) };
-static LIFECYCLE_HANDLER: Struct = st(
-    "LifecycleHandler",
-    &[
-        ("exec", Ty::Obj(&EXEC_ACTION)),
-        ("httpGet", Ty::Obj(&HTTP_GET)),
-        ("tcpSocket", Ty::Obj(&TCP_SOCKET)),
-        ("sleep", Ty::Obj(&SLEEP_ACTION)),
-    ],
-);
-static LIFECYCLE: Struct = st(
-    "Lifecycle",
-    &[("postStart", Ty::Obj(&LIFECYCLE_HANDLER)), ("preStop", Ty::Obj(&LIFECYCLE_HANDLER)), ("stopSignal", Ty::Str)],
-);
-static SECURITY_CONTEXT: Struct = st(
-    "SecurityContext",
-    &[
-        ("privileged", Ty::Bool),
-        ("runAsUser", Ty::I64),
-        ("runAsGroup", Ty::I64),
-        ("runAsNonRoot", Ty::Bool),
-        ("readOnlyRootFilesystem", Ty::Bool),
-        ("allowPrivilegeEscalation", Ty::Bool),
-        ("capabilities", Ty::Obj(&CAPABILITIES)),
-        ("procMount", Ty::Str),
-    ],
-);
-static CONTAINER: Struct = Struct {
-    required: &["name"],
-    ..st(
-        "Container",
-        &[
-            ("name", Ty::Str),
-            ("image", Ty::Str),
-            ("command", Ty::List(&Ty::Str)),
-            ("args", Ty::List(&Ty::Str)),
-            ("workingDir", Ty::Str),
-            ("ports", Ty::List(&Ty::Obj(&CONTAINER_PORT))),
-            ("envFrom", Ty::List(&Ty::Obj(&ENV_FROM))),
-            ("env", Ty::List(&Ty::Obj(&ENV_VAR))),
-            ("resources", Ty::Obj(&RESOURCES)),
-            ("volumeMounts", Ty::List(&Ty::Obj(&VOLUME_MOUNT))),
-            ("volumeDevices", Ty::List(&Ty::Obj(&VOLUME_DEVICE))),
-            ("livenessProbe", Ty::Obj(&PROBE)),
-            ("readinessProbe", Ty::Obj(&PROBE)),
-            ("startupProbe", Ty::Obj(&PROBE)),
-            ("lifecycle", Ty::Obj(&LIFECYCLE)),
-            ("terminationMessagePath", Ty::Str),
-            ("terminationMessagePolicy", Ty::Str),
-            ("imagePullPolicy", Ty::Str),
-            ("securityContext", Ty::Obj(&SECURITY_CONTEXT)),
-            ("stdin", Ty::Bool),
-            ("stdinOnce", Ty::Bool),
-            ("tty", Ty::Bool),
-            ("restartPolicy", Ty::Str),
-            ("resizePolicy", Ty::Any),
-        ],
-    )
-};
-static KEY_TO_PATH: Struct =
-    Struct { required: &["key", "path"], ..st("KeyToPath", &[("key", Ty::Str), ("path", Ty::Str), ("mode", Ty::I32)]) };
-static SECRET_VOLUME: Struct = st(
-    "SecretVolumeSource",
-    &[
-        ("secretName", Ty::Str),
-        ("items", Ty::List(&Ty::Obj(&KEY_TO_PATH))),
-        ("defaultMode", Ty::I32),
-        ("optional", Ty::Bool),
-    ],
-);
-static CONFIG_MAP_VOLUME: Struct = st(
-    "ConfigMapVolumeSource",
-    &[("name", Ty::Str), ("items", Ty::List(&Ty::Obj(&KEY_TO_PATH))), ("defaultMode", Ty::I32), ("optional", Ty::Bool)],
-);
-static EMPTY_DIR: Struct = st("EmptyDirVolumeSource", &[("medium", Ty::Str), ("sizeLimit", Ty::Quantity)]);
-static HOST_PATH: Struct =
-    Struct { required: &["path"], ..st("HostPathVolumeSource", &[("path", Ty::Str), ("type", Ty::Str)]) };
-static PVC_SOURCE: Struct = st("PersistentVolumeClaimVolumeSource", &[("claimName", Ty::Str), ("readOnly", Ty::Bool)]);
-static NFS_SOURCE: Struct = st("NFSVolumeSource", &[("server", Ty::Str), ("path", Ty::Str), ("readOnly", Ty::Bool)]);
-static DOWNWARD_FILE: Struct = st(
-    "DownwardAPIVolumeFile",
-    &[
-        ("path", Ty::Str),
-        ("fieldRef", Ty::Obj(&OBJECT_FIELD_SELECTOR)),
-        ("resourceFieldRef", Ty::Obj(&RESOURCE_FIELD_SELECTOR)),
-        ("mode", Ty::I32),
-    ],
-);
-static DOWNWARD_API: Struct =
-    st("DownwardAPIVolumeSource", &[("items", Ty::List(&Ty::Obj(&DOWNWARD_FILE))), ("defaultMode", Ty::I32)]);
-static PROJECTED: Struct = st("ProjectedVolumeSource", &[("sources", Ty::Any), ("defaultMode", Ty::I32)]);
-static VOLUME: Struct = Struct {
-    required: &["name"],
-    ..st(
-        "Volume",
-        &[
-            ("name", Ty::Str),
-            ("emptyDir", Ty::Obj(&EMPTY_DIR)),
-            ("hostPath", Ty::Obj(&HOST_PATH)),
-            ("secret", Ty::Obj(&SECRET_VOLUME)),
-            ("configMap", Ty::Obj(&CONFIG_MAP_VOLUME)),
-            ("persistentVolumeClaim", Ty::Obj(&PVC_SOURCE)),
-            ("nfs", Ty::Obj(&NFS_SOURCE)),
-            ("downwardAPI", Ty::Obj(&DOWNWARD_API)),
-            ("projected", Ty::Obj(&PROJECTED)),
-        ],
-    )
-};
-static TOLERATION: Struct = st(
-    "Toleration",
-    &[("key", Ty::Str), ("operator", Ty::Str), ("value", Ty::Str), ("effect", Ty::Str), ("tolerationSeconds", Ty::I64)],
-);
-static HOST_ALIAS: Struct = st("HostAlias", &[("ip", Ty::Str), ("hostnames", Ty::List(&Ty::Str))]);
-static POD_SECURITY_CONTEXT: Struct = st(
-    "PodSecurityContext",
-    &[
-        ("runAsUser", Ty::I64),
-        ("runAsGroup", Ty::I64),
-        ("runAsNonRoot", Ty::Bool),
-        ("supplementalGroups", Ty::List(&Ty::I64)),
-        ("fsGroup", Ty::I64),
-        ("sysctls", Ty::Any),
-        ("seccompProfile", Ty::Any),
-    ],
-);
-static POD_DNS_CONFIG: Struct =
-    st("PodDNSConfig", &[("nameservers", Ty::List(&Ty::Str)), ("searches", Ty::List(&Ty::Str)), ("options", Ty::Any)]);
-static POD_SPEC: Struct = Struct {
-    required: &["containers"],
-    ..st(
-        "PodSpec",
-        &[
-            ("volumes", Ty::List(&Ty::Obj(&VOLUME))),
-            ("initContainers", Ty::List(&Ty::Obj(&CONTAINER))),
-            ("containers", Ty::List(&Ty::Obj(&CONTAINER))),
-            ("ephemeralContainers", Ty::List(&Ty::Any)),
-            ("restartPolicy", Ty::Str),
-            ("terminationGracePeriodSeconds", Ty::I64),
-            ("activeDeadlineSeconds", Ty::I64),
-            ("dnsPolicy", Ty::Str),
-            ("nodeSelector", Ty::Map(&Ty::Str)),
-            ("serviceAccountName", Ty::Str),
-            ("serviceAccount", Ty::Str),
-            ("automountServiceAccountToken", Ty::Bool),
-            ("nodeName", Ty::Str),
-            ("hostNetwork", Ty::Bool),
-            ("hostPID", Ty::Bool),
-            ("hostIPC", Ty::Bool),
-            ("shareProcessNamespace", Ty::Bool),
-            ("securityContext", Ty::Obj(&POD_SECURITY_CONTEXT)),
-            ("imagePullSecrets", Ty::List(&Ty::Obj(&LOCAL_REF))),
-            ("hostname", Ty::Str),
-            ("subdomain", Ty::Str),
-            ("affinity", Ty::Any),
-            ("schedulerName", Ty::Str),
-            ("tolerations", Ty::List(&Ty::Obj(&TOLERATION))),
-            ("hostAliases", Ty::List(&Ty::Obj(&HOST_ALIAS))),
-            ("priorityClassName", Ty::Str),
-            ("priority", Ty::I32),
-            ("dnsConfig", Ty::Obj(&POD_DNS_CONFIG)),
-            ("readinessGates", Ty::Any),
-            ("runtimeClassName", Ty::Str),
-            ("enableServiceLinks", Ty::Bool),
-            ("preemptionPolicy", Ty::Str),
-            ("overhead", Ty::Map(&Ty::Quantity)),
-            ("topologySpreadConstraints", Ty::Any),
-            ("os", Ty::Any),
-            ("schedulingGates", Ty::Any),
-        ],
-    )
-};
-static POD_STATUS: Struct = st(
-    "PodStatus",
-    &[
-        ("phase", Ty::Str),
-        ("qosClass", Ty::Str),
-        ("hostIP", Ty::Str),
-        ("podIP", Ty::Str),
-        ("message", Ty::Str),
-        ("reason", Ty::Str),
-    ],
-);
-static POD: Struct =
-    st("Pod", &[("metadata", Ty::Obj(&OBJECT_META)), ("spec", Ty::Obj(&POD_SPEC)), ("status", Ty::Obj(&POD_STATUS))]);
-
-// --- core/v1: the other kinds ---------------------------------------------------------------------------
-
-static CONFIG_MAP: Struct = st(
-    "ConfigMap",
-    &[
-        ("metadata", Ty::Obj(&OBJECT_META)),
-        ("data", Ty::Map(&Ty::Str)),
-        ("binaryData", Ty::Map(&Ty::Bytes)),
-        ("immutable", Ty::Bool),
-    ],
-);
-static SECRET: Struct = st(
-    "Secret",
-    &[
-        ("metadata", Ty::Obj(&OBJECT_META)),
-        ("data", Ty::Map(&Ty::Bytes)),
-        ("stringData", Ty::Map(&Ty::Str)),
-        ("type", Ty::Str),
-        ("immutable", Ty::Bool),
-    ],
-);
-static SERVICE_PORT: Struct = st(
-    "ServicePort",
-    &[
-        ("name", Ty::Str),
-        ("protocol", Ty::Str),
-        ("appProtocol", Ty::Str),
-        ("port", Ty::I32),
-        ("targetPort", Ty::IntOrStr),
-        ("nodePort", Ty::I32),
-    ],
-);
-static SESSION_AFFINITY_CONFIG: Struct = st("SessionAffinityConfig", &[("clientIP", Ty::Any)]);
-static SERVICE_SPEC: Struct = st(
-    "ServiceSpec",
-    &[
-        ("ports", Ty::List(&Ty::Obj(&SERVICE_PORT))),
-        ("selector", Ty::Map(&Ty::Str)),
-        ("clusterIP", Ty::Str),
-        ("clusterIPs", Ty::List(&Ty::Str)),
-        ("type", Ty::Str),
-        ("externalIPs", Ty::List(&Ty::Str)),
-        ("sessionAffinity", Ty::Str),
-        ("loadBalancerIP", Ty::Str),
-        ("loadBalancerSourceRanges", Ty::List(&Ty::Str)),
-        ("externalName", Ty::Str),
-        ("externalTrafficPolicy", Ty::Str),
-        ("healthCheckNodePort", Ty::I32),
-        ("publishNotReadyAddresses", Ty::Bool),
-        ("sessionAffinityConfig", Ty::Obj(&SESSION_AFFINITY_CONFIG)),
-        ("ipFamilies", Ty::List(&Ty::Str)),
-        ("ipFamilyPolicy", Ty::Str),
-        ("allocateLoadBalancerNodePorts", Ty::Bool),
-        ("loadBalancerClass", Ty::Str),
-        ("internalTrafficPolicy", Ty::Str),
-        ("trafficDistribution", Ty::Str),
-    ],
-);
-static SERVICE: Struct =
-    st("Service", &[("metadata", Ty::Obj(&OBJECT_META)), ("spec", Ty::Obj(&SERVICE_SPEC)), ("status", Ty::Any)]);
-static ENDPOINT_ADDRESS: Struct =
-    st("EndpointAddress", &[("ip", Ty::Str), ("hostname", Ty::Str), ("nodeName", Ty::Str), ("targetRef", Ty::Any)]);
-static ENDPOINT_PORT: Struct =
-    st("EndpointPort", &[("name", Ty::Str), ("port", Ty::I32), ("protocol", Ty::Str), ("appProtocol", Ty::Str)]);
-static ENDPOINT_SUBSET: Struct = st(
-    "EndpointSubset",
-    &[
-        ("addresses", Ty::List(&Ty::Obj(&ENDPOINT_ADDRESS))),
-        ("notReadyAddresses", Ty::List(&Ty::Obj(&ENDPOINT_ADDRESS))),
-        ("ports", Ty::List(&Ty::Obj(&ENDPOINT_PORT))),
-    ],
-);
-static ENDPOINTS: Struct =
-    st("Endpoints", &[("metadata", Ty::Obj(&OBJECT_META)), ("subsets", Ty::List(&Ty::Obj(&ENDPOINT_SUBSET)))]);
-static NAMESPACE_SPEC: Struct = st("NamespaceSpec", &[("finalizers", Ty::List(&Ty::Str))]);
-static NAMESPACE_STATUS: Struct = st("NamespaceStatus", &[("phase", Ty::Str), ("conditions", Ty::Any)]);
-static NAMESPACE: Struct = st(
-    "Namespace",
-    &[("metadata", Ty::Obj(&OBJECT_META)), ("spec", Ty::Obj(&NAMESPACE_SPEC)), ("status", Ty::Obj(&NAMESPACE_STATUS))],
-);
-static TAINT: Struct =
-    st("Taint", &[("key", Ty::Str), ("value", Ty::Str), ("effect", Ty::Str), ("timeAdded", Ty::Time)]);
-static NODE_SPEC: Struct = st(
-    "NodeSpec",
-    &[
-        ("podCIDR", Ty::Str),
-        ("podCIDRs", Ty::List(&Ty::Str)),
-        ("providerID", Ty::Str),
-        ("unschedulable", Ty::Bool),
-        ("taints", Ty::List(&Ty::Obj(&TAINT))),
-        ("externalID", Ty::Str),
-    ],
-);
-static NODE_STATUS: Struct = st(
-    "NodeStatus",
-    &[
-        ("capacity", Ty::Map(&Ty::Quantity)),
-        ("allocatable", Ty::Map(&Ty::Quantity)),
-        ("phase", Ty::Str),
-        ("addresses", Ty::Any),
-    ],
-);
-static NODE: Struct = st(
-    "Node",
-    &[("metadata", Ty::Obj(&OBJECT_META)), ("spec", Ty::Obj(&NODE_SPEC)), ("status", Ty::Obj(&NODE_STATUS))],
-);
-static OBJECT_REFERENCE: Struct = st(
-    "ObjectReference",
-    &[
-        ("kind", Ty::Str),
-        ("namespace", Ty::Str),
-        ("name", Ty::Str),
-        ("uid", Ty::Str),
-        ("apiVersion", Ty::Str),
-        ("resourceVersion", Ty::Str),
-        ("fieldPath", Ty::Str),
-    ],
-);
-static EVENT_SOURCE: Struct = st("EventSource", &[("component", Ty::Str), ("host", Ty::Str)]);
-static EVENT: Struct = st(
-    "Event",
-    &[
-        ("metadata", Ty::Obj(&OBJECT_META)),
-        ("involvedObject", Ty::Obj(&OBJECT_REFERENCE)),
-        ("reason", Ty::Str),
-        ("message", Ty::Str),
-        ("source", Ty::Obj(&EVENT_SOURCE)),
-        ("firstTimestamp", Ty::Time),
-        ("lastTimestamp", Ty::Time),
-        ("count", Ty::I32),
-        ("type", Ty::Str),
-        ("eventTime", Ty::Any),
-        ("series", Ty::Any),
-        ("action", Ty::Str),
-        ("related", Ty::Obj(&OBJECT_REFERENCE)),
-        ("reportingComponent", Ty::Str),
-        ("reportingInstance", Ty::Str),
-    ],
-);
-static LEASE_SPEC: Struct = st_in(
-    Pkg::Coordination,
-    "LeaseSpec",
-    &[
-        ("holderIdentity", Ty::Str),
-        ("leaseDurationSeconds", Ty::I32),
-        ("acquireTime", Ty::Any),
-        ("renewTime", Ty::Any),
-        ("leaseTransitions", Ty::I32),
-        ("strategy", Ty::Str),
-        ("preferredHolder", Ty::Str),
-    ],
-);
-static LEASE: Struct =
-    st_in(Pkg::Coordination, "Lease", &[("metadata", Ty::Obj(&OBJECT_META)), ("spec", Ty::Obj(&LEASE_SPEC))]);
-
-// --- core/v1 and meta/v1 types of the workloads -----------------------------------------------------------
-
-static POD_TEMPLATE_SPEC: Struct =
-    st("PodTemplateSpec", &[("metadata", Ty::Obj(&OBJECT_META)), ("spec", Ty::Obj(&POD_SPEC))]);
-static LABEL_SELECTOR_REQUIREMENT: Struct = Struct {
-    required: &["key", "operator"],
-    ..st_in(
-        Pkg::Meta,
-        "LabelSelectorRequirement",
-        &[("key", Ty::Str), ("operator", Ty::Str), ("values", Ty::List(&Ty::Str))],
-    )
-};
-static LABEL_SELECTOR: Struct = st_in(
-    Pkg::Meta,
-    "LabelSelector",
-    &[("matchLabels", Ty::Map(&Ty::Str)), ("matchExpressions", Ty::List(&Ty::Obj(&LABEL_SELECTOR_REQUIREMENT)))],
-);
-/// `PersistentVolumeClaim`, as far as a StatefulSet's `volumeClaimTemplates` go (refused by validation:
-/// this server has no persistent volumes).
-static PERSISTENT_VOLUME_CLAIM: Struct = st(
-    "PersistentVolumeClaim",
-    &[
-        ("apiVersion", Ty::Str),
-        ("kind", Ty::Str),
-        ("metadata", Ty::Obj(&OBJECT_META)),
-        ("spec", Ty::Any),
-        ("status", Ty::Any),
-    ],
-);
-
-// --- apps/v1 ----------------------------------------------------------------------------------------------
-
-static ROLLING_UPDATE_DEPLOYMENT: Struct =
-    st_in(Pkg::Apps, "RollingUpdateDeployment", &[("maxUnavailable", Ty::IntOrStr), ("maxSurge", Ty::IntOrStr)]);
-static DEPLOYMENT_STRATEGY: Struct = st_in(
-    Pkg::Apps,
-    "DeploymentStrategy",
-    &[("type", Ty::Str), ("rollingUpdate", Ty::Obj(&ROLLING_UPDATE_DEPLOYMENT))],
-);
-static DEPLOYMENT_SPEC: Struct = Struct {
-    required: &["selector", "template"],
-    ..st_in(
-        Pkg::Apps,
-        "DeploymentSpec",
-        &[
-            ("replicas", Ty::I32),
-            ("selector", Ty::Obj(&LABEL_SELECTOR)),
-            ("template", Ty::Obj(&POD_TEMPLATE_SPEC)),
-            ("strategy", Ty::Obj(&DEPLOYMENT_STRATEGY)),
-            ("minReadySeconds", Ty::I32),
-            ("revisionHistoryLimit", Ty::I32),
-            ("paused", Ty::Bool),
-            ("progressDeadlineSeconds", Ty::I32),
-        ],
-    )
-};
-static DEPLOYMENT_CONDITION: Struct = Struct {
-    required: &["type", "status"],
-    ..st_in(
-        Pkg::Apps,
-        "DeploymentCondition",
-        &[
-            ("type", Ty::Str),
-            ("status", Ty::Str),
-            ("lastUpdateTime", Ty::Time),
-            ("lastTransitionTime", Ty::Time),
-            ("reason", Ty::Str),
-            ("message", Ty::Str),
-        ],
-    )
-};
-static DEPLOYMENT_STATUS: Struct = st_in(
-    Pkg::Apps,
-    "DeploymentStatus",
-    &[
-        ("observedGeneration", Ty::I64),
-        ("replicas", Ty::I32),
-        ("updatedReplicas", Ty::I32),
-        ("readyReplicas", Ty::I32),
-        ("availableReplicas", Ty::I32),
-        ("unavailableReplicas", Ty::I32),
-        ("conditions", Ty::List(&Ty::Obj(&DEPLOYMENT_CONDITION))),
-        ("collisionCount", Ty::I32),
-    ],
-);
-static DEPLOYMENT: Struct = st_in(
-    Pkg::Apps,
-    "Deployment",
-    &[
-        ("metadata", Ty::Obj(&OBJECT_META)),
-        ("spec", Ty::Obj(&DEPLOYMENT_SPEC)),
-        ("status", Ty::Obj(&DEPLOYMENT_STATUS)),
-    ],
-);
-static REPLICA_SET_SPEC: Struct = Struct {
-    required: &["selector"],
-    ..st_in(
-        Pkg::Apps,
-        "ReplicaSetSpec",
-        &[
-            ("replicas", Ty::I32),
-            ("minReadySeconds", Ty::I32),
-            ("selector", Ty::Obj(&LABEL_SELECTOR)),
-            ("template", Ty::Obj(&POD_TEMPLATE_SPEC)),
-        ],
-    )
-};
-static REPLICA_SET_CONDITION: Struct = Struct {
-    required: &["type", "status"],
-    ..st_in(
-        Pkg::Apps,
-        "ReplicaSetCondition",
-        &[
-            ("type", Ty::Str),
-            ("status", Ty::Str),
-            ("lastTransitionTime", Ty::Time),
-            ("reason", Ty::Str),
-            ("message", Ty::Str),
-        ],
-    )
-};
-static REPLICA_SET_STATUS: Struct = Struct {
-    required: &["replicas"],
-    ..st_in(
-        Pkg::Apps,
-        "ReplicaSetStatus",
-        &[
-            ("replicas", Ty::I32),
-            ("fullyLabeledReplicas", Ty::I32),
-            ("readyReplicas", Ty::I32),
-            ("availableReplicas", Ty::I32),
-            ("observedGeneration", Ty::I64),
-            ("conditions", Ty::List(&Ty::Obj(&REPLICA_SET_CONDITION))),
-        ],
-    )
-};
-static REPLICA_SET: Struct = st_in(
-    Pkg::Apps,
-    "ReplicaSet",
-    &[
-        ("metadata", Ty::Obj(&OBJECT_META)),
-        ("spec", Ty::Obj(&REPLICA_SET_SPEC)),
-        ("status", Ty::Obj(&REPLICA_SET_STATUS)),
-    ],
-);
-static ROLLING_UPDATE_DAEMON_SET: Struct =
-    st_in(Pkg::Apps, "RollingUpdateDaemonSet", &[("maxUnavailable", Ty::IntOrStr), ("maxSurge", Ty::IntOrStr)]);
-static DAEMON_SET_UPDATE_STRATEGY: Struct = st_in(
-    Pkg::Apps,
-    "DaemonSetUpdateStrategy",
-    &[("type", Ty::Str), ("rollingUpdate", Ty::Obj(&ROLLING_UPDATE_DAEMON_SET))],
-);
-static DAEMON_SET_SPEC: Struct = Struct {
-    required: &["selector", "template"],
-    ..st_in(
-        Pkg::Apps,
-        "DaemonSetSpec",
-        &[
-            ("selector", Ty::Obj(&LABEL_SELECTOR)),
-            ("template", Ty::Obj(&POD_TEMPLATE_SPEC)),
-            ("updateStrategy", Ty::Obj(&DAEMON_SET_UPDATE_STRATEGY)),
-            ("minReadySeconds", Ty::I32),
-            ("revisionHistoryLimit", Ty::I32),
-        ],
-    )
-};
-static DAEMON_SET_CONDITION: Struct = Struct {
-    required: &["type", "status"],
-    ..st_in(
-        Pkg::Apps,
-        "DaemonSetCondition",
-        &[
-            ("type", Ty::Str),
-            ("status", Ty::Str),
-            ("lastTransitionTime", Ty::Time),
-            ("reason", Ty::Str),
-            ("message", Ty::Str),
-        ],
-    )
-};
-static DAEMON_SET_STATUS: Struct = Struct {
-    required: &["currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady"],
-    ..st_in(
-        Pkg::Apps,
-        "DaemonSetStatus",
-        &[
-            ("currentNumberScheduled", Ty::I32),
-            ("numberMisscheduled", Ty::I32),
-            ("desiredNumberScheduled", Ty::I32),
-            ("numberReady", Ty::I32),
-            ("observedGeneration", Ty::I64),
-            ("updatedNumberScheduled", Ty::I32),
-            ("numberAvailable", Ty::I32),
-            ("numberUnavailable", Ty::I32),
-            ("collisionCount", Ty::I32),
-            ("conditions", Ty::List(&Ty::Obj(&DAEMON_SET_CONDITION))),
-        ],
-    )
-};
-static DAEMON_SET: Struct = st_in(
-    Pkg::Apps,
-    "DaemonSet",
-    &[
-        ("metadata", Ty::Obj(&OBJECT_META)),
-        ("spec", Ty::Obj(&DAEMON_SET_SPEC)),
-        ("status", Ty::Obj(&DAEMON_SET_STATUS)),
-    ],
-);
-static ROLLING_UPDATE_STATEFUL_SET: Struct =
-    st_in(Pkg::Apps, "RollingUpdateStatefulSetStrategy", &[("partition", Ty::I32), ("maxUnavailable", Ty::IntOrStr)]);
-static STATEFUL_SET_UPDATE_STRATEGY: Struct = st_in(
-    Pkg::Apps,
-    "StatefulSetUpdateStrategy",
-    &[("type", Ty::Str), ("rollingUpdate", Ty::Obj(&ROLLING_UPDATE_STATEFUL_SET))],
-);
-static PVC_RETENTION_POLICY: Struct = st_in(
-    Pkg::Apps,
-    "StatefulSetPersistentVolumeClaimRetentionPolicy",
-    &[("whenDeleted", Ty::Str), ("whenScaled", Ty::Str)],
-);
-static STATEFUL_SET_ORDINALS: Struct = st_in(Pkg::Apps, "StatefulSetOrdinals", &[("start", Ty::I32)]);
-static STATEFUL_SET_SPEC: Struct = Struct {
-    required: &["selector", "template", "serviceName"],
-    ..st_in(
-        Pkg::Apps,
-        "StatefulSetSpec",
-        &[
-            ("replicas", Ty::I32),
-            ("selector", Ty::Obj(&LABEL_SELECTOR)),
-            ("template", Ty::Obj(&POD_TEMPLATE_SPEC)),
-            ("volumeClaimTemplates", Ty::List(&Ty::Obj(&PERSISTENT_VOLUME_CLAIM))),
-            ("serviceName", Ty::Str),
-            ("podManagementPolicy", Ty::Str),
-            ("updateStrategy", Ty::Obj(&STATEFUL_SET_UPDATE_STRATEGY)),
-            ("revisionHistoryLimit", Ty::I32),
-            ("minReadySeconds", Ty::I32),
-            ("persistentVolumeClaimRetentionPolicy", Ty::Obj(&PVC_RETENTION_POLICY)),
-            ("ordinals", Ty::Obj(&STATEFUL_SET_ORDINALS)),
-        ],
-    )
-};
-static STATEFUL_SET_CONDITION: Struct = Struct {
-    required: &["type", "status"],
-    ..st_in(
-        Pkg::Apps,
-        "StatefulSetCondition",
-        &[
-            ("type", Ty::Str),
-            ("status", Ty::Str),
-            ("lastTransitionTime", Ty::Time),
-            ("reason", Ty::Str),
-            ("message", Ty::Str),
-        ],
-    )
-};
-static STATEFUL_SET_STATUS: Struct = Struct {
-    required: &["replicas"],
-    ..st_in(
-        Pkg::Apps,
-        "StatefulSetStatus",
-        &[
-            ("observedGeneration", Ty::I64),
-            ("replicas", Ty::I32),
-            ("readyReplicas", Ty::I32),
-            ("currentReplicas", Ty::I32),
-            ("updatedReplicas", Ty::I32),
-            ("currentRevision", Ty::Str),
-            ("updateRevision", Ty::Str),
-            ("collisionCount", Ty::I32),
-            ("conditions", Ty::List(&Ty::Obj(&STATEFUL_SET_CONDITION))),
-            ("availableReplicas", Ty::I32),
-        ],
-    )
-};
-static STATEFUL_SET: Struct = st_in(
-    Pkg::Apps,
-    "StatefulSet",
-    &[
-        ("metadata", Ty::Obj(&OBJECT_META)),
-        ("spec", Ty::Obj(&STATEFUL_SET_SPEC)),
-        ("status", Ty::Obj(&STATEFUL_SET_STATUS)),
-    ],
-);
-static CONTROLLER_REVISION: Struct = Struct {
-    required: &["revision"],
-    ..st_in(
-        Pkg::Apps,
-        "ControllerRevision",
-        &[("metadata", Ty::Obj(&OBJECT_META)), ("data", Ty::Raw), ("revision", Ty::I64)],
-    )
-};
-
-// --- batch/v1 ---------------------------------------------------------------------------------------------
-
-static ON_EXIT_CODES: Struct = Struct {
-    required: &["operator", "values"],
-    ..st_in(
-        Pkg::Batch,
-        "PodFailurePolicyOnExitCodesRequirement",
-        &[("containerName", Ty::Str), ("operator", Ty::Str), ("values", Ty::List(&Ty::I32))],
-    )
-};
-static ON_POD_CONDITIONS: Struct = Struct {
-    required: &["type", "status"],
-    ..st_in(Pkg::Batch, "PodFailurePolicyOnPodConditionsPattern", &[("type", Ty::Str), ("status", Ty::Str)])
-};
-static POD_FAILURE_POLICY_RULE: Struct = Struct {
-    required: &["action"],
-    ..st_in(
-        Pkg::Batch,
-        "PodFailurePolicyRule",
-        &[
-            ("action", Ty::Str),
-            ("onExitCodes", Ty::Obj(&ON_EXIT_CODES)),
-            ("onPodConditions", Ty::List(&Ty::Obj(&ON_POD_CONDITIONS))),
-        ],
-    )
-};
-static POD_FAILURE_POLICY: Struct = Struct {
-    required: &["rules"],
-    ..st_in(Pkg::Batch, "PodFailurePolicy", &[("rules", Ty::List(&Ty::Obj(&POD_FAILURE_POLICY_RULE)))])
-};
-static SUCCESS_POLICY_RULE: Struct =
-    st_in(Pkg::Batch, "SuccessPolicyRule", &[("succeededIndexes", Ty::Str), ("succeededCount", Ty::I32)]);
-static SUCCESS_POLICY: Struct = Struct {
-    required: &["rules"],
-    ..st_in(Pkg::Batch, "SuccessPolicy", &[("rules", Ty::List(&Ty::Obj(&SUCCESS_POLICY_RULE)))])
-};
-static JOB_SPEC: Struct = Struct {
-    required: &["template"],
-    ..st_in(
-        Pkg::Batch,
-        "JobSpec",
-        &[
-            ("parallelism", Ty::I32),
-            ("completions", Ty::I32),
-            ("activeDeadlineSeconds", Ty::I64),
-            ("podFailurePolicy", Ty::Obj(&POD_FAILURE_POLICY)),
-            ("successPolicy", Ty::Obj(&SUCCESS_POLICY)),
-            ("backoffLimit", Ty::I32),
-            ("backoffLimitPerIndex", Ty::I32),
-            ("maxFailedIndexes", Ty::I32),
-            ("selector", Ty::Obj(&LABEL_SELECTOR)),
-            ("manualSelector", Ty::Bool),
-            ("template", Ty::Obj(&POD_TEMPLATE_SPEC)),
-            ("ttlSecondsAfterFinished", Ty::I32),
-            ("completionMode", Ty::Str),
-            ("suspend", Ty::Bool),
-            ("podReplacementPolicy", Ty::Str),
-            ("managedBy", Ty::Str),
-        ],
-    )
-};
-static JOB_CONDITION: Struct = Struct {
-    required: &["type", "status"],
-    ..st_in(
-        Pkg::Batch,
-        "JobCondition",
-        &[
-            ("type", Ty::Str),
-            ("status", Ty::Str),
-            ("lastProbeTime", Ty::Time),
-            ("lastTransitionTime", Ty::Time),
-            ("reason", Ty::Str),
-            ("message", Ty::Str),
-        ],
-    )
-};
-static UNCOUNTED_TERMINATED_PODS: Struct =
-    st_in(Pkg::Batch, "UncountedTerminatedPods", &[("succeeded", Ty::List(&Ty::Str)), ("failed", Ty::List(&Ty::Str))]);
-static JOB_STATUS: Struct = st_in(
-    Pkg::Batch,
-    "JobStatus",
-    &[
-        ("conditions", Ty::List(&Ty::Obj(&JOB_CONDITION))),
-        ("startTime", Ty::Time),
-        ("completionTime", Ty::Time),
-        ("active", Ty::I32),
-        ("succeeded", Ty::I32),
-        ("failed", Ty::I32),
-        ("terminating", Ty::I32),
-        ("completedIndexes", Ty::Str),
-        ("failedIndexes", Ty::Str),
-        ("uncountedTerminatedPods", Ty::Obj(&UNCOUNTED_TERMINATED_PODS)),
-        ("ready", Ty::I32),
-    ],
-);
-static JOB: Struct = st_in(
-    Pkg::Batch,
-    "Job",
-    &[("metadata", Ty::Obj(&OBJECT_META)), ("spec", Ty::Obj(&JOB_SPEC)), ("status", Ty::Obj(&JOB_STATUS))],
-);
-static JOB_TEMPLATE_SPEC: Struct =
-    st_in(Pkg::Batch, "JobTemplateSpec", &[("metadata", Ty::Obj(&OBJECT_META)), ("spec", Ty::Obj(&JOB_SPEC))]);
-static CRON_JOB_SPEC: Struct = Struct {
-    required: &["schedule", "jobTemplate"],
-    ..st_in(
-        Pkg::Batch,
-        "CronJobSpec",
-        &[
-            ("schedule", Ty::Str),
-            ("timeZone", Ty::Str),
-            ("startingDeadlineSeconds", Ty::I64),
-            ("concurrencyPolicy", Ty::Str),
-            ("suspend", Ty::Bool),
-            ("jobTemplate", Ty::Obj(&JOB_TEMPLATE_SPEC)),
-            ("successfulJobsHistoryLimit", Ty::I32),
-            ("failedJobsHistoryLimit", Ty::I32),
-        ],
-    )
-};
-static CRON_JOB_STATUS: Struct = st_in(
-    Pkg::Batch,
-    "CronJobStatus",
-    &[
-        ("active", Ty::List(&Ty::Obj(&OBJECT_REFERENCE))),
-        ("lastScheduleTime", Ty::Time),
-        ("lastSuccessfulTime", Ty::Time),
-    ],
-);
-static CRON_JOB: Struct = st_in(
-    Pkg::Batch,
-    "CronJob",
-    &[("metadata", Ty::Obj(&OBJECT_META)), ("spec", Ty::Obj(&CRON_JOB_SPEC)), ("status", Ty::Obj(&CRON_JOB_STATUS))],
-);
-
-// --- policy/v1 --------------------------------------------------------------------------------------------
-
-static META_CONDITION: Struct = Struct {
-    required: &["type", "status", "lastTransitionTime", "reason", "message"],
-    ..st_in(
-        Pkg::Meta,
-        "Condition",
-        &[
-            ("type", Ty::Str),
-            ("status", Ty::Str),
-            ("observedGeneration", Ty::I64),
-            ("lastTransitionTime", Ty::Time),
-            ("reason", Ty::Str),
-            ("message", Ty::Str),
-        ],
-    )
-};
-static POD_DISRUPTION_BUDGET_SPEC: Struct = st_in(
-    Pkg::Policy,
-    "PodDisruptionBudgetSpec",
-    &[
-        ("minAvailable", Ty::IntOrStr),
-        ("selector", Ty::Obj(&LABEL_SELECTOR)),
-        ("maxUnavailable", Ty::IntOrStr),
-        ("unhealthyPodEvictionPolicy", Ty::Str),
-    ],
-);
-static POD_DISRUPTION_BUDGET_STATUS: Struct = Struct {
-    required: &["disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods"],
-    ..st_in(
-        Pkg::Policy,
-        "PodDisruptionBudgetStatus",
-        &[
-            ("observedGeneration", Ty::I64),
-            ("disruptedPods", Ty::Map(&Ty::Time)),
-            ("disruptionsAllowed", Ty::I32),
-            ("currentHealthy", Ty::I32),
-            ("desiredHealthy", Ty::I32),
-            ("expectedPods", Ty::I32),
-            ("conditions", Ty::List(&Ty::Obj(&META_CONDITION))),
-        ],
-    )
-};
-static POD_DISRUPTION_BUDGET: Struct = st_in(
-    Pkg::Policy,
-    "PodDisruptionBudget",
-    &[
-        ("metadata", Ty::Obj(&OBJECT_META)),
-        ("spec", Ty::Obj(&POD_DISRUPTION_BUDGET_SPEC)),
-        ("status", Ty::Obj(&POD_DISRUPTION_BUDGET_STATUS)),
-    ],
-);
 
 // --- KubeEdge CRDs (build/crds, v1beta1 / v1alpha1 openAPI schemas) --------------------------------------
 
@@ -1118,26 +173,44 @@ static OBJECT_SYNC: Struct = st(
     &[("metadata", Ty::Obj(&CRD_META)), ("spec", Ty::Obj(&OBJECT_SYNC_SPEC)), ("status", Ty::Obj(&OBJECT_SYNC_STATUS))],
 );
 
-/// The schema of a kind's objects; `None` for a kind not described here.
+/// The schema of a kind's objects; `None` for a kind not described here. Besides the stored kinds, the
+/// request kinds that are sent but never stored (reviews, token requests, evictions, scales) have tables.
 pub(crate) fn root(group: &str, kind: &str) -> Option<&'static Struct> {
+    use builtin as b;
     Some(match (group, kind) {
-        ("apps", "Deployment") => &DEPLOYMENT,
-        ("apps", "ReplicaSet") => &REPLICA_SET,
-        ("apps", "DaemonSet") => &DAEMON_SET,
-        ("apps", "StatefulSet") => &STATEFUL_SET,
-        ("apps", "ControllerRevision") => &CONTROLLER_REVISION,
-        ("batch", "Job") => &JOB,
-        ("batch", "CronJob") => &CRON_JOB,
-        ("policy", "PodDisruptionBudget") => &POD_DISRUPTION_BUDGET,
-        ("", "Pod") => &POD,
-        ("", "ConfigMap") => &CONFIG_MAP,
-        ("", "Secret") => &SECRET,
-        ("", "Service") => &SERVICE,
-        ("", "Endpoints") => &ENDPOINTS,
-        ("", "Namespace") => &NAMESPACE,
-        ("", "Node") => &NODE,
-        ("", "Event") => &EVENT,
-        ("coordination.k8s.io", "Lease") => &LEASE,
+        ("apps", "Deployment") => &b::DEPLOYMENT,
+        ("apps", "ReplicaSet") => &b::REPLICA_SET,
+        ("apps", "DaemonSet") => &b::DAEMON_SET,
+        ("apps", "StatefulSet") => &b::STATEFUL_SET,
+        ("apps", "ControllerRevision") => &b::CONTROLLER_REVISION,
+        ("batch", "Job") => &b::JOB,
+        ("batch", "CronJob") => &b::CRON_JOB,
+        ("policy", "PodDisruptionBudget") => &b::POD_DISRUPTION_BUDGET,
+        ("policy", "Eviction") => &b::EVICTION,
+        ("autoscaling", "Scale") => &b::SCALE,
+        ("", "Pod") => &b::POD,
+        ("", "ConfigMap") => &b::CONFIG_MAP,
+        ("", "Secret") => &b::SECRET,
+        ("", "Service") => &b::SERVICE,
+        ("", "ServiceAccount") => &b::SERVICE_ACCOUNT,
+        ("", "Endpoints") => &b::ENDPOINTS,
+        ("", "Namespace") => &b::NAMESPACE,
+        ("", "Node") => &b::NODE,
+        ("", "Event") => &b::EVENT,
+        ("coordination.k8s.io", "Lease") => &b::LEASE,
+        ("discovery.k8s.io", "EndpointSlice") => &b::ENDPOINT_SLICE,
+        ("rbac.authorization.k8s.io", "Role") => &b::ROLE,
+        ("rbac.authorization.k8s.io", "ClusterRole") => &b::CLUSTER_ROLE,
+        ("rbac.authorization.k8s.io", "RoleBinding") => &b::ROLE_BINDING,
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => &b::CLUSTER_ROLE_BINDING,
+        ("authorization.k8s.io", "SelfSubjectAccessReview") => &b::SELF_SUBJECT_ACCESS_REVIEW,
+        ("authorization.k8s.io", "SubjectAccessReview") => &b::SUBJECT_ACCESS_REVIEW,
+        ("authorization.k8s.io", "LocalSubjectAccessReview") => &b::LOCAL_SUBJECT_ACCESS_REVIEW,
+        ("authorization.k8s.io", "SelfSubjectRulesReview") => &b::SELF_SUBJECT_RULES_REVIEW,
+        ("authentication.k8s.io", "TokenRequest") => &b::TOKEN_REQUEST,
+        ("authentication.k8s.io", "SelfSubjectReview") => &b::SELF_SUBJECT_REVIEW,
+        ("authentication.k8s.io", "TokenReview") => &b::TOKEN_REVIEW,
+        ("meta.k8s.io", "DeleteOptions") => &b::DELETE_OPTIONS,
         ("devices.kubeedge.io", "Device") => &DEVICE,
         ("devices.kubeedge.io", "DeviceModel") => &DEVICE_MODEL,
         ("reliablesyncs.kubeedge.io", "ObjectSync" | "ClusterObjectSync") => &OBJECT_SYNC,
@@ -1410,4 +483,78 @@ const GO_STD_BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPur
 /// Go's decoder skips line breaks anywhere in the input.
 fn strip_newlines(s: &str) -> String {
     s.chars().filter(|c| *c != '\r' && *c != '\n').collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every struct reachable from `def`, by address.
+    fn reachable(def: &'static Struct, seen: &mut Vec<&'static Struct>) {
+        if seen.iter().any(|s| std::ptr::eq(*s, def)) {
+            return;
+        }
+        seen.push(def);
+        for (_, ty) in def.fields {
+            let mut ty = ty;
+            while let Ty::List(inner) | Ty::Map(inner) = ty {
+                ty = inner;
+            }
+            if let Ty::Obj(s) = ty {
+                reachable(s, seen);
+            }
+        }
+    }
+
+    #[test]
+    fn every_built_in_kind_is_typed_to_any_depth() {
+        let mut seen = Vec::new();
+        for r in edgehive_store::resources::ALL.iter() {
+            let def = root(r.group, r.kind).unwrap_or_else(|| panic!("{} has no table", r.kind));
+            if r.group.ends_with("kubeedge.io") {
+                assert_eq!(def.pkg, Pkg::Crd);
+                continue;
+            }
+            assert_eq!(def.go, r.kind);
+            for f in ["apiVersion", "kind", "metadata"] {
+                assert!(def.fields.iter().any(|(n, _)| *n == f), "{}.{f}", r.kind);
+            }
+            reachable(def, &mut seen);
+        }
+        for (g, _, k) in crate::openapi::REQUEST_KINDS {
+            reachable(root(g, k).unwrap_or_else(|| panic!("{k} has no table")), &mut seen);
+        }
+        assert!(seen.len() > 250, "{}", seen.len());
+        for s in &seen {
+            assert_ne!(s.pkg, Pkg::Crd, "{}", s.go);
+            assert!(!s.go.is_empty());
+            // Untyped only where Kubernetes' own type is free-form (managedFields' fieldsV1).
+            for (name, ty) in s.fields {
+                assert!(!matches!(ty, Ty::Any) || *name == "fieldsV1", "{}.{name} is untyped", s.go);
+            }
+            for r in s.required {
+                assert!(s.fields.iter().any(|(n, _)| n == r), "{}: required {r} is not a field", s.go);
+            }
+            // One table per Go type: OpenAPI names them by package and Go name.
+            let twins = seen.iter().filter(|o| o.go == s.go && o.pkg == s.pkg).count();
+            assert_eq!(twins, 1, "{} has {twins} tables", s.go);
+        }
+        // The types the issue names, as Kubernetes has them.
+        let pod_spec = &seen.iter().find(|s| s.go == "PodSpec").unwrap().fields;
+        for (field, go) in [
+            ("affinity", "Affinity"),
+            ("os", "PodOS"),
+            ("topologySpreadConstraints", "TopologySpreadConstraint"),
+            ("schedulingGates", "PodSchedulingGate"),
+            ("ephemeralContainers", "EphemeralContainer"),
+            ("readinessGates", "PodReadinessGate"),
+        ] {
+            let (_, ty) = pod_spec.iter().find(|(n, _)| *n == field).unwrap();
+            let inner = match ty {
+                Ty::List(inner) => inner,
+                other => other,
+            };
+            assert!(matches!(inner, Ty::Obj(s) if s.go == go), "PodSpec.{field}");
+        }
+    }
 }

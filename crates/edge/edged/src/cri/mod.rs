@@ -457,6 +457,10 @@ impl Runtime for CriRuntime {
         true
     }
 
+    fn pulls_images(&self) -> bool {
+        true
+    }
+
     fn cleanup<'a>(&'a self, keep: &'a HashSet<String>) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let rt = &self.inner;

@@ -24,6 +24,8 @@
 
 // The tables keep one field per line (rustfmt would pack short messages onto one line).
 #[rustfmt::skip]
+mod access;
+#[rustfmt::skip]
 mod apps;
 #[rustfmt::skip]
 mod autoscaling;
@@ -46,6 +48,10 @@ mod meta;
 #[rustfmt::skip]
 mod policy;
 
+pub(crate) use access::{
+    CLUSTER_ROLE, ROLE, ROLE_BINDING, SELF_SUBJECT_ACCESS_REVIEW, SELF_SUBJECT_REVIEW, SELF_SUBJECT_RULES_REVIEW,
+    SUBJECT_ACCESS_REVIEW, TOKEN_REQUEST, TOKEN_REVIEW,
+};
 pub(crate) use apps::{CONTROLLER_REVISION, DAEMON_SET, DEPLOYMENT, REPLICA_SET, STATEFUL_SET};
 pub(crate) use autoscaling::SCALE;
 pub(crate) use batch::{CRON_JOB, JOB};
