@@ -50,6 +50,16 @@ pub async fn inform(
         let opts = WatchOptions { filter: WatchFilter::all(resource), start, bookmarks: false };
         let mut w = match store.watch(opts).await {
             Ok(w) => w,
+            // Resuming after a lag can find the history moved past where
+            // the watch stopped (a burst of writes while the controller was
+            // busy): only a fresh list continues from there.
+            Err(crate::StoreError::Expired(why)) if !relisting => {
+                tracing::warn!(resource = resource.plural, %why, "watch history gone; relisting");
+                start = WatchStart::InitialState { end_bookmark: true };
+                relisting = true;
+                initial.clear();
+                continue;
+            }
             Err(e) => {
                 tracing::warn!(resource = resource.plural, error = %e, "watch failed; retrying");
                 tokio::select! {

@@ -909,3 +909,45 @@ async fn corrupt_rows_are_reported_and_skipped(kind: Kind) {
     assert_eq!(s.list(&CONFIGMAPS, &ListOptions::default()).await.unwrap().items.len(), 3);
     s.close().await;
 }
+
+/// An informer whose controller stalls long enough for its watch to lag
+/// and the history to move past it relists and carries on: it neither
+/// skips the changes nor retries the gone revision forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_informer_that_falls_behind_the_history_relists() {
+    use edgehive_store::informer::{Change, inform};
+    let h = Harness::with(Kind::Sqlite, |c| {
+        c.watch_history = 16;
+        c.watch_queue = 4;
+    })
+    .await;
+    h.store.create(&CONFIGMAPS, configmap("default", "cm-0", json!({}))).await.unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(inform(h.store.clone(), &CONFIGMAPS, tx, stop.clone()));
+    let first = tokio::time::timeout(WAIT, rx.recv()).await.unwrap().unwrap();
+    assert!(matches!(first, Change::Relisted { ref objects, .. } if objects.len() == 1));
+    // The controller takes nothing while 100 changes go by: far more than
+    // the watcher's queue and the history hold.
+    for i in 1..=100 {
+        h.store.create(&CONFIGMAPS, configmap("default", &format!("cm-{i}"), json!({}))).await.unwrap();
+    }
+    let mut names = BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while names.len() < 101 {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match tokio::time::timeout(left, rx.recv()).await.expect("the informer catches up").unwrap() {
+            Change::Relisted { objects, .. } => {
+                names = objects.iter().map(|o| o.name().to_string()).collect();
+            }
+            Change::Upsert { object, .. } => {
+                names.insert(object.name().to_string());
+            }
+            Change::Deleted(o) => panic!("nothing was deleted: {}", o.name()),
+        }
+    }
+    assert_eq!(names.len(), 101);
+    stop.cancel();
+    task.await.unwrap();
+    h.store.close().await;
+}
