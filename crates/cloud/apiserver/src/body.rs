@@ -215,7 +215,7 @@ fn unrecognized(res: &ResourceDef, reason: &str, bytes: &[u8]) -> ApiError {
 
 /// Kubernetes' `summarizeData(body, 30)`: the first 30 bytes of a body, as
 /// text if it starts like a JSON object, else in hex.
-fn summarize(bytes: &[u8]) -> String {
+pub(crate) fn summarize(bytes: &[u8]) -> String {
     const MAX: usize = 30;
     let head = &bytes[..bytes.len().min(MAX)];
     let more = if bytes.len() > MAX { " ..." } else { "" };

@@ -20,6 +20,7 @@ use edgehive_store::resources::ResourceDef;
 use http::{HeaderMap, HeaderValue, Response};
 use serde_json::Value;
 
+use crate::body::summarize;
 use crate::response::Body;
 use crate::route::Query;
 use crate::status::{ApiError, Cause};
@@ -104,18 +105,6 @@ fn decode_error(into: &str, obj: &Value, bytes: &[u8], base: String) -> ApiError
     let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     let version = api_version.rsplit('/').next().unwrap_or("");
     ApiError::bad_request(format!("{kind} in version {version:?} cannot be handled as a {into}: {base}"))
-}
-
-/// Kubernetes' `summarizeData(body, 30)`: a JSON body's first 30 bytes, anything else in hex.
-fn summarize(bytes: &[u8]) -> String {
-    const MAX: usize = 30;
-    let head = &bytes[..bytes.len().min(MAX)];
-    let more = if bytes.len() > MAX { " ..." } else { "" };
-    match bytes.first() {
-        None => "<empty>".to_string(),
-        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(head)),
-        Some(_) => format!("{}{more}", head.iter().map(|b| format!("{b:02x}")).collect::<String>()),
-    }
 }
 
 /// The patch's own duplicate keys (`Strict`: refused; `Warn`: warnings), before it is applied.
