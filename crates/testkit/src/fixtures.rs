@@ -49,12 +49,29 @@ fn fastrand_u32() -> u32 {
     t ^ std::process::id().rotate_left(16)
 }
 
-/// A loopback port free at the time of the call.
+/// A loopback port free at the time of the call, and never handed out
+/// before by this process.
+///
+/// The kernel may give the same ephemeral port to two binds in a row once
+/// the first is closed, so a test that asks for three ports at once (API,
+/// WebSocket, join) could get one twice and its server would then fail to
+/// listen. The ports already returned are remembered and skipped.
 pub fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("find a free port: {e}"))
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Hold every candidate open until one is new, so the kernel cannot
+    // offer the same port again while searching.
+    let mut held = Vec::new();
+    loop {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap_or_else(|e| panic!("find a free port: {e}"));
+        let port = listener.local_addr().unwrap_or_else(|e| panic!("find a free port: {e}")).port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+        held.push(listener);
+        assert!(held.len() < 1000, "find a free port: the kernel keeps offering ports already handed out");
+    }
 }
 
 /// An etcd server for one test.
@@ -124,5 +141,19 @@ impl Drop for EtcdServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::free_port;
+
+    #[test]
+    fn free_ports_are_never_handed_out_twice() {
+        let mut ports: Vec<u16> = (0..500).map(|_| free_port()).collect();
+        ports.sort_unstable();
+        let before = ports.len();
+        ports.dedup();
+        assert_eq!(ports.len(), before, "a port was handed out twice");
     }
 }
