@@ -28,13 +28,14 @@ api::core::v1::ServiceAccount api::coordination::v1::Lease
 api::apps::v1::Deployment api::apps::v1::ReplicaSet api::apps::v1::DaemonSet api::apps::v1::StatefulSet
 api::apps::v1::ControllerRevision api::batch::v1::Job api::batch::v1::CronJob
 api::policy::v1::PodDisruptionBudget api::policy::v1::Eviction api::autoscaling::v1::Scale
-api::discovery::v1::EndpointSlice
+api::discovery::v1::EndpointSlice api::events::v1::Event
 api::rbac::v1::Role api::rbac::v1::ClusterRole api::rbac::v1::RoleBinding api::rbac::v1::ClusterRoleBinding
 api::authorization::v1::SelfSubjectAccessReview api::authorization::v1::SubjectAccessReview
 api::authorization::v1::SelfSubjectRulesReview api::authorization::v1::LocalSubjectAccessReview
 api::authentication::v1::TokenRequest api::authentication::v1::SelfSubjectReview
 api::authentication::v1::TokenReview
 apimachinery::pkg::apis::meta::v1::DeleteOptions
+apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition
 """.split()
 
 DUMP_MAIN = """
@@ -55,10 +56,17 @@ PKGS = {
     "io.k8s.api.policy.v1": "Policy",
     "io.k8s.api.autoscaling.v1": "Autoscaling",
     "io.k8s.api.discovery.v1": "Discovery",
+    "io.k8s.api.events.v1": "Events",
     "io.k8s.api.rbac.v1": "Rbac",
     "io.k8s.api.authorization.v1": "Authorization",
     "io.k8s.api.authentication.v1": "Authentication",
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1": "Apiextensions",
 }
+
+
+def definition_name(root):
+    """The OpenAPI definition name of a k8s-openapi path (the crate spells `apiextensions-apiserver` with `_`)."""
+    return "io.k8s." + root.replace("::", ".").replace("apiextensions_apiserver", "apiextensions-apiserver")
 
 # Types with their own JSON form: no struct table.
 SCALARS = {
@@ -68,6 +76,11 @@ SCALARS = {
     "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime": "Ty::Time",
     "io.k8s.apimachinery.pkg.runtime.RawExtension": "Ty::Raw",
     "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1": "Ty::Any",
+    # Free JSON, or decoded by their own UnmarshalJSON (a schema or a bool, a schema or a list).
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON": "Ty::Any",
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrArray": "Ty::Any",
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrBool": "Ty::Any",
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrStringArray": "Ty::Any",
 }
 
 
@@ -105,7 +118,7 @@ def main():
     def refs(v):
         if isinstance(v, dict):
             for k, x in v.items():
-                if k == "$ref":
+                if k == "$ref" and isinstance(x, str):
                     yield x.rsplit("/", 1)[1]
                 else:
                     yield from refs(x)
@@ -113,7 +126,7 @@ def main():
             for x in v:
                 yield from refs(x)
 
-    todo = ["io.k8s." + r.replace("::", ".") for r in ROOTS]
+    todo = [definition_name(r) for r in ROOTS]
     reached = set()
     while todo:
         n = todo.pop()
@@ -145,6 +158,8 @@ def main():
             return "Ty::Bytes" if fmt == "byte" else "Ty::Str"
         if t == "integer":
             return "Ty::I32" if fmt == "int32" else "Ty::I64"
+        if t == "number":
+            return "Ty::F64"
         if t == "boolean":
             return "Ty::Bool"
         if t == "array":

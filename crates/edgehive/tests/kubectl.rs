@@ -12,6 +12,12 @@ use std::time::{Duration, Instant};
 use edgehive_testkit::fixtures::{EtcdServer, TempDir};
 use serde_json::Value;
 
+#[path = "kubectl/apply.rs"]
+mod apply;
+#[path = "kubectl/crds.rs"]
+mod crds;
+#[path = "kubectl/events_v1.rs"]
+mod events_v1;
 #[path = "kubectl/openapi.rs"]
 mod openapi;
 #[path = "kubectl/python_client.rs"]

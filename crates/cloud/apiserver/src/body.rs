@@ -36,6 +36,8 @@ pub(crate) enum IncludeObject {
 pub(crate) struct TableRequest {
     include: IncludeObject,
     api_version: &'static str,
+    /// The printer columns of a custom resource's version.
+    custom: Option<std::sync::Arc<crate::crd::Served>>,
 }
 
 /// How to answer.
@@ -45,6 +47,20 @@ pub(crate) enum Format {
     Json,
     /// Tables.
     Table(TableRequest),
+}
+
+impl Format {
+    /// The format for objects of a custom resource's version `served`
+    /// (its printer columns in tables).
+    pub(crate) fn for_custom(self, served: Option<std::sync::Arc<crate::crd::Served>>) -> Format {
+        match (self, served) {
+            (Format::Table(mut t), Some(s)) => {
+                t.custom = Some(s);
+                Format::Table(t)
+            }
+            (f, _) => f,
+        }
+    }
 }
 
 /// The response format from `Accept` and `includeObject`.
@@ -68,7 +84,7 @@ pub(crate) fn response_format(headers: &HeaderMap, query: &Query) -> Result<Form
                     return Err(ApiError::bad_request(format!("includeObject: Unsupported value: {other:?}")));
                 }
             };
-            return Ok(Format::Table(TableRequest { include, api_version }));
+            return Ok(Format::Table(TableRequest { include, api_version, custom: None }));
         }
         // Other `as=` forms (PartialObjectMetadata) are not served: fall
         // back to JSON if the client accepts it.
@@ -142,7 +158,7 @@ pub(crate) fn decode(headers: &HeaderMap, bytes: &Bytes, kind: &str) -> Result<V
 /// Whether Kubernetes serves `res` as a custom resource (decoded as an
 /// unstructured object), not a built-in type.
 pub(crate) fn is_custom_resource(res: &ResourceDef) -> bool {
-    validation::kind_info(res.group, res.kind).is_some_and(|k| k.custom)
+    res.custom || validation::kind_info(res.group, res.kind).is_some_and(|k| k.custom)
 }
 
 /// Refuses a decoded body whose `apiVersion` or `kind` Kubernetes' decoder
@@ -265,12 +281,18 @@ pub(crate) fn dry_run(query: &Query) -> Result<bool, ApiError> {
 
 impl TableRequest {
     fn columns(&self, res: &ResourceDef) -> Value {
+        if let Some(s) = &self.custom {
+            return Value::Array(crate::crd::columns::definitions(&s.columns));
+        }
         Value::Array(table::columns(res.group, res.kind).iter().map(table::Column::definition).collect())
     }
 
     fn row(&self, res: &ResourceDef, obj: &Object, now: time::OffsetDateTime) -> Value {
         let value = obj.value().cloned().unwrap_or_else(|_| json!({}));
-        let cells = table::cells(res.group, res.kind, &value, now);
+        let cells = match &self.custom {
+            Some(s) => crate::crd::columns::cells(&s.columns, &value, now),
+            None => table::cells(res.group, res.kind, &value, now),
+        };
         let mut row = json!({"cells": cells});
         match self.include {
             IncludeObject::None => {}
@@ -281,7 +303,7 @@ impl TableRequest {
                     "metadata": value.get("metadata").cloned().unwrap_or_else(|| json!({})),
                 });
             }
-            IncludeObject::Object => row["object"] = value,
+            IncludeObject::Object => row["object"] = crate::conversion::from_stored(res, value),
         }
         row
     }

@@ -49,6 +49,8 @@ pub(crate) struct ApiState {
     pub(crate) authorizer: Arc<crate::rbac::Authorizer>,
     /// Nodes' resource usage, for `metrics.k8s.io`.
     pub(crate) usage: crate::metrics_api::UsageCache,
+    /// The custom resources served, with their schemas.
+    pub(crate) crds: Arc<crate::crd::Crds>,
 }
 
 /// The verb of a resource request, as Kubernetes names it.
@@ -87,7 +89,7 @@ pub(crate) async fn handle(
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = route::Query::parse(req.uri().query());
-    let route = route::parse(&path);
+    let route = route::parse(&path, shared.store.resources());
     let (verb, resource_label) = match &route {
         Ok(Route::Resource(t)) => (verb_of(&method, t, &query).unwrap_or("unknown"), t.resource.plural),
         Ok(Route::ResourceMetrics(t)) => {
@@ -392,7 +394,7 @@ mod tests {
     use super::*;
 
     fn verb(method: Method, path: &str) -> Option<&'static str> {
-        let Ok(Route::Resource(t)) = route::parse(path) else { panic!("{path}") };
+        let Ok(Route::Resource(t)) = route::parse(path, &Default::default()) else { panic!("{path}") };
         verb_of(&method, &t, &route::Query::parse(None))
     }
 
@@ -408,7 +410,7 @@ mod tests {
         let sa =
             User { name: "system:serviceaccount:default:app".into(), groups: vec!["system:serviceaccounts".into()] };
         let path = format!("{pod}/exec");
-        let route = route::parse(&path).unwrap();
+        let route = route::parse(&path, &Default::default()).unwrap();
         let attrs = attributes_of(&Method::POST, &path, &route, &route::Query::parse(None)).unwrap();
         let e = forbidden(&sa, &attrs, "");
         assert_eq!(e.code, StatusCode::FORBIDDEN);
@@ -423,8 +425,13 @@ mod tests {
             "forbidden: User \"system:serviceaccount:default:app\" cannot get path \"/metrics\""
         );
         let path = "/apis/apps/v1/namespaces/team/deployments";
-        let attrs =
-            attributes_of(&Method::GET, path, &route::parse(path).unwrap(), &route::Query::parse(None)).unwrap();
+        let attrs = attributes_of(
+            &Method::GET,
+            path,
+            &route::parse(path, &Default::default()).unwrap(),
+            &route::Query::parse(None),
+        )
+        .unwrap();
         assert_eq!(
             forbidden(&sa, &attrs, "RBAC: role.rbac.authorization.k8s.io \"x\" not found").message,
             "deployments.apps is forbidden: User \"system:serviceaccount:default:app\" cannot list resource \"deployments\" \

@@ -13,7 +13,7 @@
 
 use crate::metrics_api;
 use edgehive_model::well_known::KUBERNETES_VERSION;
-use edgehive_store::resources::{ALL, ResourceDef};
+use edgehive_store::resources::ResourceDef;
 use serde_json::{Value, json};
 
 /// `/version`: the release of [`KUBERNETES_VERSION`] (edged reports the same
@@ -95,16 +95,48 @@ fn sub_kind(res: &ResourceDef, sub: &str) -> (&'static str, &'static str, &'stat
     }
 }
 
-/// The groups served besides core, with their versions, in discovery order.
-fn groups() -> Vec<(&'static str, &'static str)> {
-    let mut out: Vec<(&str, &str)> = Vec::new();
-    for r in ALL.iter().filter(|r| !r.group.is_empty()) {
-        if !out.contains(&(r.group, r.version)) {
-            out.push((r.group, r.version));
+/// What discovery describes: every resource served now (the built-in ones,
+/// then those CustomResourceDefinitions define) and the custom ones'
+/// schemas.
+pub(crate) struct Catalog {
+    all: Vec<&'static ResourceDef>,
+    crds: std::sync::Arc<Vec<std::sync::Arc<crate::crd::Served>>>,
+}
+
+impl Catalog {
+    /// What `shared` serves now.
+    pub(crate) fn of(shared: &crate::context::ApiState) -> Catalog {
+        Catalog { all: shared.store.resources().all(), crds: shared.crds.all() }
+    }
+
+    /// The built-in resources alone.
+    #[cfg(test)]
+    pub(crate) fn builtin() -> Catalog {
+        Catalog { all: edgehive_store::resources::Registry::default().all(), crds: Default::default() }
+    }
+
+    fn served(&self, group: &str, version: &str) -> impl Iterator<Item = &'static ResourceDef> + '_ {
+        let (group, version) = (group.to_owned(), version.to_owned());
+        self.all.iter().copied().filter(move |r| r.group == group && r.version == version)
+    }
+}
+
+/// The groups served besides core, each with its versions (the preferred
+/// one first), in discovery order.
+fn groups(cat: &Catalog) -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    for r in cat.all.iter().filter(|r| !r.group.is_empty()) {
+        match out.iter_mut().find(|(g, _)| *g == r.group) {
+            Some((_, versions)) if !versions.contains(&r.version) => versions.push(r.version),
+            Some(_) => {}
+            None => out.push((r.group, vec![r.version])),
         }
     }
-    out.push((metrics_api::GROUP, metrics_api::VERSION));
-    out.extend(crate::reviews::GROUPS.map(|g| (g, crate::reviews::VERSION)));
+    for (_, versions) in &mut out {
+        versions.sort_by(|a, b| crate::crd::version_order(a, b));
+    }
+    out.push((metrics_api::GROUP, vec![metrics_api::VERSION]));
+    out.extend(crate::reviews::GROUPS.map(|g| (g, vec![crate::reviews::VERSION])));
     out
 }
 
@@ -138,31 +170,33 @@ pub(crate) fn core_versions(server_address: &str) -> Value {
     })
 }
 
-fn group_entry(group: &str, version: &str) -> Value {
-    let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
-    json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
+fn group_entry(group: &str, versions: &[&str]) -> Value {
+    let gvs: Vec<Value> =
+        versions.iter().map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v})).collect();
+    let preferred = gvs.first().cloned().unwrap_or(Value::Null);
+    json!({"name": group, "versions": gvs, "preferredVersion": preferred})
 }
 
 /// `/apis` (legacy form).
-pub(crate) fn group_list() -> Value {
+pub(crate) fn group_list(cat: &Catalog) -> Value {
     json!({
         "kind": "APIGroupList",
         "apiVersion": "v1",
-        "groups": groups().into_iter().map(|(g, v)| group_entry(g, v)).collect::<Vec<_>>(),
+        "groups": groups(cat).into_iter().map(|(g, v)| group_entry(g, &v)).collect::<Vec<_>>(),
     })
 }
 
 /// `/apis/{group}`; `None` if not served.
-pub(crate) fn group(name: &str) -> Option<Value> {
-    let (g, v) = groups().into_iter().find(|(g, _)| *g == name)?;
-    let mut entry = group_entry(g, v);
+pub(crate) fn group(cat: &Catalog, name: &str) -> Option<Value> {
+    let (g, v) = groups(cat).into_iter().find(|(g, _)| *g == name)?;
+    let mut entry = group_entry(g, &v);
     entry["kind"] = json!("APIGroup");
     entry["apiVersion"] = json!("v1");
     Some(entry)
 }
 
 /// `/api/v1` or `/apis/{group}/{version}`.
-pub(crate) fn resource_list(group: &str, version: &str) -> Value {
+pub(crate) fn resource_list(cat: &Catalog, group: &str, version: &str) -> Value {
     let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
     let mut resources = Vec::new();
     if group == metrics_api::GROUP {
@@ -171,7 +205,7 @@ pub(crate) fn resource_list(group: &str, version: &str) -> Value {
     if crate::reviews::serves(group, Some(version)) {
         resources = crate::reviews::discovery_resources(group, false);
     }
-    for r in ALL.iter().filter(|r| r.group == group && r.version == version) {
+    for r in cat.served(group, version) {
         let mut entry = json!({
             "name": r.plural,
             "singularName": r.singular,
@@ -255,7 +289,7 @@ fn discovery_resource(r: &ResourceDef) -> Value {
 }
 
 /// Aggregated discovery for `/api` (`core = true`) or `/apis`.
-pub(crate) fn aggregated(core: bool, media_type: &str) -> Value {
+pub(crate) fn aggregated(cat: &Catalog, core: bool, media_type: &str) -> Value {
     let api_version =
         if media_type.contains("v=v2beta1") { "apidiscovery.k8s.io/v2beta1" } else { "apidiscovery.k8s.io/v2" };
     let items: Vec<Value> = if core {
@@ -263,28 +297,31 @@ pub(crate) fn aggregated(core: bool, media_type: &str) -> Value {
             "metadata": {"name": ""},
             "versions": [{
                 "version": "v1",
-                "resources": ALL.iter().filter(|r| r.group.is_empty()).map(|r| discovery_resource(r)).collect::<Vec<_>>(),
+                "resources": cat.served("", "v1").map(discovery_resource).collect::<Vec<_>>(),
                 "freshness": "Current",
             }],
         })]
     } else {
-        groups()
+        groups(cat)
             .into_iter()
-            .map(|(g, v)| {
-                json!({
-                    "metadata": {"name": g},
-                    "versions": [{
-                        "version": v,
-                        "resources": if g == metrics_api::GROUP {
-                            metrics_resources(true)
-                        } else if crate::reviews::serves(g, Some(v)) {
-                            crate::reviews::discovery_resources(g, true)
-                        } else {
-                            ALL.iter().filter(|r| r.group == g && r.version == v).map(|r| discovery_resource(r)).collect::<Vec<_>>()
-                        },
-                        "freshness": "Current",
-                    }],
-                })
+            .map(|(g, versions)| {
+                let versions: Vec<Value> = versions
+                    .into_iter()
+                    .map(|v| {
+                        json!({
+                            "version": v,
+                            "resources": if g == metrics_api::GROUP {
+                                metrics_resources(true)
+                            } else if crate::reviews::serves(g, Some(v)) {
+                                crate::reviews::discovery_resources(g, true)
+                            } else {
+                                cat.served(g, v).map(discovery_resource).collect::<Vec<_>>()
+                            },
+                            "freshness": "Current",
+                        })
+                    })
+                    .collect();
+                json!({"metadata": {"name": g}, "versions": versions})
             })
             .collect()
     };
@@ -306,12 +343,14 @@ fn doc_hash(doc: &Value) -> String {
 }
 
 /// `/openapi/v3`: where each group-version's document is.
-pub(crate) fn openapi_index() -> Value {
+pub(crate) fn openapi_index(cat: &Catalog) -> Value {
     let mut paths = serde_json::Map::new();
     let mut gvs = vec![(String::new(), "v1".to_string())];
-    gvs.extend(groups().into_iter().map(|(g, v)| (g.to_string(), v.to_string())));
+    for (g, versions) in groups(cat) {
+        gvs.extend(versions.into_iter().map(|v| (g.to_string(), v.to_string())));
+    }
     for (g, v) in gvs {
-        if let Some(doc) = openapi_group_version(&g, &v) {
+        if let Some(doc) = openapi_group_version(cat, &g, &v) {
             let path = gv_path(&g, &v);
             paths.insert(
                 path.clone(),
@@ -341,19 +380,26 @@ fn object_path(r: &ResourceDef) -> String {
 /// patch content types never include `application/strategic-merge-patch+json`:
 /// kubectl then builds strategic merge patches from its compiled-in types
 /// rather than from these schemas (which carry no patch strategies).
-pub(crate) fn openapi_group_version(group: &str, version: &str) -> Option<Value> {
+pub(crate) fn openapi_group_version(cat: &Catalog, group: &str, version: &str) -> Option<Value> {
     const PATCH: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
-    let served: Vec<&ResourceDef> = ALL.iter().copied().filter(|r| r.group == group && r.version == version).collect();
+    let served: Vec<&ResourceDef> = cat.served(group, version).collect();
     if served.is_empty() {
         return None;
     }
     let mut schemas = edgehive_registry::openapi::component_schemas(group, version);
+    for s in cat.crds.iter().filter(|s| s.def.group == group && s.def.version == version) {
+        schemas.insert(crate::crd::openapi::schema_name(s.def), crate::crd::openapi::schema(s));
+    }
     let mut paths = serde_json::Map::new();
     let mut patch_used = false;
     for r in served {
         let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
         let plain = json!({"schema": {"type": "object"}});
-        let described = edgehive_registry::openapi::schema_name(r.group, r.kind).filter(|n| schemas.contains_key(n));
+        let described = match r.custom {
+            true => Some(crate::crd::openapi::schema_name(r)),
+            false => edgehive_registry::openapi::schema_name(r.group, r.kind),
+        }
+        .filter(|n| schemas.contains_key(n));
         let (request, response) = match described {
             Some(name) => {
                 patch_used = true;
@@ -403,7 +449,7 @@ mod tests {
 
     #[test]
     fn core_resource_list_has_subresources() {
-        let l = resource_list("", "v1");
+        let l = resource_list(&Catalog::builtin(), "", "v1");
         let names: Vec<&str> =
             l["resources"].as_array().into_iter().flatten().filter_map(|r| r["name"].as_str()).collect();
         for n in [
@@ -437,18 +483,24 @@ mod tests {
             Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
         );
         assert_eq!(aggregated_media_type("application/json"), None);
-        let apis = aggregated(false, "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList");
+        let apis = aggregated(
+            &Catalog::builtin(),
+            false,
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        );
         let groups: Vec<&str> =
             apis["items"].as_array().into_iter().flatten().filter_map(|i| i["metadata"]["name"].as_str()).collect();
         assert_eq!(
             groups,
             [
                 "apps",
+                "events.k8s.io",
                 "batch",
                 "policy",
                 "coordination.k8s.io",
                 "discovery.k8s.io",
                 "rbac.authorization.k8s.io",
+                "apiextensions.k8s.io",
                 "devices.kubeedge.io",
                 "reliablesyncs.kubeedge.io",
                 "metrics.k8s.io",
@@ -472,17 +524,17 @@ mod tests {
 
     #[test]
     fn openapi_declares_field_validation_for_every_kind() {
-        let idx = openapi_index();
+        let idx = openapi_index(&Catalog::builtin());
         assert!(
             idx["paths"]["api/v1"]["serverRelativeURL"]
                 .as_str()
                 .is_some_and(|u| u.starts_with("/openapi/v3/api/v1?hash="))
         );
-        let doc = openapi_group_version("devices.kubeedge.io", "v1beta1").expect("served");
+        let doc = openapi_group_version(&Catalog::builtin(), "devices.kubeedge.io", "v1beta1").expect("served");
         let p = &doc["paths"]["/apis/devices.kubeedge.io/v1beta1/namespaces/{namespace}/devices/{name}"]["patch"];
         assert_eq!(p["x-kubernetes-group-version-kind"]["kind"], "Device");
         assert!(p["parameters"].as_array().is_some_and(|ps| ps.iter().any(|x| x["name"] == "fieldValidation")));
-        assert!(openapi_group_version("apps", "v2").is_none());
+        assert!(openapi_group_version(&Catalog::builtin(), "apps", "v2").is_none());
     }
 
     /// The schema a `$ref` (direct or in a one-element `allOf`) names, as kubectl explain resolves it.
@@ -496,7 +548,7 @@ mod tests {
 
     #[test]
     fn openapi_has_the_schemas_kubectl_explain_follows() {
-        let doc = openapi_group_version("apps", "v1").expect("served");
+        let doc = openapi_group_version(&Catalog::builtin(), "apps", "v1").expect("served");
         // kubectl finds the kind through the patch operation's group-version-kind...
         let op = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
         let gvk = &op["x-kubernetes-group-version-kind"];
@@ -524,14 +576,14 @@ mod tests {
         assert!(op["parameters"].as_array().is_some_and(|ps| ps.iter().any(|x| x["name"] == "fieldValidation")));
         // Every reference of every served document resolves.
         for (g, v) in [("", "v1"), ("apps", "v1"), ("batch", "v1"), ("devices.kubeedge.io", "v1beta1")] {
-            let doc = openapi_group_version(g, v).expect("served");
+            let doc = openapi_group_version(&Catalog::builtin(), g, v).expect("served");
             let text = doc.to_string();
             for piece in text.split("#/components/schemas/").skip(1) {
                 let target = piece.split('"').next().unwrap_or("");
                 assert!(doc["components"]["schemas"].get(target).is_some(), "{g}/{v}: dangling {target}");
             }
         }
-        let batch = openapi_group_version("batch", "v1").expect("served");
+        let batch = openapi_group_version(&Catalog::builtin(), "batch", "v1").expect("served");
         let job = &batch["components"]["schemas"]["io.k8s.api.batch.v1.Job"];
         let spec = resolve(&batch, &job["properties"]["spec"]);
         assert!(spec["properties"]["backoffLimit"]["description"].is_string());

@@ -73,6 +73,34 @@ pub(crate) fn decode_kind(
     Ok((obj, warnings))
 }
 
+/// The unknown fields of a custom object, by its definition's schema:
+/// pruned, and reported as the directive says (a body already checked by
+/// [`decode`] for duplicates). `options` names the request's options kind.
+pub(crate) fn custom(
+    query: &Query,
+    options: &str,
+    served: &crate::crd::Served,
+    bytes: &[u8],
+    obj: &mut Value,
+) -> Result<Vec<String>, ApiError> {
+    let directive = directive(query, options)?;
+    let Some(schema) = &served.schema else { return Ok(Vec::new()) };
+    let problems = schema.prune(obj).into_iter().map(|p| format!("unknown field {p:?}")).collect();
+    settle(directive, problems, |e| decode_error(served.def.kind, obj, bytes, e))
+}
+
+/// [`custom`] for a patched custom object (`Strict`: refused with the
+/// patch's words; `Warn`: warnings).
+pub(crate) fn custom_patched(
+    directive: FieldValidation,
+    served: &crate::crd::Served,
+    obj: &mut Value,
+) -> Result<Vec<String>, ApiError> {
+    let Some(schema) = &served.schema else { return Ok(Vec::new()) };
+    let problems = schema.prune(obj).into_iter().map(|p| format!("unknown field {p:?}")).collect();
+    settle(directive, problems, ApiError::bad_request)
+}
+
 fn is_json(headers: &HeaderMap) -> bool {
     matches!(crate::body::content_type(headers).as_str(), "" | "application/json")
 }

@@ -46,11 +46,12 @@ pub(crate) fn store_err(res: &ResourceDef) -> impl Fn(StoreError) -> ApiError + 
 pub(crate) fn non_resource(shared: &ApiState, route: &Route, headers: &HeaderMap) -> Result<Response<Body>, ApiError> {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
     let ok = |v: Value| Ok(value_response(StatusCode::OK, &v));
+    let cat = || discovery::Catalog::of(shared);
     match route {
         Route::Version => ok(discovery::version()),
         Route::CoreVersions | Route::Groups => {
             if let Some(mt) = discovery::aggregated_media_type(accept) {
-                let v = discovery::aggregated(matches!(route, Route::CoreVersions), mt);
+                let v = discovery::aggregated(&cat(), matches!(route, Route::CoreVersions), mt);
                 let mut r = value_response(StatusCode::OK, &v);
                 r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(mt));
                 return Ok(r);
@@ -58,15 +59,15 @@ pub(crate) fn non_resource(shared: &ApiState, route: &Route, headers: &HeaderMap
             if matches!(route, Route::CoreVersions) {
                 ok(discovery::core_versions(&shared.address))
             } else {
-                ok(discovery::group_list())
+                ok(discovery::group_list(&cat()))
             }
         }
-        Route::Group(g) => discovery::group(g).map_or_else(|| Err(ApiError::no_route()), ok),
-        Route::ResourceList { group, version } => ok(discovery::resource_list(group, version)),
-        Route::OpenApiIndex => ok(discovery::openapi_index()),
+        Route::Group(g) => discovery::group(&cat(), g).map_or_else(|| Err(ApiError::no_route()), ok),
+        Route::ResourceList { group, version } => ok(discovery::resource_list(&cat(), group, version)),
+        Route::OpenApiIndex => ok(discovery::openapi_index(&cat())),
         Route::OpenApiV2 => Ok(crate::fieldvalidation::openapi_v2(accept)),
         Route::OpenApiGroupVersion { group, version } => {
-            discovery::openapi_group_version(group, version).map_or_else(|| Err(ApiError::no_route()), ok)
+            discovery::openapi_group_version(&cat(), group, version).map_or_else(|| Err(ApiError::no_route()), ok)
         }
         Route::Metrics => {
             let mut r = json_response(StatusCode::OK, Bytes::from(shared.metrics.render()));
@@ -87,7 +88,7 @@ pub(crate) async fn resource(
     query: &Query,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
-    let format = body::response_format(req.headers(), query)?;
+    let format = body::response_format(req.headers(), query)?.for_custom(shared.crds.get(target.resource));
     if target.subresource.as_deref() == Some("eviction") {
         if verb != "create" {
             return Err(ApiError::method_not_allowed(format!(
@@ -118,7 +119,7 @@ pub(crate) async fn resource(
             _ => Err(ApiError::method_not_allowed(format!("verb {verb} is not supported on the scale subresource"))),
         };
     }
-    match verb {
+    let result = match verb {
         "get" => get(shared, target, query, &format).await,
         "list" => list(shared, target, query, &format).await,
         "create" => {
@@ -142,13 +143,20 @@ pub(crate) async fn resource(
             delete_collection(shared, target, query, &parts.headers, &bytes).await
         }
         _ => Err(ApiError::method_not_allowed(format!("verb {verb} is not supported"))),
+    };
+    // A deprecated version of a custom resource says so with every answer.
+    match shared.crds.get(target.resource).and_then(|s| s.warning.clone()) {
+        Some(w) => crate::fieldvalidation::with_warnings(result, &[w]),
+        None => result,
     }
 }
 
 /// Responds with one object in the requested format.
 pub(crate) fn object_response(code: StatusCode, obj: &Object, format: &Format) -> Result<Response<Body>, ApiError> {
     match format {
-        Format::Json => Ok(json_response(code, obj.json().map_err(store_err(obj.resource()))?.clone())),
+        Format::Json => {
+            Ok(json_response(code, crate::conversion::object_json(obj).map_err(store_err(obj.resource()))?))
+        }
         Format::Table(t) => {
             Ok(value_response(code, &t.table(obj.resource(), std::slice::from_ref(obj), obj.rev(), None)))
         }
@@ -234,12 +242,12 @@ async fn list(shared: &ApiState, target: &Target, query: &Query, format: &Format
             let mut first = true;
             for obj in &list.items {
                 // The list already skipped objects that do not encode.
-                let Ok(j) = obj.json() else { continue };
+                let Ok(j) = crate::conversion::object_json(obj) else { continue };
                 if !first {
                     out.push(b',');
                 }
                 first = false;
-                out.extend_from_slice(j);
+                out.extend_from_slice(&j);
             }
             out.extend_from_slice(b"]}");
             Ok(json_response(StatusCode::OK, Bytes::from(out)))
@@ -328,9 +336,30 @@ async fn create(
 ) -> Result<Response<Body>, ApiError> {
     let res = target.resource;
     let format = body::response_format(headers, query)?;
-    let (mut obj, warnings) = crate::fieldvalidation::decode(res, query, headers, bytes, "CreateOptions")?;
+    let (mut obj, mut warnings) = crate::fieldvalidation::decode(res, query, headers, bytes, "CreateOptions")?;
+    if let Some(served) = shared.crds.get(res) {
+        warnings.extend(crate::fieldvalidation::custom(query, "CreateOptions", &served, bytes, &mut obj)?);
+    }
     body::check_type_meta(res, query, headers, bytes, &obj)?;
     check_identity(res, target, &mut obj)?;
+    let manager = crate::patching::manager(query, headers, "CreateOptions")?;
+    create_object(shared, target, query, format, obj, warnings, Some(manager)).await
+}
+
+/// [`create`] of a decoded object whose identity is checked. `manager`
+/// records its fields as that manager's update in managedFields; `None`
+/// leaves the managedFields it carries (a server-side apply's).
+pub(crate) async fn create_object(
+    shared: &ApiState,
+    target: &Target,
+    query: &Query,
+    format: Format,
+    mut obj: Value,
+    warnings: Vec<String>,
+    manager: Option<String>,
+) -> Result<Response<Body>, ApiError> {
+    let res = target.resource;
+    let now = edgehive_store::now_rfc3339();
     // As Kubernetes' create strategies: the status of a new pod, service or
     // custom resource is the server's to set (nodes and namespaces keep theirs).
     if res.status_subresource
@@ -356,12 +385,19 @@ async fn create(
             meta.insert("name".into(), Value::String(edgehive_store::generate_name(prefix)));
         }
         crate::admit::create(res, &mut attempt)?;
+        crate::crd::admit::admit(shared, res, &mut attempt, None)?;
+        if let Some(m) = &manager {
+            let api_version = res.api_version();
+            let scope = crate::patching::managed_scope(target, &api_version);
+            edgehive_registry::apply::record_update(&scope, None, &mut attempt, m, &now);
+        }
         crate::rbac::escalation::check(&shared.authorizer, res, &attempt)?;
         if res.namespaced && attempts == 1 {
             check_namespace(&shared.store, ns_of(target)).await?;
         }
         // A Service's ClusterIP and NodePorts, given back if the write fails.
         let allocation = crate::services::allocate_create(shared, res, &mut attempt, dry_run).await?;
+        let attempt = crate::conversion::to_stored(res, attempt)?;
         let retry = |e: &StoreError| matches!(e, StoreError::AlreadyExists { .. }) && prefix.is_some() && attempts < 8;
         if dry_run {
             // Everything create does but the write: uid, creationTimestamp,
@@ -372,7 +408,8 @@ async fn create(
                     continue;
                 }
                 r => {
-                    let r = Ok(value_response(StatusCode::CREATED, &r.map_err(store_err(res))?));
+                    let r = r.map_err(store_err(res)).map(|v| crate::conversion::from_stored(res, v));
+                    let r = Ok(value_response(StatusCode::CREATED, &r?));
                     return crate::fieldvalidation::with_warnings(r, &warnings);
                 }
             }
@@ -434,7 +471,10 @@ async fn update(
 ) -> Result<Response<Body>, ApiError> {
     let res = target.resource;
     let format = body::response_format(headers, query)?;
-    let (mut obj, warnings) = crate::fieldvalidation::decode(res, query, headers, bytes, "UpdateOptions")?;
+    let (mut obj, mut warnings) = crate::fieldvalidation::decode(res, query, headers, bytes, "UpdateOptions")?;
+    if let Some(served) = shared.crds.get(res) {
+        warnings.extend(crate::fieldvalidation::custom(query, "UpdateOptions", &served, bytes, &mut obj)?);
+    }
     body::check_type_meta(res, query, headers, bytes, &obj)?;
     check_identity(res, target, &mut obj)?;
     if target.subresource.as_deref() == Some("finalize") {
@@ -447,11 +487,16 @@ async fn update(
         _ => None,
     };
     let dry_run = body::dry_run(query)?;
-    let written = rewrite(shared, target, &format, dry_run, |cur, _old| {
+    let manager = crate::patching::manager(query, headers, "UpdateOptions")?;
+    let (api_version, now) = (res.api_version(), edgehive_store::now_rfc3339());
+    let scope = crate::patching::managed_scope(target, &api_version);
+    let written = rewrite(shared, target, &format, dry_run, |cur, old| {
         if expected.is_some_and(|e| e != cur.rev()) {
             return Err(modified(res, name_of(target)));
         }
-        Ok(obj.clone())
+        let mut new = obj.clone();
+        edgehive_registry::apply::record_update(&scope, Some(old), &mut new, &manager, &now);
+        Ok(new)
     })
     .await;
     crate::fieldvalidation::with_warnings(written, &warnings)
@@ -528,16 +573,19 @@ pub(crate) async fn rewrite_object(
     let updated = shared
         .store
         .update_with(res, ns_of(target), name_of(target), |cur| {
-            let old = cur.value()?;
+            // The request's version's view of the stored object, changed and admitted, then stored.
+            let old_view = crate::conversion::view(res, cur.value()?);
+            let old = &*old_view;
             let requested = change(cur, old)?;
             let mut new = merge_for_subresource(res, target, old, requested);
             crate::admit::update(res, &mut new, old)?;
+            crate::crd::admit::admit(shared, res, &mut new, Some(old))?;
             crate::rbac::escalation::check(&shared.authorizer, res, &new)?;
             if dry_run {
                 preview = Some(new);
                 return Ok(None);
             }
-            Ok(Some(new))
+            Ok(Some(crate::conversion::to_stored(res, new)?))
         })
         .await
         .map_err(|e| match e {
@@ -681,6 +729,10 @@ async fn delete(
         let cur = shared.store.get(res, ns_of(target), name_of(target)).await.map_err(store_err(res))?;
         return object_response(StatusCode::OK, &cur, &Format::Json);
     }
+    if std::ptr::eq(res, &edgehive_store::resources::CUSTOM_RESOURCE_DEFINITIONS) {
+        // Its objects go first (the definition's controller deletes them).
+        crate::crd::prepare_delete(&shared.store, name_of(target)).await.map_err(store_err(res))?;
+    }
     let outcome = shared.store.delete(res, ns_of(target), name_of(target), &opts).await.map_err(store_err(res))?;
     if let DeleteOutcome::Deleted(o) = &outcome {
         crate::services::deleted(shared, o).await;
@@ -727,7 +779,8 @@ async fn delete_collection(
             Err(e) => return Err(ApiError::from_store(e, res.plural, res.group)),
         }
     }
-    let values: Vec<Value> = items.iter().filter_map(|o| o.value().ok().cloned()).collect();
+    let values: Vec<Value> =
+        items.iter().filter_map(|o| o.value().ok().map(|v| crate::conversion::from_stored(res, v.clone()))).collect();
     Ok(value_response(
         StatusCode::OK,
         &json!({"kind": format!("{}List", res.kind), "apiVersion": res.api_version(), "metadata": {}, "items": values}),
@@ -742,7 +795,7 @@ pub(crate) async fn watch(
     headers: &HeaderMap,
 ) -> Result<Response<Body>, ApiError> {
     let res = target.resource;
-    let format = body::response_format(headers, query)?;
+    let format = body::response_format(headers, query)?.for_custom(shared.crds.get(res));
     let (labels, mut fields) = selectors(res, query)?;
     let mut name = fields.exact_value("metadata.name").map(str::to_string);
     if let Some(n) = &target.name {
@@ -819,7 +872,7 @@ pub(crate) async fn watch(
                     }
                     match &table {
                         Some(t) => t.watch_line(res, &ev, first),
-                        None => ev.line(res).map_err(|e| e.to_string()),
+                        None => crate::conversion::watch_line(res, &ev),
                     }
                 }
                 Err(WatchEnd::Expired(m)) => {

@@ -19,6 +19,8 @@
 
 mod body;
 mod context;
+mod conversion;
+mod crd;
 mod discovery;
 mod eviction;
 mod fieldvalidation;

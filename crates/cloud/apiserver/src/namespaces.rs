@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use edgehive_store::resources::{ALL, NAMESPACES};
+use edgehive_store::resources::{NAMESPACES, ResourceDef};
 use edgehive_store::{DeleteOptions, ListOptions, Store, StoreError, WatchFilter, WatchOptions, WatchStart};
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
@@ -69,8 +69,16 @@ pub(crate) async fn finalize(shared: &ApiState, target: &Target, obj: Value) -> 
 /// Empties namespace `name` and removes its `kubernetes` finalizer; returns
 /// whether it is done.
 async fn clean(store: &Store, name: &str) -> Result<bool, StoreError> {
+    // Every namespaced storage once (custom resources too; a resource served
+    // at several versions, or as a view of another, is one storage).
+    let mut storages: Vec<&'static ResourceDef> = Vec::new();
+    for res in store.resources().all().into_iter().filter(|r| r.namespaced) {
+        if !storages.iter().any(|s| s.storage == res.storage) {
+            storages.push(res);
+        }
+    }
     let mut left = 0usize;
-    for res in ALL.iter().copied().filter(|r| r.namespaced) {
+    for &res in &storages {
         let list =
             store.list(res, &ListOptions { namespace: Some(name.to_string()), ..ListOptions::default() }).await?;
         for obj in &list.items {
@@ -84,7 +92,7 @@ async fn clean(store: &Store, name: &str) -> Result<bool, StoreError> {
     }
     if left > 0 {
         // Deleted now, or waiting on their own finalizers: look again.
-        for res in ALL.iter().copied().filter(|r| r.namespaced) {
+        for &res in &storages {
             let list = store
                 .list(res, &ListOptions { namespace: Some(name.to_string()), limit: 1, ..ListOptions::default() })
                 .await?;

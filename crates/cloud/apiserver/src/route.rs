@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use edgehive_store::resources::{self, NAMESPACES, PODS, ResourceDef};
+use edgehive_store::resources::{self, NAMESPACES, PODS, Registry, ResourceDef};
 
 use crate::status::ApiError;
 
@@ -70,12 +70,8 @@ pub(crate) struct Target {
     pub(crate) watch_path: bool,
 }
 
-fn version_ok(res: &ResourceDef, version: &str) -> bool {
-    res.version == version
-}
-
-/// Parses a request path.
-pub(crate) fn parse(path: &str) -> Result<Route, ApiError> {
+/// Parses a request path against the resources `reg` serves.
+pub(crate) fn parse(path: &str, reg: &Registry) -> Result<Route, ApiError> {
     let trimmed = path.trim_end_matches('/');
     let parts: Vec<&str> = trimmed.split('/').skip(1).collect();
     let parts = if parts == [""] { Vec::new() } else { parts };
@@ -96,16 +92,12 @@ pub(crate) fn parse(path: &str) -> Result<Route, ApiError> {
         ["api", "v1", "nodes", node, "proxy", rest @ ..] => {
             Ok(Route::NodeProxy { node: (*node).into(), path: format!("/{}", rest.join("/")) })
         }
-        ["api", "v1", rest @ ..] => resource_route("", "v1", rest),
-        ["apis", g]
-            if resources::ALL.iter().any(|r| r.group == *g)
-                || *g == crate::metrics_api::GROUP
-                || crate::reviews::serves(g, None) =>
-        {
+        ["api", "v1", rest @ ..] => resource_route(reg, "", "v1", rest),
+        ["apis", g] if reg.serves(g, None) || *g == crate::metrics_api::GROUP || crate::reviews::serves(g, None) => {
             Ok(Route::Group((*g).into()))
         }
         ["apis", g, v]
-            if resources::ALL.iter().any(|r| r.group == *g && r.version == *v)
+            if reg.serves(g, Some(v))
                 || (*g == crate::metrics_api::GROUP && *v == crate::metrics_api::VERSION)
                 || crate::reviews::serves(g, Some(v)) =>
         {
@@ -117,16 +109,14 @@ pub(crate) fn parse(path: &str) -> Result<Route, ApiError> {
         ["apis", g, v, rest @ ..] if crate::reviews::serves(g, Some(v)) => {
             crate::reviews::parse(g, rest).map(Route::Review).ok_or_else(ApiError::no_route)
         }
-        ["apis", g, v, rest @ ..] => resource_route(g, v, rest),
+        ["apis", g, v, rest @ ..] => resource_route(reg, g, v, rest),
         _ => Err(ApiError::no_route()),
     }
 }
 
-fn lookup(group: &str, version: &str, plural: &str) -> Result<&'static ResourceDef, ApiError> {
-    resources::find(group, plural).filter(|r| version_ok(r, version)).ok_or_else(ApiError::no_route)
-}
-
-fn resource_route(group: &str, version: &str, rest: &[&str]) -> Result<Route, ApiError> {
+fn resource_route(reg: &Registry, group: &str, version: &str, rest: &[&str]) -> Result<Route, ApiError> {
+    let lookup =
+        |group: &str, version: &str, plural: &str| reg.lookup(group, version, plural).ok_or_else(ApiError::no_route);
     let (watch_path, rest) = match rest {
         ["watch", tail @ ..] => (true, tail),
         _ => (false, rest),
@@ -161,7 +151,7 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Result<Route, Ap
         };
     match rest {
         // /api/v1/namespaces/{ns}/{resource}[/{name}[/{sub}]]
-        ["namespaces", ns, plural, tail @ ..] if group.is_empty() || resources::find(group, plural).is_some() => {
+        ["namespaces", ns, plural, tail @ ..] if group.is_empty() || reg.find(group, plural).is_some() => {
             let res = lookup(group, version, plural)?;
             if !res.namespaced {
                 return Err(ApiError::no_route());
@@ -267,6 +257,10 @@ impl Query {
 mod tests {
     use super::*;
     use edgehive_store::resources::{DEVICES, NODES, PODS};
+
+    fn parse(path: &str) -> Result<Route, ApiError> {
+        super::parse(path, &Registry::default())
+    }
 
     fn target(path: &str) -> Target {
         match parse(path) {

@@ -12,29 +12,46 @@ use serde_json::{Value, json};
 
 use crate::body;
 use crate::context::ApiState;
+use crate::crd::ScalePaths;
 use crate::handlers::{Rewritten, modified, rewrite_object};
 use crate::response::{Body, value_response};
 use crate::route::{Query, Target};
 use crate::status::{ApiError, Cause};
 
-/// The Scale of a stored object, as Kubernetes' scale subresources render it.
-pub(crate) fn scale_of(obj: &Value) -> Value {
+/// Where a resource keeps what its Scale shows: the built-in workloads'
+/// fields, or a custom resource's `subresources.scale` paths.
+fn paths_of(shared: &ApiState, res: &edgehive_store::resources::ResourceDef) -> ScalePaths {
+    shared.crds.get(res).and_then(|s| s.scale.clone()).unwrap_or_else(|| ScalePaths {
+        spec: "/spec/replicas".into(),
+        status: "/status/replicas".into(),
+        selector: None,
+    })
+}
+
+/// The Scale of a stored object, as Kubernetes' scale subresources render
+/// it. A custom resource's selector is the string at its label selector
+/// path (as apiextensions reads it); a built-in's is its `spec.selector`.
+pub(crate) fn scale_of(obj: &Value, paths: &ScalePaths) -> Value {
     let meta = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
     let keep = ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"];
     let metadata: serde_json::Map<String, Value> =
         keep.iter().filter_map(|k| meta.get(*k).map(|v| ((*k).to_string(), v.clone()))).collect();
     let replicas = |p: &str| obj.pointer(p).and_then(Value::as_i64).unwrap_or(0);
-    let selector = obj
-        .pointer("/spec/selector")
-        .and_then(|s| LabelSelector::from_json(s).ok())
-        .map(|s| s.to_string())
-        .unwrap_or_default();
+    let selector = match &paths.selector {
+        Some(p) => obj.pointer(p).and_then(Value::as_str).unwrap_or_default().to_owned(),
+        None if paths.spec == "/spec/replicas" && paths.status == "/status/replicas" => obj
+            .pointer("/spec/selector")
+            .and_then(|s| LabelSelector::from_json(s).ok())
+            .map(|s| s.to_string())
+            .unwrap_or_default(),
+        None => String::new(),
+    };
     json!({
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": metadata,
-        "spec": {"replicas": replicas("/spec/replicas")},
-        "status": {"replicas": replicas("/status/replicas"), "selector": selector},
+        "spec": {"replicas": replicas(&paths.spec)},
+        "status": {"replicas": replicas(&paths.status), "selector": selector},
     })
 }
 
@@ -43,7 +60,24 @@ pub(crate) async fn get(shared: &ApiState, target: &Target) -> Result<Response<B
     let res = target.resource;
     let (ns, name) = names(target);
     let obj = shared.store.get(res, ns, name).await.map_err(|e| ApiError::from_store(e, res.plural, res.group))?;
-    Ok(value_response(StatusCode::OK, &scale_of(stored_value(&obj)?)))
+    Ok(value_response(StatusCode::OK, &scale_of(stored_value(&obj)?, &paths_of(shared, res))))
+}
+
+/// Sets the field at JSON pointer `pointer`, making the objects on the way.
+fn set_at(obj: &mut Value, pointer: &str, value: Value) {
+    let mut cur = obj;
+    let parts: Vec<&str> = pointer.split('/').skip(1).collect();
+    for (i, part) in parts.iter().enumerate() {
+        if !cur.is_object() {
+            *cur = json!({});
+        }
+        let Some(m) = cur.as_object_mut() else { return };
+        if i + 1 == parts.len() {
+            m.insert((*part).to_owned(), value);
+            return;
+        }
+        cur = m.entry((*part).to_owned()).or_insert_with(|| json!({}));
+    }
 }
 
 fn stored_value(obj: &Object) -> Result<&Value, ApiError> {
@@ -90,20 +124,21 @@ pub(crate) async fn write(
     let res = target.resource;
     let (_, name) = names(target);
     let dry_run = body::dry_run(query)?;
+    let paths = paths_of(shared, res);
     let out = rewrite_object(shared, target, dry_run, |cur, old| {
-        let requested = change(scale_of(old))?;
+        let requested = change(scale_of(old, &paths))?;
         let (replicas, rv) = requested_replicas(&requested, name)?;
         if rv.is_some_and(|rv| rv != cur.rev().to_string()) {
             return Err(modified(res, name));
         }
         let mut new = old.clone();
-        new["spec"]["replicas"] = json!(replicas);
+        set_at(&mut new, &paths.spec, json!(replicas));
         Ok(new)
     })
     .await?;
     let scale = match out {
-        Rewritten::Stored(obj) => scale_of(stored_value(&obj)?),
-        Rewritten::Preview(v) => scale_of(&v),
+        Rewritten::Stored(obj) => scale_of(stored_value(&obj)?, &paths),
+        Rewritten::Preview(v) => scale_of(&v, &paths),
     };
     Ok(value_response(StatusCode::OK, &scale))
 }

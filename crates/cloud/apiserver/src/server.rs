@@ -186,6 +186,8 @@ impl ApiServer {
         crate::rbac::bootstrap::bootstrap(&store).await?;
         let authorizer = Arc::new(crate::rbac::Authorizer::default());
         authorizer.load(&store).await?;
+        let crds = Arc::new(crate::crd::Crds::default());
+        crds.load(&store).await?;
         let metrics = Metrics::new(std::mem::take(&mut config.metrics), &store);
         let shared = Arc::new(ApiState {
             store,
@@ -196,6 +198,7 @@ impl ApiServer {
             sa_tokens,
             authorizer,
             usage: Default::default(),
+            crds,
         });
         // The `kubernetes` Service takes the range's first address before any request can.
         if let Err(e) = crate::services::ensure_kubernetes_service(&shared).await {
@@ -246,6 +249,7 @@ impl ApiServer {
             tokio::spawn(crate::rbac::run(shared.store.clone(), Arc::clone(&shared.authorizer), shared.stop.clone()));
         let aggregation = tokio::spawn(crate::rbac::aggregation::run(shared.store.clone(), shared.stop.clone()));
         let svc_controller = tokio::spawn(crate::services::run(Arc::clone(&shared), shared.stop.clone()));
+        let crd_controller = tokio::spawn(crate::crd::run(Arc::clone(&shared), shared.stop.clone()));
         let permits = Arc::new(Semaphore::new(shared.config.max_connections));
         let tracker = tokio_util::task::TaskTracker::new();
         tracing::info!(addr = %shared.address, "API server listening");
@@ -285,6 +289,7 @@ impl ApiServer {
         let _ = rbac_cache.await;
         let _ = aggregation.await;
         let _ = svc_controller.await;
+        let _ = crd_controller.await;
         tracing::info!("API server stopped");
     }
 }

@@ -68,8 +68,8 @@ pub(crate) async fn run(store: Store, stop: CancellationToken) {
     let (ns_tx, mut namespaces) = mpsc::channel(256);
     let (sa_tx, mut accounts) = mpsc::channel(256);
     let watches = [
-        tokio::spawn(inform(store.clone(), &NAMESPACES, ns_tx, stop.clone())),
-        tokio::spawn(inform(store.clone(), &SERVICE_ACCOUNTS, sa_tx, stop.clone())),
+        tokio::spawn(inform(store.clone(), "serviceaccounts", &NAMESPACES, ns_tx, stop.clone())),
+        tokio::spawn(inform(store.clone(), "serviceaccounts", &SERVICE_ACCOUNTS, sa_tx, stop.clone())),
     ];
     let mut failed: BTreeSet<String> = BTreeSet::new();
     async move {

@@ -67,6 +67,8 @@ static RANGES: ResourceDef = ResourceDef {
     generation: false,
     fields: &[],
     storage: "ranges",
+    custom: false,
+    stored_version: "",
 };
 const IP_RECORD: &str = "serviceips";
 const PORT_RECORD: &str = "servicenodeports";

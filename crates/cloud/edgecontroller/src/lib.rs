@@ -121,6 +121,7 @@ impl Module for EdgeController {
                 scheduler_events: self.events.named("default-scheduler"),
                 taint_events: self.events.named("taint-eviction-controller"),
                 beats_asked: heartbeat::Asked::default(),
+                unschedulable_writes: tokio::task::JoinSet::new(),
             };
             controller.run(ctx, cancel).await;
             Ok(())

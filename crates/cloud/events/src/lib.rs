@@ -191,7 +191,15 @@ impl Recorder {
     }
 }
 
-/// The writer: notes in order, through the correlator, into the store.
+/// Event writes in flight at once. Each is a store commit: awaited one at a
+/// time the writer took one note per commit, and a burst (the
+/// FailedScheduling notes of a 20,000-pod rollout) overflowed the queue and
+/// was dropped; in flight together they share commits.
+const WRITES_IN_FLIGHT: usize = 64;
+
+/// The writer: notes in order, through the correlator, into the store. The
+/// writes of different Events overlap; those of one Event (its creation,
+/// then its counts) are made one after the other, in the order decided.
 async fn write_all(
     store: Store,
     mut rx: mpsc::Receiver<(&'static str, Note)>,
@@ -199,23 +207,66 @@ async fn write_all(
     stop: CancellationToken,
 ) {
     let mut correlator = Correlator::default();
+    let mut writes: tokio::task::JoinSet<(String, String)> = tokio::task::JoinSet::new();
+    let mut in_flight: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
+    // The outcome is counted by the write itself (when it ends, whether or
+    // not the writer is waiting for it); joining only frees its Event.
+    let done = |r: Result<(String, String), tokio::task::JoinError>,
+                in_flight: &mut std::collections::HashSet<(String, String)>| {
+        if let Ok(key) = r {
+            in_flight.remove(&key);
+        }
+    };
     loop {
         let (component, note) = tokio::select! {
             _ = stop.cancelled() => return,
             n = rx.recv() => match n {
                 Some(n) => n,
-                None => return,
+                None => break,
             },
         };
         let decision = correlator.decide(component, &note, time::OffsetDateTime::now_utc());
-        let outcome = match write(&store, decision).await {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                tracing::warn!(module = "events", component, reason = %note.reason, object = %note.involved.name, error = %e, "event not recorded");
-                "failed"
-            }
+        let Some(key) = written_event(&decision) else {
+            metrics.count("spam");
+            continue;
         };
-        metrics.count(outcome);
+        while in_flight.contains(&key) || writes.len() >= WRITES_IN_FLIGHT {
+            let Some(r) = writes.join_next().await else { break };
+            done(r, &mut in_flight);
+        }
+        if writes.is_empty() {
+            // A write that panicked left its key behind.
+            in_flight.clear();
+        }
+        in_flight.insert(key.clone());
+        let (store, metrics) = (store.clone(), metrics.clone());
+        writes.spawn(async move {
+            let outcome = match write(&store, decision).await {
+                Ok(outcome) => outcome,
+                Err(e) => {
+                    tracing::warn!(module = "events", component, reason = %note.reason, object = %note.involved.name, error = %e, "event not recorded");
+                    "failed"
+                }
+            };
+            metrics.count(outcome);
+            key
+        });
+    }
+    while let Some(r) = writes.join_next().await {
+        done(r, &mut in_flight);
+    }
+}
+
+/// The Event a decision writes (namespace, name); `None` for spam.
+fn written_event(decision: &Decision) -> Option<(String, String)> {
+    match decision {
+        Decision::Spam => None,
+        Decision::Create(event) => {
+            let meta = event.get("metadata");
+            let at = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str).unwrap_or_default().to_string();
+            Some((at("namespace"), at("name")))
+        }
+        Decision::Count { namespace, name, .. } => Some((namespace.clone(), name.clone())),
     }
 }
 

@@ -56,6 +56,7 @@ pub fn apply_defaults(group: &str, kind: &str, obj: &mut Value) {
         ("batch", "Job") => workloads::job(root),
         ("batch", "CronJob") => workloads::cron_job(root),
         ("rbac.authorization.k8s.io", kind) => crate::validation::rbac::apply_defaults(kind, root),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => crate::validation::crd::apply_defaults(root),
         ("devices.kubeedge.io", "Device") => {
             if let Some(model_ref) = object_at(root, "spec").and_then(|s| object_at(s, "deviceModelRef")) {
                 set_if_absent(model_ref, "name", json!(""));

@@ -7,6 +7,8 @@
 //!   messages (it validates what it is given: default first);
 //! - [`admit`]: the two together as a write needs them — defaults, then the
 //!   decode check and validation of the defaulted object;
+//! - [`conversion`]: between a stored form and another version served over it
+//!   (events.k8s.io/v1 Events over the core Events);
 //! - [`openapi`]: the OpenAPI v3 component schemas of a group-version (for `kubectl explain`);
 //! - [`patch`]: JSON patch, JSON merge patch and strategic merge patch;
 //! - [`cron`]: CronJob schedules: parsed as Kubernetes parses them, and when they fire;
@@ -26,6 +28,8 @@
 //! test).
 
 pub mod admit;
+pub mod apply;
+pub mod conversion;
 pub mod cron;
 pub mod defaults;
 pub mod openapi;

@@ -104,9 +104,11 @@ pub(crate) fn struct_name(def: &Struct) -> String {
         Pkg::Policy => "io.k8s.api.policy.v1",
         Pkg::Autoscaling => "io.k8s.api.autoscaling.v1",
         Pkg::Discovery => "io.k8s.api.discovery.v1",
+        Pkg::Events => "io.k8s.api.events.v1",
         Pkg::Rbac => "io.k8s.api.rbac.v1",
         Pkg::Authorization => "io.k8s.api.authorization.v1",
         Pkg::Authentication => "io.k8s.api.authentication.v1",
+        Pkg::Apiextensions => "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1",
     };
     format!("{prefix}.{}", def.go)
 }
@@ -208,6 +210,7 @@ fn primitive(ty: &Ty) -> Value {
         Ty::Bool => json!({"type": "boolean"}),
         Ty::I32 => json!({"type": "integer", "format": "int32"}),
         Ty::I64 => json!({"type": "integer", "format": "int64"}),
+        Ty::F64 => json!({"type": "number", "format": "double"}),
         Ty::Bytes => json!({"type": "string", "format": "byte"}),
         Ty::IntOrStr => json!({"x-kubernetes-int-or-string": true}),
         Ty::Quantity => {

@@ -36,9 +36,11 @@ pub enum Change {
 
 /// Watches `resource` until `cancel`, sending changes to `out` (bounded; a
 /// slow controller slows the watch, and a watch that lags too far is
-/// resumed or relisted, never silently skipped).
+/// resumed or relisted, never silently skipped). `consumer` names who reads
+/// `out` in the log lines, so that a lag is laid at the right door.
 pub async fn inform(
     store: Store,
+    consumer: &'static str,
     resource: &'static ResourceDef,
     out: mpsc::Sender<Change>,
     cancel: CancellationToken,
@@ -54,14 +56,14 @@ pub async fn inform(
             // the watch stopped (a burst of writes while the controller was
             // busy): only a fresh list continues from there.
             Err(crate::StoreError::Expired(why)) if !relisting => {
-                tracing::warn!(resource = resource.plural, %why, "watch history gone; relisting");
+                tracing::warn!(informer = consumer, resource = resource.plural, %why, "watch history gone; relisting");
                 start = WatchStart::InitialState { end_bookmark: true };
                 relisting = true;
                 initial.clear();
                 continue;
             }
             Err(e) => {
-                tracing::warn!(resource = resource.plural, error = %e, "watch failed; retrying");
+                tracing::warn!(informer = consumer, resource = resource.plural, error = %e, "watch failed; retrying");
                 tokio::select! {
                     _ = cancel.cancelled() => return,
                     _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue,
@@ -83,7 +85,14 @@ pub async fn inform(
                     }
                 }
                 Ok(ev) => {
-                    let Some(obj) = ev.object().cloned() else { continue };
+                    let Some(obj) = ev.object() else { continue };
+                    // A change waiting behind many others in `out` keeps
+                    // only its bytes: its parse, shared with the watchers
+                    // that keep up, would otherwise wait with it (a 4,096
+                    // deep queue of parsed pods is ~60 MB, a peak that
+                    // stays resident).
+                    let behind = out.max_capacity() - out.capacity() > crate::watch::SHARED_PARSE_DEPTH;
+                    let obj = if behind || relisting { obj.detached() } else { obj.clone() };
                     if relisting {
                         initial.push(obj);
                         continue;
@@ -94,12 +103,17 @@ pub async fn inform(
                     }
                 }
                 Err(WatchEnd::Lagged) => {
-                    tracing::info!(resource = resource.plural, rev = w.last_rev(), "watch lagged; resuming");
+                    tracing::info!(
+                        informer = consumer,
+                        resource = resource.plural,
+                        rev = w.last_rev(),
+                        "watch lagged; resuming"
+                    );
                     start = WatchStart::After(w.last_rev());
                     break;
                 }
                 Err(WatchEnd::Expired(why)) => {
-                    tracing::warn!(resource = resource.plural, %why, "watch history gone; relisting");
+                    tracing::warn!(informer = consumer, resource = resource.plural, %why, "watch history gone; relisting");
                     start = WatchStart::InitialState { end_bookmark: true };
                     relisting = true;
                     initial.clear();

@@ -55,6 +55,12 @@ pub struct ResourceDef {
     pub fields: &'static [SelectableField],
     /// Storage key segment(s) after `/registry/`.
     pub storage: &'static str,
+    /// Defined by a CustomResourceDefinition (served from the store's
+    /// [`Registry`], not from [`ALL`]).
+    pub custom: bool,
+    /// The version objects of this resource are stored at when it is not
+    /// this one (a custom resource's other served versions); `""` otherwise.
+    pub stored_version: &'static str,
 }
 
 const POD_FIELDS: &[SelectableField] = &[
@@ -84,6 +90,22 @@ const EVENT_FIELDS: &[SelectableField] = &[
     SelectableField { name: "source", path: "source.component", unset: "" },
     field("type"),
 ];
+/// The field selectors of events.k8s.io/v1 Events, by their v1 names, read from the stored core form
+/// (Kubernetes' `AddFieldLabelConversionsForEvent` in pkg/apis/events/v1/conversion.go maps each to a core
+/// selectable field).
+const EVENT_V1_FIELDS: &[SelectableField] = &[
+    SelectableField { name: "regarding.kind", path: "involvedObject.kind", unset: "" },
+    SelectableField { name: "regarding.namespace", path: "involvedObject.namespace", unset: "" },
+    SelectableField { name: "regarding.name", path: "involvedObject.name", unset: "" },
+    SelectableField { name: "regarding.uid", path: "involvedObject.uid", unset: "" },
+    SelectableField { name: "regarding.apiVersion", path: "involvedObject.apiVersion", unset: "" },
+    SelectableField { name: "regarding.resourceVersion", path: "involvedObject.resourceVersion", unset: "" },
+    SelectableField { name: "regarding.fieldPath", path: "involvedObject.fieldPath", unset: "" },
+    field("reason"),
+    SelectableField { name: "reportingController", path: "reportingComponent", unset: "" },
+    SelectableField { name: "source", path: "source.component", unset: "" },
+    field("type"),
+];
 const DEVICE_FIELDS: &[SelectableField] = &[field("spec.nodeName")];
 const REPLICA_SET_FIELDS: &[SelectableField] = &[field("status.replicas")];
 const JOB_FIELDS: &[SelectableField] = &[field("status.successful")];
@@ -107,6 +129,8 @@ macro_rules! def {
             generation: $gen,
             fields: $fields,
             storage: $storage,
+            custom: false,
+            stored_version: "",
         }
     };
 }
@@ -135,6 +159,10 @@ pub static ENDPOINTS: ResourceDef = def!("", "v1", "Endpoints", "endpoints", "en
 /// Events (core/v1).
 pub static EVENTS: ResourceDef = def!("", "v1", "Event", "events", "event", &["ev"], &[],
     namespaced: true, status: false, graceful: false, generation: false, fields: EVENT_FIELDS, storage: "events");
+/// Events (events.k8s.io/v1): a view of the core Events, stored with them in their core/v1 form, as
+/// kube-apiserver serves them (one storage, `/registry/events`); see [`ResourceDef::stored_as`].
+pub static EVENTS_V1: ResourceDef = def!("events.k8s.io", "v1", "Event", "events", "event", &["ev"], &[],
+    namespaced: true, status: false, graceful: false, generation: false, fields: EVENT_V1_FIELDS, storage: "events");
 /// Service accounts (their tokens are issued to edges for their pods).
 pub static SERVICE_ACCOUNTS: ResourceDef = def!("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", &["sa"], &[],
     namespaced: true, status: false, graceful: false, generation: false, fields: &[], storage: "serviceaccounts");
@@ -179,6 +207,8 @@ const fn workload(
         generation: true,
         fields,
         storage: plural,
+        custom: false,
+        stored_version: "",
     }
 }
 
@@ -228,6 +258,13 @@ pub static CLUSTER_ROLE_BINDINGS: ResourceDef = def!("rbac.authorization.k8s.io"
     "clusterrolebindings", "clusterrolebinding", &[], &[], namespaced: false, status: false, graceful: false,
     generation: false, fields: &[], storage: "clusterrolebindings");
 
+/// CustomResourceDefinitions (apiextensions.k8s.io/v1): the resources they
+/// define are served from the store's [`Registry`].
+pub static CUSTOM_RESOURCE_DEFINITIONS: ResourceDef = def!("apiextensions.k8s.io", "v1", "CustomResourceDefinition",
+    "customresourcedefinitions", "customresourcedefinition", &["crd", "crds"], &["api-extensions"], namespaced: false,
+    status: true, graceful: false, generation: true, fields: &[],
+    storage: "apiextensions.k8s.io/customresourcedefinitions");
+
 /// Every served resource, in discovery order.
 pub static ALL: &[&ResourceDef] = &[
     &NAMESPACES,
@@ -244,6 +281,8 @@ pub static ALL: &[&ResourceDef] = &[
     &DAEMON_SETS,
     &STATEFUL_SETS,
     &CONTROLLER_REVISIONS,
+    // After apps, as kube-apiserver orders its groups.
+    &EVENTS_V1,
     &JOBS,
     &CRON_JOBS,
     &POD_DISRUPTION_BUDGETS,
@@ -253,6 +292,7 @@ pub static ALL: &[&ResourceDef] = &[
     &CLUSTER_ROLES,
     &ROLE_BINDINGS,
     &CLUSTER_ROLE_BINDINGS,
+    &CUSTOM_RESOURCE_DEFINITIONS,
     &DEVICES,
     &DEVICE_MODELS,
     &OBJECT_SYNCS,
@@ -266,6 +306,23 @@ impl ResourceDef {
     /// `apiVersion` of objects of this type (`v1`, `coordination.k8s.io/v1`).
     pub fn api_version(&self) -> String {
         if self.group.is_empty() { self.version.to_string() } else { format!("{}/{}", self.group, self.version) }
+    }
+
+    /// The resource whose form objects of this one are stored in: itself, but for a view of another
+    /// resource's storage (events.k8s.io/v1 Events are stored as core/v1 Events). The store writes
+    /// objects with its apiVersion and kind; the API server converts to and from it.
+    pub fn stored_as(&self) -> &ResourceDef {
+        if std::ptr::eq(self, &EVENTS_V1) { &EVENTS } else { self }
+    }
+
+    /// The `apiVersion` objects of this resource are stored with: the one
+    /// of [`ResourceDef::stored_as`], or a custom resource's storage version.
+    pub fn stored_api_version(&self) -> String {
+        if self.stored_version.is_empty() {
+            self.stored_as().api_version()
+        } else {
+            format!("{}/{}", self.group, self.stored_version)
+        }
     }
 
     /// The resource as Kubernetes names it in messages (`pods`, `leases.coordination.k8s.io`).
@@ -357,9 +414,161 @@ pub fn by_group_kind(group: &str, kind: &str) -> Option<&'static ResourceDef> {
     ALL.iter().copied().find(|r| r.group == group && r.kind == kind)
 }
 
-/// The resource a storage key belongs to.
+/// The resource a storage key belongs to: a built-in one, or for a key
+/// under `/registry/{group}/{plural}/` whose group has a dot (every
+/// custom resource's does, and no built-in storage outside [`ALL`] does) a
+/// definition of that storage with its scope read from the key's shape.
+/// The second lets the watch cache carry custom resources' changes
+/// whether or not their definition is registered yet (at start, the
+/// history is primed before any CustomResourceDefinition is read).
 pub fn for_key(key: &str) -> Option<&'static ResourceDef> {
-    ALL.iter().copied().find(|r| r.parse_key(key).is_some())
+    ALL.iter().copied().find(|r| r.parse_key(key).is_some()).or_else(|| custom_storage(key))
+}
+
+fn custom_storage(key: &str) -> Option<&'static ResourceDef> {
+    let rest = key.strip_prefix(KEY_ROOT)?;
+    let mut parts = rest.split('/');
+    let (group, plural) = (parts.next()?, parts.next()?);
+    let tail = parts.count();
+    if !group.contains('.') || plural.is_empty() || !(1..=2).contains(&tail) {
+        return None;
+    }
+    let storage = intern_str(&format!("{group}/{plural}"));
+    let def = intern(ResourceDef {
+        group: intern_str(group),
+        version: "",
+        kind: "",
+        plural: intern_str(plural),
+        singular: "",
+        short_names: &[],
+        categories: &[],
+        namespaced: tail == 2,
+        status_subresource: false,
+        scale_subresource: false,
+        graceful: false,
+        generation: true,
+        fields: &[],
+        storage,
+        custom: true,
+        stored_version: "",
+    });
+    def.parse_key(key).is_some().then_some(def)
+}
+
+/// The definitions made at run time (custom resources), each kept once for
+/// the life of the process: a definition is a few hundred bytes and there
+/// are as many as distinct CustomResourceDefinition versions ever served,
+/// so `&'static` references (what every table user holds) cost nothing
+/// that grows with traffic.
+static INTERNED: std::sync::Mutex<Vec<&'static ResourceDef>> = std::sync::Mutex::new(Vec::new());
+static STRINGS: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+static LISTS: std::sync::Mutex<Vec<&'static [&'static str]>> = std::sync::Mutex::new(Vec::new());
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// `s` as a `&'static str`, one copy per distinct text.
+pub fn intern_str(s: &str) -> &'static str {
+    let mut all = lock(&STRINGS);
+    if let Some(found) = all.iter().find(|x| **x == s) {
+        return found;
+    }
+    let leaked: &'static str = Box::leak(s.to_owned().into_boxed_str());
+    all.push(leaked);
+    leaked
+}
+
+/// A list of names as `&'static`, one copy per distinct list.
+pub fn intern_list(items: &[String]) -> &'static [&'static str] {
+    let items: Vec<&'static str> = items.iter().map(|s| intern_str(s)).collect();
+    let mut all = lock(&LISTS);
+    if let Some(found) = all.iter().find(|x| **x == items.as_slice()) {
+        return found;
+    }
+    let leaked: &'static [&'static str] = Box::leak(items.into_boxed_slice());
+    all.push(leaked);
+    leaked
+}
+
+/// `def` as a `&'static ResourceDef`, one copy per distinct definition.
+pub fn intern(def: ResourceDef) -> &'static ResourceDef {
+    let mut all = lock(&INTERNED);
+    if let Some(found) = all.iter().find(|x| ***x == def) {
+        return found;
+    }
+    let leaked: &'static ResourceDef = Box::leak(Box::new(def));
+    all.push(leaked);
+    leaked
+}
+
+/// The resources one store serves: the built-in table ([`ALL`]) and the
+/// custom resources its CustomResourceDefinitions define, replaced whole
+/// whenever a definition changes. Lookups prefer the built-in table, so a
+/// definition can never shadow a built-in resource.
+#[derive(Debug, Default)]
+pub struct Registry {
+    custom: std::sync::RwLock<std::sync::Arc<Vec<&'static ResourceDef>>>,
+}
+
+impl Registry {
+    /// The custom resources served now, each served version once, the
+    /// storage version of a definition before its other versions.
+    pub fn custom(&self) -> std::sync::Arc<Vec<&'static ResourceDef>> {
+        std::sync::Arc::clone(&self.custom.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// Replaces the custom resources served.
+    pub fn set_custom(&self, defs: Vec<&'static ResourceDef>) {
+        *self.custom.write().unwrap_or_else(std::sync::PoisonError::into_inner) = std::sync::Arc::new(defs);
+    }
+
+    /// Every served resource: the built-in ones, then the custom ones.
+    pub fn all(&self) -> Vec<&'static ResourceDef> {
+        ALL.iter().copied().chain(self.custom().iter().copied()).collect()
+    }
+
+    /// The resource `plural` of `group` at `version`.
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<&'static ResourceDef> {
+        let matches = |r: &&ResourceDef| r.group == group && r.version == version && r.plural == plural;
+        ALL.iter().copied().find(matches).or_else(|| self.custom().iter().copied().find(matches))
+    }
+
+    /// The resource `plural` of `group` at any version (the storage
+    /// version first).
+    pub fn find(&self, group: &str, plural: &str) -> Option<&'static ResourceDef> {
+        find(group, plural).or_else(|| self.custom().iter().copied().find(|r| r.group == group && r.plural == plural))
+    }
+
+    /// The resource of `apiVersion` + `kind`.
+    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<&'static ResourceDef> {
+        by_kind(api_version, kind).or_else(|| {
+            let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+            self.custom().iter().copied().find(|r| r.group == group && r.version == version && r.kind == kind)
+        })
+    }
+
+    /// The resource of `group` and `kind` at any version (the storage version first).
+    pub fn by_group_kind(&self, group: &str, kind: &str) -> Option<&'static ResourceDef> {
+        by_group_kind(group, kind)
+            .or_else(|| self.custom().iter().copied().find(|r| r.group == group && r.kind == kind))
+    }
+
+    /// Whether any resource of `group` (at `version`, when given) is served.
+    pub fn serves(&self, group: &str, version: Option<&str>) -> bool {
+        let m = |r: &&ResourceDef| r.group == group && version.is_none_or(|v| r.version == v);
+        ALL.iter().any(m) || self.custom().iter().any(m)
+    }
+
+    /// The resource a storage key belongs to, as the served definition
+    /// (its storage version) when there is one.
+    pub fn for_key(&self, key: &str) -> Option<&'static ResourceDef> {
+        ALL.iter()
+            .copied()
+            .find(|r| r.parse_key(key).is_some())
+            .or_else(|| self.custom().iter().copied().find(|r| r.parse_key(key).is_some()))
+            .or_else(|| custom_storage(key))
+    }
 }
 
 #[cfg(test)]
@@ -379,6 +588,16 @@ mod tests {
         assert_eq!(for_key("/registry/leases/kube-node-lease/n1"), Some(&LEASES));
         assert_eq!(for_key("/registry/reliablesyncs.kubeedge.io/clusterobjectsyncs/x"), Some(&CLUSTER_OBJECT_SYNCS));
         assert_eq!(for_key("/elsewhere/pods/a/b"), None);
+        // A custom resource's key names its storage whether or not its
+        // definition is registered; the scope follows the key's shape.
+        let w = for_key("/registry/example.com/widgets/ns/w").unwrap();
+        assert_eq!((w.storage, w.namespaced, w.custom), ("example.com/widgets", true, true));
+        assert_eq!(w.parse_key("/registry/example.com/widgets/ns/w"), Some(("ns", "w")));
+        let c = for_key("/registry/example.com/clusterwidgets/c").unwrap();
+        assert!(!c.namespaced);
+        assert!(std::ptr::eq(c, for_key("/registry/example.com/clusterwidgets/d").unwrap()), "interned");
+        assert_eq!(for_key("/registry/nodot/widgets/ns/w"), None);
+        assert_eq!(for_key("/registry/example.com/widgets/a/b/c"), None);
     }
 
     #[test]
@@ -395,11 +614,66 @@ mod tests {
     }
 
     #[test]
+    fn events_v1_is_a_view_of_the_core_events() {
+        assert_eq!(for_key("/registry/events/default/e"), Some(&EVENTS));
+        assert_eq!(EVENTS_V1.key("default", "e"), "/registry/events/default/e");
+        assert!(std::ptr::eq(EVENTS_V1.stored_as(), &EVENTS));
+        assert!(std::ptr::eq(PODS.stored_as(), &PODS));
+        assert_eq!(EVENTS_V1.qualified(), "events.events.k8s.io");
+        // Selectors use the v1 names and read the stored (core) fields.
+        let ev = json!({"involvedObject": {"kind": "Pod"}, "reportingComponent": "kubelet", "reason": "Started"});
+        assert_eq!(EVENTS_V1.field_value(&ev, "regarding.kind").as_deref(), Some("Pod"));
+        assert_eq!(EVENTS_V1.field_value(&ev, "reportingController").as_deref(), Some("kubelet"));
+        assert_eq!(EVENTS_V1.field_value(&ev, "reason").as_deref(), Some("Started"));
+        assert!(!EVENTS_V1.supports_field("involvedObject.kind"));
+        assert!(!EVENTS.supports_field("regarding.kind"));
+    }
+
+    #[test]
     fn lookups() {
         assert_eq!(by_kind("coordination.k8s.io/v1", "Lease"), Some(&LEASES));
         assert_eq!(by_kind("v1", "Pod"), Some(&PODS));
         assert_eq!(by_kind("apps/v1", "Pod"), None);
         assert_eq!(find("devices.kubeedge.io", "devicemodels"), Some(&DEVICE_MODELS));
         assert_eq!(LEASES.qualified(), "leases.coordination.k8s.io");
+    }
+
+    fn widget(version: &'static str) -> &'static ResourceDef {
+        intern(ResourceDef {
+            group: "example.com",
+            version,
+            kind: "Widget",
+            plural: "widgets",
+            singular: "widget",
+            short_names: intern_list(&["wd".to_owned()]),
+            categories: &[],
+            namespaced: true,
+            status_subresource: true,
+            scale_subresource: false,
+            graceful: false,
+            generation: true,
+            fields: &[],
+            storage: "example.com/widgets",
+            custom: true,
+            stored_version: if version == "v1" { "" } else { "v1" },
+        })
+    }
+
+    #[test]
+    fn a_registry_serves_custom_resources_beside_the_built_in_ones() {
+        let reg = Registry::default();
+        assert_eq!(reg.find("example.com", "widgets"), None);
+        reg.set_custom(vec![widget("v1"), widget("v1beta1")]);
+        assert!(std::ptr::eq(widget("v1"), widget("v1")), "one copy per definition");
+        assert_eq!(reg.lookup("example.com", "v1beta1", "widgets"), Some(widget("v1beta1")));
+        assert_eq!(reg.find("example.com", "widgets"), Some(widget("v1")), "the storage version first");
+        assert_eq!(reg.by_kind("example.com/v1beta1", "Widget"), Some(widget("v1beta1")));
+        assert_eq!(reg.by_group_kind("example.com", "Widget"), Some(widget("v1")));
+        assert_eq!(reg.for_key("/registry/example.com/widgets/d/w"), Some(widget("v1")));
+        assert!(reg.serves("example.com", Some("v1beta1")) && !reg.serves("example.com", Some("v2")));
+        assert_eq!(reg.lookup("", "v1", "pods"), Some(&PODS));
+        assert_eq!(reg.all().len(), ALL.len() + 2);
+        reg.set_custom(Vec::new());
+        assert_eq!(reg.lookup("example.com", "v1", "widgets"), None);
     }
 }

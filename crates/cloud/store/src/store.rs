@@ -265,6 +265,7 @@ struct Inner {
     cache: Arc<WatchCache>,
     config: StoreConfig,
     stop: CancellationToken,
+    resources: crate::resources::Registry,
 }
 
 fn meta_mut(obj: &mut Value) -> Result<&mut Map<String, Value>> {
@@ -348,8 +349,9 @@ fn prepare_create(res: &ResourceDef, mut obj: Value) -> Result<NewObject> {
     if !obj.is_object() {
         return Err(StoreError::BadRequest("object must be a JSON object".into()));
     }
-    obj["apiVersion"] = Value::String(res.api_version());
-    obj["kind"] = Value::String(res.kind.to_string());
+    // A view's objects (events.k8s.io Events) are stored in their storage's form.
+    obj["apiVersion"] = Value::String(res.stored_api_version());
+    obj["kind"] = Value::String(res.stored_as().kind.to_string());
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = json!({});
     }
@@ -419,7 +421,8 @@ impl Store {
         let feed: Arc<dyn crate::backend::ChangeFeed> = Arc::clone(&cache) as _;
         let backend = Backend::open(&config.backend, feed, Arc::new(crate::pointform::SyncCodec)).await?;
         let stop = CancellationToken::new();
-        let store = Store { inner: Arc::new(Inner { backend, cache, config, stop }) };
+        let resources = crate::resources::Registry::default();
+        let store = Store { inner: Arc::new(Inner { backend, cache, config, stop, resources }) };
         store.spawn_housekeeping();
         if store.inner.config.reap_graceful {
             tokio::spawn(crate::reaper::run_pods(store.clone(), store.inner.stop.clone()));
@@ -428,6 +431,12 @@ impl Store {
             tokio::spawn(crate::reaper::run_events(store.clone(), ttl, store.inner.stop.clone()));
         }
         Ok(store)
+    }
+
+    /// The resources this store serves: the built-in ones and those its
+    /// CustomResourceDefinitions define.
+    pub fn resources(&self) -> &crate::resources::Registry {
+        &self.inner.resources
     }
 
     fn spawn_housekeeping(&self) {
@@ -916,8 +925,8 @@ fn carry_over(res: &ResourceDef, old: &Value, new: &mut Value) -> Result<()> {
     if !new.is_object() {
         return Err(StoreError::BadRequest("object must be a JSON object".into()));
     }
-    new["apiVersion"] = Value::String(res.api_version());
-    new["kind"] = Value::String(res.kind.to_string());
+    new["apiVersion"] = Value::String(res.stored_api_version());
+    new["kind"] = Value::String(res.stored_as().kind.to_string());
     if !new.get("metadata").is_some_and(Value::is_object) {
         new["metadata"] = json!({});
     }

@@ -211,7 +211,8 @@ impl WatchFilter {
 
     /// Whether `obj` passes.
     pub fn matches(&self, obj: &Object) -> bool {
-        if !std::ptr::eq(obj.resource(), self.resource) {
+        // By storage: a view (events.k8s.io Events) sees the changes of the resource it is stored as.
+        if obj.resource().storage != self.resource.storage {
             return false;
         }
         if self.namespace.as_deref().is_some_and(|ns| !ns.is_empty() && ns != obj.namespace()) {

@@ -924,7 +924,7 @@ async fn an_informer_that_falls_behind_the_history_relists() {
     h.store.create(&CONFIGMAPS, configmap("default", "cm-0", json!({}))).await.unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::channel(1);
     let stop = tokio_util::sync::CancellationToken::new();
-    let task = tokio::spawn(inform(h.store.clone(), &CONFIGMAPS, tx, stop.clone()));
+    let task = tokio::spawn(inform(h.store.clone(), "test", &CONFIGMAPS, tx, stop.clone()));
     let first = tokio::time::timeout(WAIT, rx.recv()).await.unwrap().unwrap();
     assert!(matches!(first, Change::Relisted { ref objects, .. } if objects.len() == 1));
     // The controller takes nothing while 100 changes go by: far more than

@@ -171,7 +171,7 @@ impl Runner {
         let stop = cancel.child_token();
         let mut tasks = Vec::new();
         for res in [&NODES, &OBJECT_SYNCS, &CLUSTER_OBJECT_SYNCS, &PODS, &CONFIGMAPS, &SECRETS] {
-            tasks.push(tokio::spawn(inform(self.store.clone(), res, tx.clone(), stop.clone())));
+            tasks.push(tokio::spawn(inform(self.store.clone(), "synccontroller", res, tx.clone(), stop.clone())));
         }
         drop(tx);
         let mut tick = tokio::time::interval(interval);

@@ -15,7 +15,7 @@ use edgehive_registry::admit;
 use edgehive_registry::status::ApiError;
 use edgehive_store::informer::{Change, inform};
 use edgehive_store::resources::{
-    self, CONFIGMAPS, CONTROLLER_REVISIONS, CRON_JOBS, DAEMON_SETS, DEPLOYMENTS, ENDPOINT_SLICES, ENDPOINTS, JOBS,
+    CONFIGMAPS, CONTROLLER_REVISIONS, CRON_JOBS, DAEMON_SETS, DEPLOYMENTS, ENDPOINT_SLICES, ENDPOINTS, JOBS,
     NAMESPACES, NODES, POD_DISRUPTION_BUDGETS, PODS, REPLICA_SETS, ResourceDef, SERVICES, STATEFUL_SETS,
 };
 use edgehive_store::selector::LabelSelector;
@@ -259,7 +259,7 @@ impl Runner {
         let (tx, mut rx) = mpsc::channel::<Change>(1024);
         let mut watches = Vec::new();
         for res in gc::watched() {
-            watches.push(tokio::spawn(inform(self.store.clone(), res, tx.clone(), stop.clone())));
+            watches.push(tokio::spawn(inform(self.store.clone(), "workloads", res, tx.clone(), stop.clone())));
         }
         drop(tx);
         loop {
@@ -847,7 +847,7 @@ impl Runner {
         let mut waiting_block = false;
         let mut solid = 0;
         for o in owners {
-            let Some(owner_res) = resources::by_kind(&o.api_version, &o.kind) else {
+            let Some(owner_res) = self.store.resources().by_kind(&o.api_version, &o.kind) else {
                 // An owner of a kind not served here cannot be verified: keep the dependent.
                 solid += 1;
                 continue;

@@ -98,7 +98,7 @@ pub(crate) async fn aggregate_all(store: &Store) -> Result<(), StoreError> {
 /// The controller: aggregates again whenever a ClusterRole changes, until `stop`.
 pub(crate) async fn run(store: Store, stop: CancellationToken) {
     let (tx, mut changes) = mpsc::channel(256);
-    let watch = tokio::spawn(inform(store.clone(), &CLUSTER_ROLES, tx, stop.clone()));
+    let watch = tokio::spawn(inform(store.clone(), "rbac-aggregation", &CLUSTER_ROLES, tx, stop.clone()));
     let mut failed = false;
     async {
         loop {

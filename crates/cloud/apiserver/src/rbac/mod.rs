@@ -273,7 +273,7 @@ pub(crate) async fn run(store: Store, authorizer: Arc<Authorizer>, stop: Cancell
     let mut tasks = Vec::new();
     for res in resources {
         let (tx, mut rx) = mpsc::channel(256);
-        tasks.push(tokio::spawn(inform(store.clone(), res, tx, stop.clone())));
+        tasks.push(tokio::spawn(inform(store.clone(), "rbac", res, tx, stop.clone())));
         let authorizer = Arc::clone(&authorizer);
         tasks.push(tokio::spawn(
             async move {

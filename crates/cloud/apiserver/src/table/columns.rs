@@ -238,6 +238,11 @@ pub(super) const LEASE: &[Column] = &[
 /// What the CRD handler serves for a custom resource without `additionalPrinterColumns`: NAME, then AGE as a
 /// column of type "date" read from `.metadata.creationTimestamp`. The server still renders the date cell as a
 /// human duration ("5s"), so kubectl, which prints cells as they come, shows an age.
+/// CustomResourceDefinitions: apiextensions serves them with the default table convertor, whose second
+/// column is the creation time itself (RFC 3339), not an age.
+pub(super) const CUSTOM_RESOURCE_DEFINITION: &[Column] =
+    &[NAME, Column { name: "Created At", kind: "date", format: "", description: AGE_DESC, priority: 0 }];
+
 pub(super) const CUSTOM_RESOURCE: &[Column] =
     &[NAME, Column { name: "Age", kind: "date", format: "", description: AGE_DESC, priority: 0 }];
 

@@ -78,6 +78,7 @@ enum Printer {
     Job,
     CronJob,
     PodDisruptionBudget,
+    CustomResourceDefinition,
     /// A custom resource (KubeEdge's Device, DeviceModel, ObjectSync, ...) or any kind without a printer.
     CustomResource,
 }
@@ -92,7 +93,9 @@ impl Printer {
             ("", "Secret") => Self::Secret,
             ("", "Service") => Self::Service,
             ("", "Endpoints") => Self::Endpoints,
-            ("", "Event") => Self::Event,
+            // events.k8s.io Events are printed from their stored core form, as Kubernetes prints both
+            // versions from the internal type.
+            ("" | "events.k8s.io", "Event") => Self::Event,
             ("coordination.k8s.io", "Lease") => Self::Lease,
             ("apps", "Deployment") => Self::Deployment,
             ("apps", "ReplicaSet") => Self::ReplicaSet,
@@ -102,6 +105,7 @@ impl Printer {
             ("batch", "Job") => Self::Job,
             ("batch", "CronJob") => Self::CronJob,
             ("policy", "PodDisruptionBudget") => Self::PodDisruptionBudget,
+            ("apiextensions.k8s.io", "CustomResourceDefinition") => Self::CustomResourceDefinition,
             // devices.kubeedge.io Device/DeviceModel and reliablesyncs.kubeedge.io ObjectSync/ClusterObjectSync
             // declare no additionalPrinterColumns, so Kubernetes serves them the CRD default table.
             _ => Self::CustomResource,
@@ -135,6 +139,7 @@ pub fn columns(group: &str, kind: &str) -> &'static [Column] {
         Printer::Job => columns::JOB,
         Printer::CronJob => columns::CRON_JOB,
         Printer::PodDisruptionBudget => columns::POD_DISRUPTION_BUDGET,
+        Printer::CustomResourceDefinition => columns::CUSTOM_RESOURCE_DEFINITION,
         Printer::CustomResource => columns::CUSTOM_RESOURCE,
     }
 }
@@ -168,6 +173,9 @@ pub fn cells(group: &str, kind: &str, obj: &Value, now: OffsetDateTime) -> Vec<V
         Printer::Job => workloads::job(obj, now),
         Printer::CronJob => workloads::cron_job(obj, now),
         Printer::PodDisruptionBudget => workloads::pod_disruption_budget(obj, now),
+        Printer::CustomResourceDefinition => {
+            vec![name(obj), field(obj, &["metadata", "creationTimestamp"]).cloned().unwrap_or(Value::Null)]
+        }
         Printer::CustomResource => objects::custom_resource(obj, now),
     }
 }

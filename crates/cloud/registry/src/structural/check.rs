@@ -139,9 +139,32 @@ fn node(v: &Value, path: &str, place: Place, out: &mut Vec<FieldError>) {
         }
         _ => {}
     }
+    // An int-or-string may say so the way OpenAPI generators write it,
+    // `anyOf: [{type: integer}, {type: string}]` (also as the first item of
+    // an `allOf`): apiextensions allows those two types there.
+    let int_or_string = m.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
+    let is_pattern = |v: Option<&Value>| {
+        v.and_then(Value::as_array).is_some_and(|l| {
+            l.len() == 2
+                && l[0].as_object().is_some_and(|o| o.len() == 1 && o.get("type") == Some(&Value::from("integer")))
+                && l[1].as_object().is_some_and(|o| o.len() == 1 && o.get("type") == Some(&Value::from("string")))
+        })
+    };
+    let skip_any_of = int_or_string && is_pattern(m.get("anyOf"));
+    let skip_first_all_of = int_or_string
+        && m.get("allOf")
+            .and_then(Value::as_array)
+            .and_then(|l| l.first())
+            .is_some_and(|first| first.as_object().is_some_and(|o| o.len() == 1) && is_pattern(first.get("anyOf")));
     for key in ["allOf", "anyOf", "oneOf"] {
+        if key == "anyOf" && skip_any_of {
+            continue;
+        }
         if let Some(list) = m.get(key).and_then(Value::as_array) {
             for (i, s) in list.iter().enumerate() {
+                if key == "allOf" && i == 0 && skip_first_all_of {
+                    continue;
+                }
                 value_validation_only(s, &format!("{path}.{key}[{i}]"), out);
             }
         }

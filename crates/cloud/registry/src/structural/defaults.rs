@@ -41,7 +41,11 @@ impl Schema {
             self.preserve_unknown || (self.ty.is_none() && self.properties.is_empty() && self.additional.is_none());
         let mut gone = Vec::new();
         for (key, value) in m.iter_mut() {
-            if resource && RESOURCE_FIELDS.contains(&key.as_str()) && !self.properties.contains_key(key) {
+            // `apiVersion`, `kind` and `metadata` at a resource's root are
+            // never pruned by the schema, even one that says `metadata:
+            // {type: object}` (KubeEdge's do): the object metadata is the
+            // API server's, as apiextensions' pruning skips it.
+            if resource && RESOURCE_FIELDS.contains(&key.as_str()) {
                 continue;
             }
             let at = child(path, key);

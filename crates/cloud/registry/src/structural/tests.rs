@@ -232,3 +232,37 @@ fn the_crd_check_wants_structural_schemas() {
         [format!(r#"{at}.properties[o].default: Invalid value: {{"x":1}}: must not have unknown fields"#)]
     );
 }
+
+#[test]
+fn an_int_or_string_may_spell_its_two_types_as_generators_write_them() {
+    let at = "spec.versions[0].schema.openAPIV3Schema";
+    // controller-gen's resource.Quantity.
+    let quantity = json!({"anyOf": [{"type": "integer"}, {"type": "string"}],
+        "pattern": "^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))$", "x-kubernetes-int-or-string": true});
+    let root = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "divisor": quantity,
+        "limits": {"type": "object", "additionalProperties": {"allOf": [{"anyOf": [{"type": "integer"}, {"type": "string"}]}],
+            "x-kubernetes-int-or-string": true}}}}}});
+    assert_eq!(messages(&check(&root, at)), Vec::<String>::new());
+    // Without x-kubernetes-int-or-string, types inside anyOf stay forbidden.
+    let plain = json!({"type": "object", "properties": {"n": {"anyOf": [{"type": "integer"}, {"type": "string"}]}}});
+    assert_eq!(
+        messages(&check(&plain, at)),
+        [
+            format!("{at}.properties[n].type: Required value: must not be empty for specified object fields"),
+            format!("{at}.properties[n].anyOf[0].type: Forbidden: must be empty to be structural"),
+            format!("{at}.properties[n].anyOf[1].type: Forbidden: must be empty to be structural"),
+        ]
+    );
+}
+
+#[test]
+fn a_schema_that_describes_metadata_as_an_object_prunes_none_of_it() {
+    let schema = Schema::parse(&json!({"type": "object", "properties": {
+        "metadata": {"type": "object"}, "spec": {"type": "object"}}}))
+    .expect("parses");
+    let mut obj = json!({"apiVersion": "a/v1", "kind": "K",
+        "metadata": {"name": "n", "annotations": {"a": "b"}}, "spec": {"x": 1}});
+    assert_eq!(schema.prune(&mut obj), ["spec.x"]);
+    assert_eq!(obj["metadata"], json!({"name": "n", "annotations": {"a": "b"}}));
+}

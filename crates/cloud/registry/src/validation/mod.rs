@@ -25,6 +25,7 @@ pub(crate) mod apps;
 pub(crate) mod batch;
 pub(crate) mod container;
 pub(crate) mod core;
+pub(crate) mod crd;
 pub(crate) mod discovery;
 pub(crate) mod json;
 pub(crate) mod kubeedge;
@@ -318,6 +319,7 @@ pub fn kind_info(group: &str, kind: &str) -> Option<KindInfo> {
         ("", "Node") => (NameRule::Subdomain, false),
         ("", "Service") => (NameRule::Dns1035, false),
         ("", "Pod" | "ConfigMap" | "Secret" | "Endpoints" | "Event") => (NameRule::Subdomain, false),
+        ("events.k8s.io", "Event") => (NameRule::Subdomain, false),
         ("coordination.k8s.io", "Lease") => (NameRule::Subdomain, false),
         // StatefulSet names become pod host names: a DNS label since 1.27; Jobs and CronJobs use the
         // ReplicationController rule (a subdomain).
@@ -329,6 +331,7 @@ pub fn kind_info(group: &str, kind: &str) -> Option<KindInfo> {
         ("rbac.authorization.k8s.io", "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding") => {
             (NameRule::PathSegment, false)
         }
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => (NameRule::Subdomain, false),
         ("devices.kubeedge.io", "Device" | "DeviceModel") => (NameRule::Subdomain, true),
         ("reliablesyncs.kubeedge.io", "ObjectSync" | "ClusterObjectSync") => (NameRule::Subdomain, true),
         _ => return None,
@@ -355,11 +358,13 @@ fn validate_kind(group: &str, kind: &str, info: KindInfo, obj: &Value) -> Vec<Fi
         ("", "Pod") => pod::validate_pod(obj, info),
         ("", "Namespace" | "Node" | "ConfigMap" | "Secret" | "Service" | "Endpoints" | "Event")
         | ("coordination.k8s.io", "Lease") => core::validate(kind, obj, info),
+        ("events.k8s.io", _) => core::event_v1_create(obj),
         ("apps", _) => apps::validate(kind, obj, info),
         ("batch", _) => batch::validate(kind, obj, info),
         ("policy", _) => policy::validate(kind, obj, info),
         ("discovery.k8s.io", _) => discovery::validate(obj, info, false),
         (rbac::GROUP, _) => rbac::validate(kind, obj, info),
+        ("apiextensions.k8s.io", _) => crd::validate(obj, info),
         _ => kubeedge::validate(kind, obj, info),
     }
 }
@@ -417,6 +422,8 @@ pub fn validate_update(group: &str, kind: &str, new: &Value, old: &Value) -> Vec
             [discovery::validate(new, info, true), discovery::validate_update(new, old)].concat()
         }
         (rbac::GROUP, _) => rbac::validate_update(kind, new, old, info),
+        ("events.k8s.io", _) => core::event_v1_update(new),
+        ("apiextensions.k8s.io", _) => crd::validate_update(new, old, info),
         ("", _) | ("coordination.k8s.io", _) => {
             let mut e = core::validate_update(kind, new, old);
             e.extend(core::validate(kind, new, info));
@@ -425,6 +432,20 @@ pub fn validate_update(group: &str, kind: &str, new: &Value, old: &Value) -> Vec
         _ => kubeedge::validate(kind, new, info),
     });
     webhooks_last(errs)
+}
+
+/// The metadata of a custom object (a kind a CustomResourceDefinition
+/// defines), as the custom-resource strategy checks it: a DNS-1123
+/// subdomain name, the namespace rule of its scope, no core finalizer
+/// rule; on update (`old`) what may not change. Its fields are the
+/// schema's business ([`crate::structural`]).
+pub fn validate_custom_meta(obj: &Value, namespaced: bool, old: Option<&Value>) -> Vec<FieldError> {
+    let rules = meta::MetaRules { namespaced, name_rule: NameRule::Subdomain, kube_finalizers: false };
+    let mut errs = meta::validate(json::get(obj, "metadata"), rules);
+    if let Some(old) = old {
+        errs.extend(meta::validate_update(json::get(obj, "metadata"), json::get(old, "metadata")));
+    }
+    errs
 }
 
 /// Checks a DNS-1123 subdomain (most object names); errors worded as Kubernetes words them.

@@ -26,6 +26,8 @@ pub(crate) enum Ty {
     Bool,
     I32,
     I64,
+    /// `float64` (JSONSchemaProps' bounds).
+    F64,
     /// `intstr.IntOrString`.
     IntOrStr,
     /// `resource.Quantity`.
@@ -64,12 +66,16 @@ pub(crate) enum Pkg {
     Autoscaling,
     /// `k8s.io/api/discovery/v1`.
     Discovery,
+    /// `k8s.io/api/events/v1`.
+    Events,
     /// `k8s.io/api/rbac/v1`.
     Rbac,
     /// `k8s.io/api/authorization/v1`.
     Authorization,
     /// `k8s.io/api/authentication/v1`.
     Authentication,
+    /// `k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1`.
+    Apiextensions,
     /// A KubeEdge CRD schema (no Go name; inlined in OpenAPI).
     Crd,
 }
@@ -197,6 +203,8 @@ pub(crate) fn root(group: &str, kind: &str) -> Option<&'static Struct> {
         ("", "Namespace") => &b::NAMESPACE,
         ("", "Node") => &b::NODE,
         ("", "Event") => &b::EVENT,
+        ("events.k8s.io", "Event") => &b::EVENTS_EVENT,
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => &b::CUSTOM_RESOURCE_DEFINITION,
         ("coordination.k8s.io", "Lease") => &b::LEASE,
         ("discovery.k8s.io", "EndpointSlice") => &b::ENDPOINT_SLICE,
         ("rbac.authorization.k8s.io", "Role") => &b::ROLE,
@@ -282,6 +290,7 @@ fn go_type(t: &Ty) -> String {
         Ty::Bool => "bool".into(),
         Ty::I32 => "int32".into(),
         Ty::I64 => "int64".into(),
+        Ty::F64 => "float64".into(),
         Ty::IntOrStr => "intstr.IntOrString".into(),
         Ty::Quantity => "resource.Quantity".into(),
         Ty::Bytes => "[]uint8".into(),
@@ -300,6 +309,7 @@ fn crd_type(t: &Ty) -> &'static str {
         Ty::Raw => "object",
         Ty::Bool => "boolean",
         Ty::I32 | Ty::I64 => "integer",
+        Ty::F64 => "number",
         Ty::Obj(_) | Ty::Map(_) => "object",
         Ty::List(_) => "array",
     }
@@ -380,6 +390,11 @@ impl Walker<'_> {
             },
             Ty::Bool => {
                 if !v.is_boolean() {
+                    self.mismatch(v, ty, go_struct, go_path, path);
+                }
+            }
+            Ty::F64 => {
+                if !v.is_number() {
                     self.mismatch(v, ty, go_struct, go_path, path);
                 }
             }
@@ -528,9 +543,11 @@ mod tests {
         for s in &seen {
             assert_ne!(s.pkg, Pkg::Crd, "{}", s.go);
             assert!(!s.go.is_empty());
-            // Untyped only where Kubernetes' own type is free-form (managedFields' fieldsV1).
+            // Untyped only where Kubernetes' own type is free-form (managedFields' fieldsV1, a CRD schema's
+            // JSON values and its schema-or-bool and schema-or-list fields).
             for (name, ty) in s.fields {
-                assert!(!matches!(ty, Ty::Any) || *name == "fieldsV1", "{}.{name} is untyped", s.go);
+                let free = *name == "fieldsV1" || s.pkg == Pkg::Apiextensions;
+                assert!(!matches!(ty, Ty::Any) || free, "{}.{name} is untyped", s.go);
             }
             for r in s.required {
                 assert!(s.fields.iter().any(|(n, _)| n == r), "{}: required {r} is not a field", s.go);

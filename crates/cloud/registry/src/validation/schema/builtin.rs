@@ -369,6 +369,124 @@ pub(crate) static CSI_VOLUME_SOURCE: Struct = Struct {
     ],
     required: &["driver"],
 };
+pub(crate) static CUSTOM_RESOURCE_COLUMN_DEFINITION: Struct = Struct {
+    go: "CustomResourceColumnDefinition",
+    pkg: Pkg::Apiextensions,
+    fields: &[
+        ("description", Ty::Str),
+        ("format", Ty::Str),
+        ("jsonPath", Ty::Str),
+        ("name", Ty::Str),
+        ("priority", Ty::I32),
+        ("type", Ty::Str),
+    ],
+    required: &["jsonPath", "name", "type"],
+};
+pub(crate) static CUSTOM_RESOURCE_CONVERSION: Struct = Struct {
+    go: "CustomResourceConversion",
+    pkg: Pkg::Apiextensions,
+    fields: &[("strategy", Ty::Str), ("webhook", Ty::Obj(&WEBHOOK_CONVERSION))],
+    required: &["strategy"],
+};
+pub(crate) static CUSTOM_RESOURCE_DEFINITION: Struct = Struct {
+    go: "CustomResourceDefinition",
+    pkg: Pkg::Apiextensions,
+    fields: &[
+        ("apiVersion", Ty::Str),
+        ("kind", Ty::Str),
+        ("metadata", Ty::Obj(&OBJECT_META)),
+        ("spec", Ty::Obj(&CUSTOM_RESOURCE_DEFINITION_SPEC)),
+        ("status", Ty::Obj(&CUSTOM_RESOURCE_DEFINITION_STATUS)),
+    ],
+    required: &["metadata", "spec"],
+};
+pub(crate) static CUSTOM_RESOURCE_DEFINITION_CONDITION: Struct = Struct {
+    go: "CustomResourceDefinitionCondition",
+    pkg: Pkg::Apiextensions,
+    fields: &[
+        ("lastTransitionTime", Ty::Time),
+        ("message", Ty::Str),
+        ("reason", Ty::Str),
+        ("status", Ty::Str),
+        ("type", Ty::Str),
+    ],
+    required: &["status", "type"],
+};
+pub(crate) static CUSTOM_RESOURCE_DEFINITION_NAMES: Struct = Struct {
+    go: "CustomResourceDefinitionNames",
+    pkg: Pkg::Apiextensions,
+    fields: &[
+        ("categories", Ty::List(&Ty::Str)),
+        ("kind", Ty::Str),
+        ("listKind", Ty::Str),
+        ("plural", Ty::Str),
+        ("shortNames", Ty::List(&Ty::Str)),
+        ("singular", Ty::Str),
+    ],
+    required: &["kind", "plural"],
+};
+pub(crate) static CUSTOM_RESOURCE_DEFINITION_SPEC: Struct = Struct {
+    go: "CustomResourceDefinitionSpec",
+    pkg: Pkg::Apiextensions,
+    fields: &[
+        ("conversion", Ty::Obj(&CUSTOM_RESOURCE_CONVERSION)),
+        ("group", Ty::Str),
+        ("names", Ty::Obj(&CUSTOM_RESOURCE_DEFINITION_NAMES)),
+        ("preserveUnknownFields", Ty::Bool),
+        ("scope", Ty::Str),
+        ("versions", Ty::List(&Ty::Obj(&CUSTOM_RESOURCE_DEFINITION_VERSION))),
+    ],
+    required: &["group", "names", "scope", "versions"],
+};
+pub(crate) static CUSTOM_RESOURCE_DEFINITION_STATUS: Struct = Struct {
+    go: "CustomResourceDefinitionStatus",
+    pkg: Pkg::Apiextensions,
+    fields: &[
+        ("acceptedNames", Ty::Obj(&CUSTOM_RESOURCE_DEFINITION_NAMES)),
+        ("conditions", Ty::List(&Ty::Obj(&CUSTOM_RESOURCE_DEFINITION_CONDITION))),
+        ("storedVersions", Ty::List(&Ty::Str)),
+    ],
+    required: &[],
+};
+pub(crate) static CUSTOM_RESOURCE_DEFINITION_VERSION: Struct = Struct {
+    go: "CustomResourceDefinitionVersion",
+    pkg: Pkg::Apiextensions,
+    fields: &[
+        ("additionalPrinterColumns", Ty::List(&Ty::Obj(&CUSTOM_RESOURCE_COLUMN_DEFINITION))),
+        ("deprecated", Ty::Bool),
+        ("deprecationWarning", Ty::Str),
+        ("name", Ty::Str),
+        ("schema", Ty::Obj(&CUSTOM_RESOURCE_VALIDATION)),
+        ("selectableFields", Ty::List(&Ty::Obj(&SELECTABLE_FIELD))),
+        ("served", Ty::Bool),
+        ("storage", Ty::Bool),
+        ("subresources", Ty::Obj(&CUSTOM_RESOURCE_SUBRESOURCES)),
+    ],
+    required: &["name", "served", "storage"],
+};
+pub(crate) static CUSTOM_RESOURCE_SUBRESOURCES: Struct = Struct {
+    go: "CustomResourceSubresources",
+    pkg: Pkg::Apiextensions,
+    fields: &[
+        ("scale", Ty::Obj(&CUSTOM_RESOURCE_SUBRESOURCE_SCALE)),
+        ("status", Ty::Obj(&CUSTOM_RESOURCE_SUBRESOURCE_STATUS)),
+    ],
+    required: &[],
+};
+pub(crate) static CUSTOM_RESOURCE_SUBRESOURCE_SCALE: Struct = Struct {
+    go: "CustomResourceSubresourceScale",
+    pkg: Pkg::Apiextensions,
+    fields: &[("labelSelectorPath", Ty::Str), ("specReplicasPath", Ty::Str), ("statusReplicasPath", Ty::Str)],
+    required: &["specReplicasPath", "statusReplicasPath"],
+};
+pub(crate) static CUSTOM_RESOURCE_SUBRESOURCE_STATUS: Struct =
+    Struct { go: "CustomResourceSubresourceStatus", pkg: Pkg::Apiextensions, fields: &[], required: &[] };
+pub(crate) static CUSTOM_RESOURCE_VALIDATION: Struct = Struct {
+    go: "CustomResourceValidation",
+    pkg: Pkg::Apiextensions,
+    fields: &[("openAPIV3Schema", Ty::Obj(&JSON_SCHEMA_PROPS))],
+    required: &[],
+};
 pub(crate) static DAEMON_ENDPOINT: Struct =
     Struct { go: "DaemonEndpoint", pkg: Pkg::Core, fields: &[("Port", Ty::I32)], required: &["Port"] };
 pub(crate) static DAEMON_SET: Struct = Struct {
@@ -704,6 +822,36 @@ pub(crate) static EVENT: Struct = Struct {
     ],
     required: &["involvedObject", "metadata"],
 };
+pub(crate) static EVENTS_EVENT: Struct = Struct {
+    go: "Event",
+    pkg: Pkg::Events,
+    fields: &[
+        ("action", Ty::Str),
+        ("apiVersion", Ty::Str),
+        ("deprecatedCount", Ty::I32),
+        ("deprecatedFirstTimestamp", Ty::Time),
+        ("deprecatedLastTimestamp", Ty::Time),
+        ("deprecatedSource", Ty::Obj(&EVENT_SOURCE)),
+        ("eventTime", Ty::Time),
+        ("kind", Ty::Str),
+        ("metadata", Ty::Obj(&OBJECT_META)),
+        ("note", Ty::Str),
+        ("reason", Ty::Str),
+        ("regarding", Ty::Obj(&OBJECT_REFERENCE)),
+        ("related", Ty::Obj(&OBJECT_REFERENCE)),
+        ("reportingController", Ty::Str),
+        ("reportingInstance", Ty::Str),
+        ("series", Ty::Obj(&EVENTS_EVENT_SERIES)),
+        ("type", Ty::Str),
+    ],
+    required: &["metadata"],
+};
+pub(crate) static EVENTS_EVENT_SERIES: Struct = Struct {
+    go: "EventSeries",
+    pkg: Pkg::Events,
+    fields: &[("count", Ty::I32), ("lastObservedTime", Ty::Time)],
+    required: &["count", "lastObservedTime"],
+};
 pub(crate) static EVENT_SERIES: Struct = Struct {
     go: "EventSeries",
     pkg: Pkg::Core,
@@ -725,6 +873,12 @@ pub(crate) static EVICTION: Struct = Struct {
 };
 pub(crate) static EXEC_ACTION: Struct =
     Struct { go: "ExecAction", pkg: Pkg::Core, fields: &[("command", Ty::List(&Ty::Str))], required: &[] };
+pub(crate) static EXTERNAL_DOCUMENTATION: Struct = Struct {
+    go: "ExternalDocumentation",
+    pkg: Pkg::Apiextensions,
+    fields: &[("description", Ty::Str), ("url", Ty::Str)],
+    required: &[],
+};
 pub(crate) static FC_VOLUME_SOURCE: Struct = Struct {
     go: "FCVolumeSource",
     pkg: Pkg::Core,
@@ -921,6 +1075,57 @@ pub(crate) static JOB_TEMPLATE_SPEC: Struct = Struct {
     go: "JobTemplateSpec",
     pkg: Pkg::Batch,
     fields: &[("metadata", Ty::Obj(&OBJECT_META)), ("spec", Ty::Obj(&JOB_SPEC))],
+    required: &[],
+};
+pub(crate) static JSON_SCHEMA_PROPS: Struct = Struct {
+    go: "JSONSchemaProps",
+    pkg: Pkg::Apiextensions,
+    fields: &[
+        ("$ref", Ty::Str),
+        ("$schema", Ty::Str),
+        ("additionalItems", Ty::Any),
+        ("additionalProperties", Ty::Any),
+        ("allOf", Ty::List(&Ty::Obj(&JSON_SCHEMA_PROPS))),
+        ("anyOf", Ty::List(&Ty::Obj(&JSON_SCHEMA_PROPS))),
+        ("default", Ty::Any),
+        ("definitions", Ty::Map(&Ty::Obj(&JSON_SCHEMA_PROPS))),
+        ("dependencies", Ty::Map(&Ty::Any)),
+        ("description", Ty::Str),
+        ("enum", Ty::List(&Ty::Any)),
+        ("example", Ty::Any),
+        ("exclusiveMaximum", Ty::Bool),
+        ("exclusiveMinimum", Ty::Bool),
+        ("externalDocs", Ty::Obj(&EXTERNAL_DOCUMENTATION)),
+        ("format", Ty::Str),
+        ("id", Ty::Str),
+        ("items", Ty::Any),
+        ("maxItems", Ty::I64),
+        ("maxLength", Ty::I64),
+        ("maxProperties", Ty::I64),
+        ("maximum", Ty::F64),
+        ("minItems", Ty::I64),
+        ("minLength", Ty::I64),
+        ("minProperties", Ty::I64),
+        ("minimum", Ty::F64),
+        ("multipleOf", Ty::F64),
+        ("not", Ty::Obj(&JSON_SCHEMA_PROPS)),
+        ("nullable", Ty::Bool),
+        ("oneOf", Ty::List(&Ty::Obj(&JSON_SCHEMA_PROPS))),
+        ("pattern", Ty::Str),
+        ("patternProperties", Ty::Map(&Ty::Obj(&JSON_SCHEMA_PROPS))),
+        ("properties", Ty::Map(&Ty::Obj(&JSON_SCHEMA_PROPS))),
+        ("required", Ty::List(&Ty::Str)),
+        ("title", Ty::Str),
+        ("type", Ty::Str),
+        ("uniqueItems", Ty::Bool),
+        ("x-kubernetes-embedded-resource", Ty::Bool),
+        ("x-kubernetes-int-or-string", Ty::Bool),
+        ("x-kubernetes-list-map-keys", Ty::List(&Ty::Str)),
+        ("x-kubernetes-list-type", Ty::Str),
+        ("x-kubernetes-map-type", Ty::Str),
+        ("x-kubernetes-preserve-unknown-fields", Ty::Bool),
+        ("x-kubernetes-validations", Ty::List(&Ty::Obj(&VALIDATION_RULE))),
+    ],
     required: &[],
 };
 pub(crate) static KEY_TO_PATH: Struct = Struct {
@@ -1998,6 +2203,12 @@ pub(crate) static SECURITY_CONTEXT: Struct = Struct {
     ],
     required: &[],
 };
+pub(crate) static SELECTABLE_FIELD: Struct = Struct {
+    go: "SelectableField",
+    pkg: Pkg::Apiextensions,
+    fields: &[("jsonPath", Ty::Str)],
+    required: &["jsonPath"],
+};
 pub(crate) static SELF_SUBJECT_ACCESS_REVIEW: Struct = Struct {
     go: "SelfSubjectAccessReview",
     pkg: Pkg::Authorization,
@@ -2097,6 +2308,12 @@ pub(crate) static SERVICE_PORT: Struct = Struct {
         ("targetPort", Ty::IntOrStr),
     ],
     required: &["port"],
+};
+pub(crate) static SERVICE_REFERENCE: Struct = Struct {
+    go: "ServiceReference",
+    pkg: Pkg::Apiextensions,
+    fields: &[("name", Ty::Str), ("namespace", Ty::Str), ("path", Ty::Str), ("port", Ty::I32)],
+    required: &["name", "namespace"],
 };
 pub(crate) static SERVICE_SPEC: Struct = Struct {
     go: "ServiceSpec",
@@ -2421,6 +2638,19 @@ pub(crate) static USER_INFO: Struct = Struct {
     ],
     required: &[],
 };
+pub(crate) static VALIDATION_RULE: Struct = Struct {
+    go: "ValidationRule",
+    pkg: Pkg::Apiextensions,
+    fields: &[
+        ("fieldPath", Ty::Str),
+        ("message", Ty::Str),
+        ("messageExpression", Ty::Str),
+        ("optionalOldSelf", Ty::Bool),
+        ("reason", Ty::Str),
+        ("rule", Ty::Str),
+    ],
+    required: &["rule"],
+};
 pub(crate) static VOLUME: Struct = Struct {
     go: "Volume",
     pkg: Pkg::Core,
@@ -2513,6 +2743,18 @@ pub(crate) static VSPHERE_VIRTUAL_DISK_VOLUME_SOURCE: Struct = Struct {
         ("volumePath", Ty::Str),
     ],
     required: &["volumePath"],
+};
+pub(crate) static WEBHOOK_CLIENT_CONFIG: Struct = Struct {
+    go: "WebhookClientConfig",
+    pkg: Pkg::Apiextensions,
+    fields: &[("caBundle", Ty::Bytes), ("service", Ty::Obj(&SERVICE_REFERENCE)), ("url", Ty::Str)],
+    required: &[],
+};
+pub(crate) static WEBHOOK_CONVERSION: Struct = Struct {
+    go: "WebhookConversion",
+    pkg: Pkg::Apiextensions,
+    fields: &[("clientConfig", Ty::Obj(&WEBHOOK_CLIENT_CONFIG)), ("conversionReviewVersions", Ty::List(&Ty::Str))],
+    required: &["conversionReviewVersions"],
 };
 pub(crate) static WEIGHTED_POD_AFFINITY_TERM: Struct = Struct {
     go: "WeightedPodAffinityTerm",
