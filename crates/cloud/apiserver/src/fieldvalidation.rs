@@ -210,26 +210,35 @@ fn go_quote(s: &str) -> String {
 }
 
 /// `/openapi/v2`: the Swagger 2.0 document ([`edgehive_registry::openapi::v2`]), in protobuf when the
-/// client asks for it (kubectl's discovery client asks for nothing else), JSON otherwise. Built once.
-pub(crate) fn openapi_v2(accept: &str) -> Response<Body> {
+/// client asks for it (kubectl's discovery client asks for nothing else), JSON otherwise. The built-in
+/// part is built once; the custom resources' schemas (`custom`, by component name) are added per request
+/// when there are any.
+pub(crate) fn openapi_v2(accept: &str, custom: &[(String, Value)]) -> Response<Body> {
     use edgehive_registry::openapi::v2;
     use std::sync::OnceLock;
-    static DOC: OnceLock<(Bytes, Bytes)> = OnceLock::new();
-    let (json, pb) = DOC.get_or_init(|| {
+    static DOC: OnceLock<(Value, Bytes, Bytes)> = OnceLock::new();
+    let (doc, json, pb) = DOC.get_or_init(|| {
         let doc = v2::document();
-        (Bytes::from(serde_json::to_vec(&doc).unwrap_or_default()), Bytes::from(v2::protobuf(&doc)))
+        let (json, pb) = (serde_json::to_vec(&doc).unwrap_or_default(), v2::protobuf(&doc));
+        (doc, Bytes::from(json), Bytes::from(pb))
     });
+    let (json, pb) = if custom.is_empty() {
+        (json.clone(), pb.clone())
+    } else {
+        let doc = v2::with_definitions(doc, custom.iter().cloned());
+        (Bytes::from(serde_json::to_vec(&doc).unwrap_or_default()), Bytes::from(v2::protobuf(&doc)))
+    };
     // Kubernetes also accepts the older spelling with a dot.
     let wants_pb = accept.split(',').any(|part| {
         let media = part.split(';').next().unwrap_or("").trim();
         media == v2::PROTOBUF_MEDIA_TYPE || media == v2::PROTOBUF_CONTENT_TYPE
     });
     if wants_pb {
-        let mut r = crate::response::json_response(http::StatusCode::OK, pb.clone());
+        let mut r = crate::response::json_response(http::StatusCode::OK, pb);
         r.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static(v2::PROTOBUF_CONTENT_TYPE));
         r
     } else {
-        crate::response::json_response(http::StatusCode::OK, json.clone())
+        crate::response::json_response(http::StatusCode::OK, json)
     }
 }
 
@@ -366,12 +375,12 @@ mod tests {
 
     #[test]
     fn openapi_v2_answers_protobuf_to_kubectl_and_json_otherwise() {
-        let pb = openapi_v2("application/com.github.proto-openapi.spec.v2@v1.0+protobuf");
+        let pb = openapi_v2("application/com.github.proto-openapi.spec.v2@v1.0+protobuf", &[]);
         assert_eq!(
             pb.headers()[http::header::CONTENT_TYPE],
             "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
         );
-        let json = openapi_v2("application/json");
+        let json = openapi_v2("application/json", &[]);
         assert_eq!(json.headers()[http::header::CONTENT_TYPE], "application/json");
     }
 }

@@ -65,7 +65,7 @@ pub(crate) fn non_resource(shared: &ApiState, route: &Route, headers: &HeaderMap
         Route::Group(g) => discovery::group(&cat(), g).map_or_else(|| Err(ApiError::no_route()), ok),
         Route::ResourceList { group, version } => ok(discovery::resource_list(&cat(), group, version)),
         Route::OpenApiIndex => ok(discovery::openapi_index(&cat())),
-        Route::OpenApiV2 => Ok(crate::fieldvalidation::openapi_v2(accept)),
+        Route::OpenApiV2 => Ok(crate::fieldvalidation::openapi_v2(accept, &crate::crd::openapi::all(&shared.crds))),
         Route::OpenApiGroupVersion { group, version } => {
             discovery::openapi_group_version(&cat(), group, version).map_or_else(|| Err(ApiError::no_route()), ok)
         }

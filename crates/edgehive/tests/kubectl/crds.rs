@@ -195,6 +195,10 @@ fn a_custom_resource_definition_is_served_as_kubectl_expects() {
     // kubectl explain walks the schema.
     let explain = cloud.ok(&["explain", "widget.spec.color"]);
     assert!(explain.contains("color") && explain.contains("string"), "{explain}");
+    let v2: Value = serde_json::from_str(&cloud.ok(&["get", "--raw", "/openapi/v2"])).unwrap();
+    let widget = &v2["definitions"]["com.example.v1.Widget"];
+    assert_eq!(widget["properties"]["spec"]["properties"]["color"]["enum"], json!(["red", "green", "blue"]));
+    assert_eq!(widget["x-kubernetes-group-version-kind"][0]["kind"], "Widget");
 
     // Watches see custom objects.
     let mut watch = cloud

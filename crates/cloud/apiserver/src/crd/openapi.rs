@@ -38,3 +38,8 @@ pub(crate) fn schema(served: &Served) -> Value {
     s["x-kubernetes-group-version-kind"] = json!([{"group": def.group, "version": def.version, "kind": def.kind}]);
     s
 }
+
+/// Every served version's component schema, by name (for `/openapi/v2`).
+pub(crate) fn all(crds: &super::Crds) -> Vec<(String, Value)> {
+    crds.all().iter().map(|s| (schema_name(s.def), schema(s))).collect()
+}

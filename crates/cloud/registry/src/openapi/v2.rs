@@ -47,6 +47,17 @@ pub fn document() -> Value {
     })
 }
 
+/// `doc` with more definitions (the custom resources' schemas, in v3 form, by name).
+pub fn with_definitions(doc: &Value, extra: impl IntoIterator<Item = (String, Value)>) -> Value {
+    let mut doc = doc.clone();
+    if let Some(defs) = doc.get_mut("definitions").and_then(Value::as_object_mut) {
+        for (name, schema) in extra {
+            defs.insert(name, to_v2(&schema));
+        }
+    }
+    doc
+}
+
 /// A v3 schema in v2 form: `allOf: [$ref]` becomes a plain `$ref`, references point into `definitions`.
 fn to_v2(v: &Value) -> Value {
     match v {
