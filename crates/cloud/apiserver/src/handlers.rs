@@ -768,6 +768,12 @@ async fn delete_collection(
             items.push(obj.clone());
             continue;
         }
+        if std::ptr::eq(res, &edgehive_store::resources::CUSTOM_RESOURCE_DEFINITIONS) {
+            match crate::crd::prepare_delete(&shared.store, obj.name()).await {
+                Ok(()) | Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(ApiError::from_store(e, res.plural, res.group)),
+            }
+        }
         match shared.store.delete(res, obj.namespace(), obj.name(), &opts).await {
             Ok(out) => {
                 if let DeleteOutcome::Deleted(o) = &out {

@@ -251,6 +251,13 @@ fn a_custom_resource_definition_is_served_as_kubectl_expects() {
     cloud.apply(WIDGETS);
     wait_for("the definition to be established again", || established(&cloud, "widgets.example.com"));
     assert_eq!(cloud.json(&["get", "widgets"])["items"], json!([]));
+    // Also when the definitions go as a collection.
+    cloud.ok_with(&["create", "-f", "-"], Some(WIDGET));
+    cloud.ok(&["delete", "--raw", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"]);
+    wait_for("the definitions to go", || cloud.json(&["get", "crds"])["items"] == json!([]));
+    cloud.apply(WIDGETS);
+    wait_for("the definition to be established once more", || established(&cloud, "widgets.example.com"));
+    assert_eq!(cloud.json(&["get", "widgets"])["items"], json!([]));
 }
 
 fn rand_suffix() -> u128 {
