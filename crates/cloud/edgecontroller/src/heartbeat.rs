@@ -163,9 +163,22 @@ pub fn beat_conditions(node: &Value, now: OffsetDateTime) -> Option<Value> {
 }
 
 /// `now` as a Kubernetes `MicroTime` (RFC 3339, microseconds, UTC).
+/// A meta/v1 `MicroTime` as Kubernetes writes and parses it: always six
+/// fractional digits (`2006-01-02T15:04:05.000000Z07:00`). RFC 3339
+/// formatting drops trailing zeros, which kubectl (`describe node`) and
+/// the Go decoder refuse.
 fn micro_time(now: OffsetDateTime) -> String {
-    let micros = now.replace_nanosecond(now.nanosecond() / 1000 * 1000).unwrap_or(now);
-    micros.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
+    let t = now.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.microsecond()
+    )
 }
 
 /// The heartbeat writer: takes `(node, beat)` from a bounded queue and
@@ -359,7 +372,9 @@ mod tests {
         // A renewal moves renewTime and takes the holder over.
         lease["spec"]["holderIdentity"] = json!("someone");
         renew(&mut lease, "edge-1", at("2026-01-01T00:00:30Z"), &cfg);
-        assert_eq!(lease["spec"]["renewTime"], "2026-01-01T00:00:30Z");
+        assert_eq!(lease["spec"]["renewTime"], "2026-01-01T00:00:30.000000Z", "six digits, always");
+        renew(&mut lease, "edge-1", at("2026-01-01T00:00:31.117760Z"), &cfg);
+        assert_eq!(lease["spec"]["renewTime"], "2026-01-01T00:00:31.117760Z");
         assert_eq!(lease["spec"]["holderIdentity"], "edge-1");
     }
 

@@ -142,12 +142,25 @@ impl NodeAgent {
 
 /// Now as RFC 3339 in UTC, whole seconds (`Time`) or microseconds (`MicroTime`).
 fn now_rfc3339(micros: bool) -> String {
-    let now = time::OffsetDateTime::now_utc();
-    let nanos = if micros { now.nanosecond() / 1000 * 1000 } else { 0 };
-    now.replace_nanosecond(nanos)
-        .unwrap_or(now)
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
+    format_time(time::OffsetDateTime::now_utc(), micros)
+}
+
+/// `t` as a meta/v1 `Time` (whole seconds) or `MicroTime`, which Kubernetes
+/// always writes with six fractional digits (`2006-01-02T15:04:05.000000Z`):
+/// RFC 3339 formatting drops trailing zeros, which kubectl and the Go
+/// decoder refuse in a `MicroTime`.
+fn format_time(t: time::OffsetDateTime, micros: bool) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    let date = format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    );
+    if micros { format!("{date}.{:06}Z", t.microsecond()) } else { format!("{date}Z") }
 }
 
 impl NodeAgentConfig {
@@ -319,6 +332,14 @@ impl Module for NodeAgent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_micro_time_always_has_six_digits() {
+        let at = |s: &str| time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).unwrap();
+        assert_eq!(format_time(at("2026-11-25T08:37:11.11776Z"), true), "2026-11-25T08:37:11.117760Z");
+        assert_eq!(format_time(at("2026-11-25T08:37:11Z"), true), "2026-11-25T08:37:11.000000Z");
+        assert_eq!(format_time(at("2026-11-25T09:37:11.5+01:00"), false), "2026-11-25T08:37:11Z");
+    }
 
     #[test]
     fn the_hostname_address_is_the_nodes_name() {
