@@ -14,11 +14,12 @@ cd "$(dirname "$0")/.."
 # busybox-static and the CNI plugins: edged's CRI runtime tests start their
 # own containerd (scripts/cri-dev.sh) with images built from busybox-static.
 # python3-venv: the official Kubernetes Python client (from PyPI, below)
-# is one of the clients the end-to-end tests drive. mosquitto joins this
-# list with the part that uses it.
+# is one of the clients the end-to-end tests drive. mosquitto and its
+# clients: EventBus's external broker (KubeEdge's default mqttMode), and
+# the plain MQTT clients the device tests speak KubeEdge's topics with.
 packages=(golang-go golang-github-gorilla-websocket-dev etcd-server
           containerd runc busybox-static containernetworking-plugins iproute2
-          python3-venv)
+          python3-venv mosquitto mosquitto-clients)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -259,10 +259,15 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         store.clone(),
         SyncConfig { interval: Duration::from_secs(args.sync_interval.max(1)) },
     ));
+    let devices = Arc::new(edgehive_devicecontroller::DeviceController::new(
+        store.clone(),
+        edgehive_devicecontroller::DeviceControllerConfig::default(),
+    ));
     let mut builder = Beehive::builder();
     builder.register(hub.clone()).context("register cloudhub")?;
     builder.register(controller.clone()).context("register edgecontroller")?;
     builder.register(sync.clone()).context("register synccontroller")?;
+    builder.register(devices.clone()).context("register devicecontroller")?;
     let hive = builder.build();
     let bus = hive.context();
     // ReplicaSets, Deployments and the garbage collector, over the store.
@@ -291,6 +296,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     hub.metrics().register(&mut config.metrics);
     controller.metrics().register(&mut config.metrics);
     sync.metrics().register(&mut config.metrics);
+    devices.metrics().register(&mut config.metrics);
     workloads.metrics().register(&mut config.metrics);
     events.metrics().register(&mut config.metrics);
     crate::process::register_bus(bus, &mut config.metrics);

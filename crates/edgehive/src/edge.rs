@@ -1,6 +1,8 @@
 //! `edgehive edge --config edge.yaml`: the edge agent — EdgeHub (the link
-//! to the cloud), MetaManager (the durable local store) and the node agent
-//! (the Node's registration, status and Lease) on one beehive.
+//! to the cloud), MetaManager (the durable local store), the node agent
+//! (the Node's registration, status and Lease), edged (pods), and for
+//! devices DeviceTwin, DMI (mappers' socket) and EventBus (MQTT) on one
+//! beehive.
 //!
 //! First start with a `token`: the CA is fetched and checked against the
 //! token, a certificate is requested, and CA, certificate and key are kept
@@ -213,6 +215,34 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
         edged_events = Some(edged.event_metrics());
         builder.register(Arc::new(edged)).context("register edged")?;
     }
+    // Devices: DeviceTwin keeps them in the edge's database beside MetaManager's store.
+    let twin = if cfg.device_twin {
+        let twin = edgehive_devicetwin::DeviceTwin::new(
+            edgehive_devicetwin::TwinConfig::new(cfg.node_name.clone()),
+            &cfg.database,
+            Arc::clone(&db),
+        )
+        .context("open the device tables")?;
+        let twin = Arc::new(twin);
+        builder.register(twin.clone()).context("register devicetwin")?;
+        // DMI: mappers register on its socket and get their devices.
+        let dmi_cfg =
+            edgehive_dmi::DmiConfig { sock_path: cfg.dmi_sock_path.clone(), ..edgehive_dmi::DmiConfig::default() };
+        let dmi = Arc::new(edgehive_dmi::Dmi::new(dmi_cfg, Arc::clone(&db)));
+        builder.register(dmi.clone()).context("register dmi")?;
+        Some((twin, dmi))
+    } else {
+        None
+    };
+    // MQTT: KubeEdge's topics to and from DeviceTwin and the cloud.
+    let event_bus = if cfg.event_bus.enable {
+        let bus = edgehive_eventbus::EventBus::new(cfg.event_bus.clone(), &cfg.database, cfg.node_name.clone());
+        let bus = Arc::new(bus);
+        builder.register(bus.clone()).context("register eventbus")?;
+        Some(bus)
+    } else {
+        None
+    };
     let hive = builder.build();
     let bus = hive.context();
 
@@ -231,6 +261,13 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
         let mut registry = prometheus_client::registry::Registry::with_prefix("edgehive");
         hub.metrics().register(&mut registry);
         meta.metrics().register(&mut registry);
+        if let Some((t, dmi)) = &twin {
+            t.metrics().register(&mut registry);
+            dmi.metrics().register(&mut registry);
+        }
+        if let Some(b) = &event_bus {
+            b.metrics().register(&mut registry);
+        }
         if let Some(events) = &edged_events {
             events.register(&mut registry);
         }

@@ -38,8 +38,9 @@
 //! `rootDirectory` (kubelet's directory for pods: it stands for `dataDir`),
 //! and `tailoredKubeletConfig.nodeLeaseDurationSeconds` and
 //! `nodeStatusReportFrequency` (a Go duration there). A setting with two
-//! names may be given under either, or both if they agree. The KubeEdge
-//! modules edgehive does not run (`eventBus`, `deviceTwin`, ...) are
+//! names may be given under either, or both if they agree. `eventBus` and
+//! `deviceTwin` take KubeEdge's keys (docs/devices.md); the KubeEdge
+//! modules edgehive does not run (`serviceBus`, `edgeStream`, ...) are
 //! ignored, enabled or not.
 
 use std::collections::BTreeMap;
@@ -82,6 +83,12 @@ pub(crate) struct EdgeConfig {
     pub(crate) status_report: Duration,
     pub(crate) ping_keepalive: bool,
     pub(crate) edged: bool,
+    /// DeviceTwin (`modules.deviceTwin.enable`, on unless turned off).
+    pub(crate) device_twin: bool,
+    /// The DMI socket mappers register on (`modules.deviceTwin.dmiSockPath`).
+    pub(crate) dmi_sock_path: PathBuf,
+    /// EventBus (`modules.eventBus`); `enable: false` leaves it out.
+    pub(crate) event_bus: edgehive_eventbus::EventBusConfig,
     pub(crate) restart_backoff: (Duration, Duration),
     /// The CRI runtime's socket; `None`: the process runtime.
     pub(crate) container_runtime_endpoint: Option<String>,
@@ -147,7 +154,16 @@ mappings! {
         kind: Text, data_dir: Text, metrics_address: Text, database: Database, modules: Modules,
     }
     Database { data_source: Text }
-    Modules { edged: Edged, edge_hub: EdgeHub, meta_manager: MetaManager }
+    Modules { edged: Edged, edge_hub: EdgeHub, meta_manager: MetaManager, device_twin: DeviceTwin, event_bus: EventBus }
+    EventBus {
+        enable: Option<bool>, #[serde(rename = "mqttQOS")] mqtt_qos: Option<f64>, mqtt_retain: Option<bool>,
+        mqtt_session_queue_size: Option<f64>, mqtt_server_internal: Text, mqtt_server_external: Text,
+        #[serde(rename = "mqttSubClientID")] mqtt_sub_client_id: Text,
+        #[serde(rename = "mqttPubClientID")] mqtt_pub_client_id: Text, mqtt_username: Text, mqtt_password: Text,
+        mqtt_mode: Option<f64>, #[serde(rename = "eventBusTLS")] event_bus_tls: EventBusTls,
+    }
+    EventBusTls { enable: Option<bool> }
+    DeviceTwin { enable: Option<bool>, dmi_sock_path: Text }
     Edged {
         enable: Option<bool>, hostname_override: Text, #[serde(rename = "nodeIP")] node_ip: Text,
         node_lease_duration_seconds: Option<f64>, node_status_report_frequency: Text, restart_backoff: Backoff,
@@ -218,6 +234,40 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
+}
+
+/// `modules.eventBus`, KubeEdge v1.15's keys and defaults.
+fn event_bus(bus: &EventBus) -> Result<edgehive_eventbus::EventBusConfig, ConfigError> {
+    use edgehive_eventbus::{EventBusConfig, MqttMode};
+    if bus.event_bus_tls.enable == Some(true) {
+        return Err(err("modules.eventBus.eventBusTLS.enable", "TLS to the MQTT broker is not part of edgehive yet"));
+    }
+    let at = |key: &str| format!("modules.eventBus.{key}");
+    let mut cfg = EventBusConfig { enable: bus.enable.unwrap_or(true), ..EventBusConfig::default() };
+    if let Some(mode) = number(&at("mqttMode"), bus.mqtt_mode, 0.0, 2.0)? {
+        cfg.mqtt_mode = MqttMode::from_code(mode as i64)
+            .ok_or_else(|| err(&at("mqttMode"), "expected 0 (internal), 1 (both) or 2 (external)"))?;
+    }
+    if let Some(q) = number(&at("mqttQOS"), bus.mqtt_qos, 0.0, 2.0)? {
+        cfg.mqtt_qos = q as u8;
+    }
+    cfg.mqtt_retain = bus.mqtt_retain.unwrap_or(false);
+    if let Some(n) = number(&at("mqttSessionQueueSize"), bus.mqtt_session_queue_size, 1.0, 100_000.0)? {
+        cfg.mqtt_session_queue_size = n as usize;
+    }
+    let text = |t: &Text, into: &mut String| {
+        if let Some(v) = t.get() {
+            v.clone_into(into);
+        }
+    };
+    text(&bus.mqtt_server_internal, &mut cfg.mqtt_server_internal);
+    text(&bus.mqtt_server_external, &mut cfg.mqtt_server_external);
+    text(&bus.mqtt_sub_client_id, &mut cfg.mqtt_sub_client_id);
+    text(&bus.mqtt_pub_client_id, &mut cfg.mqtt_pub_client_id);
+    text(&bus.mqtt_username, &mut cfg.mqtt_username);
+    text(&bus.mqtt_password, &mut cfg.mqtt_password);
+    cfg.validate().map_err(|e| err("modules.eventBus", e.to_string()))?;
+    Ok(cfg)
 }
 
 /// Drops the keys set to nothing (`edged:`): they read as absent.
@@ -351,6 +401,9 @@ impl File {
             ("modules.edgeHub.reconnect", &hub.reconnect.rest),
             ("modules.metaManager", &meta.rest),
             ("modules.metaManager.metaServer", &meta.meta_server.rest),
+            ("modules.deviceTwin", &self.modules.device_twin.rest),
+            ("modules.eventBus", &self.modules.event_bus.rest),
+            ("modules.eventBus.eventBusTLS", &self.modules.event_bus.event_bus_tls.rest),
         ];
         let unused =
             rests.into_iter().flat_map(|(parent, rest)| rest.iter().map(move |(k, v)| check_key(parent, k, v)));
@@ -368,7 +421,8 @@ impl File {
             Some(a) => Some(a.parse().map_err(|e| err("metricsAddress", format!("{a:?}: {e}")))?),
             None => None,
         };
-        let Modules { edged, edge_hub: hub, meta_manager: meta, .. } = self.modules;
+        let Modules { edged, edge_hub: hub, meta_manager: meta, device_twin: twin, event_bus: bus, .. } = self.modules;
+        let event_bus = event_bus(&bus)?;
         let kubelet = &edged.tailored_kubelet_config;
 
         // KubeEdge's `rootDirectory` is where kubelet keeps pods; edgehive
@@ -483,6 +537,9 @@ impl File {
             status_report: default(300, status_report),
             ping_keepalive: hub.ping_keepalive.unwrap_or(true),
             edged: edged.enable.unwrap_or(true),
+            device_twin: twin.enable.unwrap_or(true),
+            event_bus,
+            dmi_sock_path: twin.dmi_sock_path.get().map_or_else(|| data_dir.join("dmi.sock"), PathBuf::from),
             restart_backoff: (
                 default(10, seconds("modules.edged.restartBackoff.base", restart.base, 0.01, 3600.0)?),
                 default(300, seconds("modules.edged.restartBackoff.cap", restart.cap, 0.01, 86400.0)?),
@@ -698,8 +755,7 @@ mod tests {
         let ignored: Vec<&str> = c.ignored_keys.iter().map(String::as_str).collect();
         for key in [
             "database.driverName",
-            "modules.eventBus",
-            "modules.deviceTwin",
+            "modules.eventBus.eventBusTLS.tlsMqttCAFile",
             "modules.edgeStream",
             "modules.edged.podSandboxImage",
             "modules.edged.registerNodeNamespace",
@@ -725,7 +781,15 @@ mod tests {
             assert!(!ignored.iter().any(|k| k.starts_with(used)), "{used} is read, yet in {ignored:?}");
         }
         // Only whole keys, once each: nothing under a key already named.
-        assert!(!ignored.iter().any(|k| k.starts_with("modules.eventBus.")), "{ignored:?}");
+        assert!(!ignored.iter().any(|k| k.starts_with("modules.edgeStream.")), "{ignored:?}");
+        // EventBus and DeviceTwin are read, with KubeEdge's defaults.
+        for used in ["modules.eventBus.mqttMode", "modules.eventBus.mqttServerExternal", "modules.deviceTwin"] {
+            assert!(!ignored.iter().any(|k| k.starts_with(used)), "{used} is read, yet in {ignored:?}");
+        }
+        assert!(c.device_twin && c.event_bus.enable);
+        assert_eq!(c.event_bus.mqtt_mode, edgehive_eventbus::MqttMode::External);
+        assert_eq!(c.event_bus.mqtt_server_external, "tcp://127.0.0.1:1883");
+        assert_eq!(c.event_bus.mqtt_server_internal, "tcp://127.0.0.1:1884");
     }
 
     #[test]
@@ -742,12 +806,41 @@ mod tests {
             c.ignored_keys,
             [
                 "featureGates",
-                "modules.eventBus",
                 "modules.edged.registerNodeNamespace",
                 "modules.edged.tailoredKubeletConfig.evictionHard",
                 "modules.edged.tailoredKubeletConfig.maxPods",
             ]
         );
+    }
+
+    #[test]
+    fn event_bus_and_device_twin_take_kubeedge_keys_and_refuse_bad_values() {
+        let yaml = format!(
+            "{MINIMAL}  eventBus: {{mqttMode: 0, mqttQOS: 1, mqttRetain: true, mqttSessionQueueSize: 7, mqttServerInternal: 'tcp://127.0.0.1:2884', mqttSubClientID: sub-1, mqttUsername: u, mqttPassword: p}}\n  deviceTwin: {{dmiSockPath: /run/edge/dmi.sock}}\n"
+        );
+        let c = EdgeConfig::parse(&yaml).unwrap();
+        let b = &c.event_bus;
+        assert_eq!(b.mqtt_mode, edgehive_eventbus::MqttMode::Internal);
+        assert_eq!((b.mqtt_qos, b.mqtt_retain, b.mqtt_session_queue_size), (1, true, 7));
+        assert_eq!(b.mqtt_server_internal, "tcp://127.0.0.1:2884");
+        assert_eq!(
+            (b.mqtt_sub_client_id.as_str(), b.mqtt_username.as_str(), b.mqtt_password.as_str()),
+            ("sub-1", "u", "p")
+        );
+        assert_eq!(c.dmi_sock_path, PathBuf::from("/run/edge/dmi.sock"));
+        let off =
+            EdgeConfig::parse(&format!("{MINIMAL}  eventBus: {{enable: false}}\n  deviceTwin: {{enable: false}}\n"))
+                .unwrap();
+        assert!(!off.event_bus.enable && !off.device_twin);
+        for (extra, want) in [
+            ("eventBus: {mqttMode: 3}", "modules.eventBus.mqttMode"),
+            ("eventBus: {mqttQOS: 5}", "modules.eventBus.mqttQOS"),
+            ("eventBus: {eventBusTLS: {enable: true}}", "modules.eventBus.eventBusTLS.enable: TLS"),
+            ("eventBus: {mqttServerExternal: 'ssl://x:1'}", "modules.eventBus"),
+        ] {
+            let e = parse_err(&format!("{MINIMAL}  {extra}\n"));
+            assert!(e.starts_with(want), "{extra}: {e}");
+        }
     }
 
     #[test]

@@ -17,6 +17,8 @@ mod edge;
 mod edge_config;
 mod inspect;
 mod logging;
+#[cfg(feature = "mapper")]
+mod mapper;
 #[cfg(feature = "cloud")]
 mod node;
 mod process;
@@ -67,6 +69,10 @@ enum Command {
     /// Read KubeEdge wire messages (one JSON per line) from stdin, check them,
     /// and print what they say.
     Inspect(inspect::Args),
+    /// Run a mapper (Modbus TCP or virtual devices) registered with an
+    /// edge's DMI socket, or a simulated Modbus TCP device.
+    #[cfg(feature = "mapper")]
+    Mapper(mapper::Args),
 }
 
 fn main() -> ExitCode {
@@ -82,6 +88,8 @@ fn main() -> ExitCode {
         #[cfg(feature = "edge")]
         Command::Edge(args) => edge::run(args),
         Command::Inspect(args) => inspect::run(args),
+        #[cfg(feature = "mapper")]
+        Command::Mapper(args) => mapper::run(args),
         #[cfg(feature = "cloud")]
         Command::Token(args) => token::run(args),
         #[cfg(feature = "cloud")]

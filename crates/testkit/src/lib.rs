@@ -7,6 +7,7 @@ pub mod arch;
 pub mod containerd;
 pub mod fixtures;
 pub mod go;
+pub mod mosquitto;
 pub mod pki;
 pub mod proxy;
 pub mod umask;

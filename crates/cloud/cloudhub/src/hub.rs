@@ -115,7 +115,7 @@ impl std::fmt::Debug for CloudHub {
 }
 
 /// Cloud modules told of connections.
-const CONNECTION_LISTENERS: [&str; 2] = [source::EDGECONTROLLER, source::SYNCCONTROLLER];
+const CONNECTION_LISTENERS: [&str; 3] = [source::EDGECONTROLLER, source::SYNCCONTROLLER, source::DEVICECONTROLLER];
 
 impl CloudHub {
     /// A hub serving edges that connect to `servers` (viaduct WebSocket

@@ -251,7 +251,9 @@ impl Session {
             }
             _ => {}
         }
-        if ResourcePath::parse_wire(&m.route.resource).is_err() {
+        // DeviceTwin's reports name devices, not objects
+        // (`device/{id}/twin/edge_updated`); DeviceController checks them.
+        if m.route.source != source::TWIN && ResourcePath::parse_wire(&m.route.resource).is_err() {
             metrics.malformed.inc();
             tracing::warn!(node = %self.node, resource = %m.route.resource, "upstream message with a malformed resource");
             let _ = self.tx.try_write(m.error_response(&format!("malformed resource {:?}", m.route.resource)));

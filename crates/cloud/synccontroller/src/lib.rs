@@ -341,7 +341,7 @@ impl Runner {
                         self.metrics.deletes.inc();
                         delete_message(node, &uid, point)
                     }
-                    Some(o) if o.rev() > point.rv && !self.needed(node, &uid, point) => {
+                    Some(o) if o.rev() > point.rv && !self.needed(node, &uid, point, o) => {
                         // Not resent, not kept dirty: EdgeController deletes
                         // it at the node; a later change looks again.
                         self.metrics.withheld.inc();
@@ -373,11 +373,16 @@ impl Runner {
 }
 
 impl Runner {
-    /// Whether `node` still needs the object of `point`: a pod bound to it
-    /// (the same pod, by uid), or a configmap or secret its pods use. A
+    /// Whether `node` still needs the object of `point` (`current`): a pod
+    /// bound to it (the same pod, by uid), a configmap or secret its pods
+    /// use, or a Device bound to it. A
     /// Node is never resent (CloudCore sends a Node only to delete it);
     /// kinds this controller does not know are taken as needed.
-    fn needed(&self, node: &str, uid: &str, point: &Point) -> bool {
+    fn needed(&self, node: &str, uid: &str, point: &Point, current: &Object) -> bool {
+        // A Device is its bound node's only (DeviceController moves it).
+        if &*point.kind == "Device" {
+            return bound_to(node, current);
+        }
         if !self.pods_listed {
             return true;
         }
@@ -431,4 +436,32 @@ fn update_message(node: &str, o: &Object) -> Option<Message> {
             .with_resource_version(o.rev().to_string())
             .with_content(content),
     )
+}
+
+/// Whether the Device `device` is bound to `node` (`spec.nodeName`).
+fn bound_to(node: &str, device: &Object) -> bool {
+    device.value().ok().and_then(|v| v.pointer("/spec/nodeName")?.as_str().map(|n| n == node)) == Some(true)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_device_is_needed_only_by_the_node_it_is_bound_to() {
+        let device = |node: &str| {
+            let raw = serde_json::json!({"apiVersion": "devices.kubeedge.io/v1beta1", "kind": "Device",
+                "metadata": {"name": "d", "namespace": "default"}, "spec": {"nodeName": node}});
+            Object::from_stored(
+                &resources::DEVICES,
+                "/registry/devices.kubeedge.io/devices/default/d",
+                7,
+                serde_json::to_vec(&raw).unwrap().into(),
+            )
+        };
+        assert!(bound_to("edge-1", &device("edge-1")));
+        assert!(!bound_to("edge-1", &device("edge-2")), "moved away: not resent to the old node");
+        assert!(!bound_to("edge-1", &device("")));
+    }
 }

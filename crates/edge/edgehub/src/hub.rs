@@ -510,7 +510,8 @@ impl Link {
             group::USER => match m.route.source.as_str() {
                 source::ROUTER_EVENTBUS => source::EVENTBUS,
                 source::ROUTER_SERVICEBUS => source::SERVICEBUS,
-                _ => group::BUS,
+                // KubeEdge sends these to group `bus`, whose one module is EventBus.
+                _ => source::EVENTBUS,
             },
             _ => {
                 self.metrics.downstream_undeliverable.inc();

@@ -70,9 +70,13 @@ fn edge(cloud: &Cloud, cfg: EdgeHubConfig) -> Edge {
     let mut metrics = prometheus_client::registry::Registry::with_prefix("edgehive");
     hub.metrics().register(&mut metrics);
     let got: Arc<Mutex<Vec<Message>>> = Arc::default();
-    let got2 = got.clone();
-    let meta =
-        FnModule::new(source::METAMANAGER, group::META, move |mut ctx: ModuleContext, cancel: CancellationToken| {
+    let mut b = Beehive::builder();
+    b.register(hub).unwrap();
+    // Stand-ins for the modules the cloud's messages go to; all record in `got`.
+    for (name, grp) in [(source::METAMANAGER, group::META), (source::EVENTBUS, group::BUS), (source::TWIN, group::TWIN)]
+    {
+        let got2 = got.clone();
+        let m = FnModule::new(name, grp, move |mut ctx: ModuleContext, cancel: CancellationToken| {
             let got = got2.clone();
             Box::pin(async move {
                 while let Some(m) = ctx.receive_until(&cancel).await {
@@ -81,9 +85,8 @@ fn edge(cloud: &Cloud, cfg: EdgeHubConfig) -> Edge {
                 Ok(())
             }) as ModuleFuture
         });
-    let mut b = Beehive::builder();
-    b.register(hub).unwrap();
-    b.register(Arc::new(meta)).unwrap();
+        b.register(Arc::new(m)).unwrap();
+    }
     let hive = b.build();
     let ctx = hive.context();
     let stop = CancellationToken::new();
@@ -157,6 +160,17 @@ async fn it_keeps_alive_and_routes_both_ways() {
         let got = e.got.lock().unwrap();
         got.iter().any(|m| m.content.as_text().as_deref() == Some(well_known::CLOUD_CONNECTED))
             && got.iter().any(|m| m.header.msg_id == pod.header.msg_id)
+    })
+    .await;
+    // The cloud's `user` messages go to EventBus, `twin` ones to DeviceTwin.
+    let user = Message::new().with_route(source::ROUTER, group::USER, "app/topic", op::PUBLISH);
+    let twin = Message::new().with_route(source::DEVICECONTROLLER, group::TWIN, "membership", op::UPDATE);
+    tx.write(user.clone()).await.unwrap();
+    tx.write(twin.clone()).await.unwrap();
+    eventually("user and twin messages reach their modules", || {
+        let got = e.got.lock().unwrap();
+        got.iter().any(|m| m.header.msg_id == user.header.msg_id)
+            && got.iter().any(|m| m.header.msg_id == twin.header.msg_id)
     })
     .await;
     // A request from the edge gets the cloud's answer through its waiter.

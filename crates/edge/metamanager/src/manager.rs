@@ -45,6 +45,10 @@ pub const MODULE: &str = source::METAMANAGER;
 const EDGEHUB: &str = source::WEBSOCKET;
 /// The module that runs pods (issue of the edged crate); absent is fine.
 const EDGED: &str = source::EDGED;
+/// The module that keeps devices; absent is fine.
+const TWIN: &str = source::TWIN;
+/// KubeEdge's resource type of a DeviceModel.
+const DEVICE_MODEL: &str = "devicemodel";
 
 /// Sources of messages made on the edge; anything else came from the cloud.
 const EDGE_SOURCES: [&str; 9] = [
@@ -369,6 +373,12 @@ fn inventory_message(node: &str, items: &[edgehive_model::inventory::Item]) -> M
         .with_content(edgehive_model::inventory::content(items))
 }
 
+/// A Device or DeviceModel from the cloud: DeviceTwin's, not edged's
+/// (KubeEdge's MetaManager hands them to `twin`).
+fn is_device_object(m: &Message) -> bool {
+    key_and_type(m).is_some_and(|(_, ty)| ty == rt::DEVICE || ty == DEVICE_MODEL)
+}
+
 fn from_cloud(m: &Message) -> bool {
     !EDGE_SOURCES.contains(&m.route.source.as_str())
 }
@@ -517,6 +527,13 @@ impl MetaState {
                     if from_cloud(&m) {
                         self.metrics.committed.inc();
                         self.send(EDGEHUB, m.response(Content::string(well_known::ACK_OK))).await;
+                        if is_device_object(&m) {
+                            // DeviceTwin never waits on MetaManager, so a
+                            // wait for room in its mailbox cannot deadlock;
+                            // it reads the store again when it starts.
+                            self.send(TWIN, m).await;
+                            continue;
+                        }
                         match self.ctx.try_send(EDGED, m) {
                             Ok(()) => {}
                             Err(e) if e.kind == SendErrorKind::Full => {

@@ -1,0 +1,522 @@
+//! The controller task: device changes down, reports up.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use edgehive_beehive::{Context, ModuleContext};
+use edgehive_model::resource::split_node_prefix;
+use edgehive_model::{Content, Message, group, op, source};
+use edgehive_store::informer::{Change, inform};
+use edgehive_store::resources::{DEVICE_MODELS, DEVICES};
+use edgehive_store::{Object, Store, StoreError};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::DeviceControllerConfig;
+use crate::metrics::Metrics;
+use crate::status::{self, Change as StatusChange, Pending};
+
+/// Longest wait for room in CloudHub's mailbox.
+const SEND_DEADLINE: Duration = Duration::from_secs(10);
+/// How often waiting reports are looked at.
+const FLUSH_TICK: Duration = Duration::from_millis(100);
+/// The KubeEdge resource types of the objects sent.
+const DEVICE: &str = "device";
+const DEVICE_MODEL: &str = "devicemodel";
+
+type Key = (String, String);
+
+/// What the controller remembers of a Device.
+struct Dev {
+    node: String,
+    model: String,
+    /// The spec as JSON text: a change of it goes down to the node.
+    spec: String,
+    description: String,
+    obj: Object,
+}
+
+/// A device's reports waiting to be written.
+struct Waiting {
+    pending: Pending,
+    /// The strongest change they make to the status last seen.
+    change: StatusChange,
+    reports: u64,
+}
+
+pub(crate) struct Controller {
+    store: Store,
+    ctx: Context,
+    cfg: DeviceControllerConfig,
+    metrics: Arc<Metrics>,
+    devices: HashMap<Key, Dev>,
+    models: HashMap<Key, Object>,
+    by_node: HashMap<String, BTreeSet<Key>>,
+    waiting: HashMap<Key, Waiting>,
+    last_write: HashMap<Key, Instant>,
+    writing: JoinSet<(Key, Result<(), String>, Pending)>,
+    in_flight: std::collections::HashSet<Key>,
+}
+
+fn key_of(o: &Object) -> Key {
+    (o.namespace().to_owned(), o.name().to_owned())
+}
+
+fn object_content(obj: &Object) -> Option<Content> {
+    Content::from_json(String::from_utf8_lossy(obj.json().ok()?).into_owned()).ok()
+}
+
+/// KubeEdge's downstream object message: `node/{node}/{ns}/{type}/{name}`.
+fn object_message(node: &str, ty: &str, obj: &Object, operation: &'static str, content: Content) -> Message {
+    Message::new()
+        .with_route(
+            source::DEVICECONTROLLER,
+            group::RESOURCE,
+            format!("node/{node}/{}/{ty}/{}", obj.namespace(), obj.name()),
+            operation,
+        )
+        .with_resource_version(obj.rev().to_string())
+        .with_content(content)
+}
+
+/// A delete naming the object (apiVersion, kind, name, namespace, uid).
+fn delete_message(node: &str, ty: &str, obj: &Object) -> Message {
+    let res = obj.resource();
+    let content = json!({"apiVersion": res.api_version(), "kind": res.kind,
+        "metadata": {"name": obj.name(), "namespace": obj.namespace(), "uid": obj.uid().unwrap_or_default(),
+            "resourceVersion": obj.rev().to_string()}});
+    object_message(node, ty, obj, op::DELETE, Content::from_serialize(&content).unwrap_or_default())
+}
+
+/// KubeEdge's membership update (`types.MembershipUpdate`); ids are names.
+fn membership(node: &str, added: &[&Dev], removed: &[&Dev]) -> Message {
+    let entry = |d: &&Dev| {
+        let mut e = json!({"id": d.obj.name(), "name": d.obj.name()});
+        if !d.description.is_empty() {
+            e["description"] = json!(d.description);
+        }
+        e
+    };
+    let content = json!({
+        "event_id": edgehive_model::new_msg_id().as_str(),
+        "timestamp": edgehive_model::now_millis(),
+        "added_devices": added.iter().map(entry).collect::<Vec<_>>(),
+        "removed_devices": removed.iter().map(entry).collect::<Vec<_>>(),
+    });
+    Message::new()
+        .with_route(source::DEVICECONTROLLER, group::TWIN, format!("node/{node}/membership"), op::UPDATE)
+        .with_content(Content::from_serialize(&content).unwrap_or_default())
+}
+
+fn dev_of(obj: &Object) -> Option<Dev> {
+    let v = obj.value().ok()?;
+    let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or_default().to_owned();
+    Some(Dev {
+        node: s("/spec/nodeName"),
+        model: s("/spec/deviceModelRef/name"),
+        spec: v.get("spec").map(Value::to_string).unwrap_or_default(),
+        description: s("/metadata/labels/description"),
+        obj: obj.clone(),
+    })
+}
+
+impl Controller {
+    pub(crate) fn new(store: Store, ctx: Context, cfg: DeviceControllerConfig, metrics: Arc<Metrics>) -> Controller {
+        Controller {
+            store,
+            ctx,
+            cfg,
+            metrics,
+            devices: HashMap::new(),
+            models: HashMap::new(),
+            by_node: HashMap::new(),
+            waiting: HashMap::new(),
+            last_write: HashMap::new(),
+            writing: JoinSet::new(),
+            in_flight: std::collections::HashSet::new(),
+        }
+    }
+
+    pub(crate) async fn run(mut self, mut mctx: ModuleContext, cancel: CancellationToken) {
+        let (tx, mut changes) = mpsc::channel(1024);
+        let stop = cancel.child_token();
+        // Models first, so that a device finds its model known.
+        let watches = [&DEVICE_MODELS, &DEVICES]
+            .map(|res| tokio::spawn(inform(self.store.clone(), "devicecontroller", res, tx.clone(), stop.clone())));
+        drop(tx);
+        let mut tick = tokio::time::interval(FLUSH_TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => break,
+                _ = tick.tick() => self.flush(),
+                Some(done) = self.writing.join_next(), if !self.writing.is_empty() => self.written(done),
+                c = changes.recv() => match c {
+                    Some(c) => self.on_change(c).await,
+                    None => break,
+                },
+                m = mctx.receive() => match m {
+                    Some(m) => self.on_message(m).await,
+                    None => break,
+                },
+            }
+        }
+        stop.cancel();
+        for w in watches {
+            let _ = w.await;
+        }
+        // Reports taken but not yet written are written before the end.
+        self.flush_all();
+        while let Some(done) = self.writing.join_next().await {
+            self.written(done);
+        }
+    }
+
+    async fn send(&self, msg: Message) {
+        match tokio::time::timeout(SEND_DEADLINE, self.ctx.send(source::CLOUDHUB, msg)).await {
+            Ok(Ok(())) => {
+                self.metrics.downstream.inc();
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(module = "devicecontroller", error = %e, "downstream message not taken by cloudhub")
+            }
+            Err(_) => tracing::warn!(module = "devicecontroller", "cloudhub did not take a downstream message in time"),
+        }
+    }
+
+    async fn on_change(&mut self, c: Change) {
+        match c {
+            Change::Upsert { object, .. } => self.upsert(&object).await,
+            Change::Deleted(object) => self.deleted(&object).await,
+            Change::Relisted { resource, objects } => {
+                let keep: std::collections::HashSet<Key> = objects.iter().map(key_of).collect();
+                let gone: Vec<Object> = if std::ptr::eq(resource, &DEVICES) {
+                    self.devices.iter().filter(|(k, _)| !keep.contains(*k)).map(|(_, d)| d.obj.clone()).collect()
+                } else {
+                    self.models.iter().filter(|(k, _)| !keep.contains(*k)).map(|(_, o)| o.clone()).collect()
+                };
+                for o in gone {
+                    self.deleted(&o).await;
+                }
+                for o in objects {
+                    self.upsert(&o).await;
+                }
+            }
+        }
+    }
+
+    async fn upsert(&mut self, obj: &Object) {
+        if std::ptr::eq(obj.resource(), &DEVICE_MODELS) {
+            let key = key_of(obj);
+            let changed = self.models.get(&key).is_none_or(|o| o.rev() != obj.rev());
+            // A model seen for the first time after its devices (the two
+            // informers race) is an insert at their nodes too.
+            let operation = if self.models.contains_key(&key) { op::UPDATE } else { op::INSERT };
+            self.models.insert(key.clone(), obj.clone());
+            if changed {
+                // Every node holding a device of this model gets it.
+                let nodes: BTreeSet<String> = self
+                    .devices
+                    .iter()
+                    .filter(|((ns, _), d)| *ns == key.0 && d.model == key.1 && !d.node.is_empty())
+                    .map(|(_, d)| d.node.clone())
+                    .collect();
+                for node in nodes {
+                    if let Some(c) = object_content(obj) {
+                        self.send(object_message(&node, DEVICE_MODEL, obj, operation, c)).await;
+                    }
+                }
+            }
+            return;
+        }
+        let Some(new) = dev_of(obj) else {
+            tracing::warn!(module = "devicecontroller", name = obj.name(), "device that does not parse; ignored");
+            return;
+        };
+        let key = key_of(obj);
+        let old = self.devices.remove(&key);
+        let spec_changed = old.as_ref().is_none_or(|o| o.spec != new.spec);
+        let node_changed = old.as_ref().is_some_and(|o| o.node != new.node);
+        if let Some(o) = &old
+            && node_changed
+            && !o.node.is_empty()
+        {
+            self.remove_from_node(&key, o).await;
+        }
+        let added = old.as_ref().is_none_or(|o| o.node != new.node);
+        if !new.node.is_empty() {
+            self.by_node.entry(new.node.clone()).or_default().insert(key.clone());
+        }
+        if spec_changed && !new.node.is_empty() {
+            self.send_device(&new, added).await;
+        }
+        self.devices.insert(key, new);
+        self.metrics.bound_devices.set(self.by_node.values().map(|s| s.len() as i64).sum());
+    }
+
+    /// Sends a device to its node: membership (when newly added), its
+    /// model, then the Device.
+    async fn send_device(&self, d: &Dev, added: bool) {
+        if added {
+            self.send(membership(&d.node, &[d], &[])).await;
+        }
+        if let Some(model) = self.models.get(&(d.obj.namespace().to_owned(), d.model.clone()))
+            && let Some(c) = object_content(model)
+        {
+            let operation = if added { op::INSERT } else { op::UPDATE };
+            self.send(object_message(&d.node, DEVICE_MODEL, model, operation, c)).await;
+        }
+        if let Some(c) = object_content(&d.obj) {
+            let operation = if added { op::INSERT } else { op::UPDATE };
+            self.send(object_message(&d.node, DEVICE, &d.obj, operation, c)).await;
+        }
+    }
+
+    async fn deleted(&mut self, obj: &Object) {
+        let key = key_of(obj);
+        if std::ptr::eq(obj.resource(), &DEVICE_MODELS) {
+            // As KubeEdge: nodes keep a model until their last device of it goes.
+            self.models.remove(&key);
+            return;
+        }
+        if let Some(d) = self.devices.remove(&key) {
+            if !d.node.is_empty() {
+                self.remove_from_node(&key, &d).await;
+            }
+            self.waiting.remove(&key);
+            self.last_write.remove(&key);
+            self.metrics.pending.set(self.waiting.len() as i64);
+        }
+        self.metrics.bound_devices.set(self.by_node.values().map(|s| s.len() as i64).sum());
+    }
+
+    /// Takes a device off a node: membership, the Device, and its model if
+    /// no other device of the node uses it.
+    async fn remove_from_node(&mut self, key: &Key, d: &Dev) {
+        if let Some(set) = self.by_node.get_mut(&d.node) {
+            set.remove(key);
+            if set.is_empty() {
+                self.by_node.remove(&d.node);
+            }
+        }
+        self.send(membership(&d.node, &[], &[d])).await;
+        self.send(delete_message(&d.node, DEVICE, &d.obj)).await;
+        let model_used = self.by_node.get(&d.node).is_some_and(|keys| {
+            keys.iter().any(|k| k.0 == key.0 && self.devices.get(k).is_some_and(|o| o.model == d.model))
+        });
+        if !model_used && let Some(model) = self.models.get(&(key.0.clone(), d.model.clone())) {
+            self.send(delete_message(&d.node, DEVICE_MODEL, model)).await;
+        }
+    }
+
+    /// A node (re)connected: offer it everything it should hold; CloudHub
+    /// sends only what is newer than its success points.
+    async fn resync_node(&self, node: &str) {
+        let Some(keys) = self.by_node.get(node) else { return };
+        let devs: Vec<&Dev> = keys.iter().filter_map(|k| self.devices.get(k)).collect();
+        if devs.is_empty() {
+            return;
+        }
+        self.send(membership(node, &devs, &[])).await;
+        for d in devs {
+            self.send_device(d, false).await;
+        }
+    }
+
+    async fn on_message(&mut self, m: Message) {
+        if m.route.source == source::CLOUDHUB {
+            if let Some(node) = m.route.resource.strip_prefix("node/")
+                && m.route.operation == op::CONNECTED
+            {
+                let node = node.to_owned();
+                self.resync_node(&node).await;
+            }
+            return;
+        }
+        let Ok((node, rest)) = split_node_prefix(&m.route.resource) else {
+            self.refuse("", &m, "resource without node/{node}/");
+            return;
+        };
+        let (node, rest) = (node.to_owned(), rest.to_owned());
+        // `device/{id}/twin/edge_updated`, `device/{id}/state/update`,
+        // `membership/detail` (KubeEdge v1.15 takes no action on it).
+        let parts: Vec<&str> = rest.split('/').collect();
+        let parsed = match parts.as_slice() {
+            ["device", id, "twin", "edge_updated"] => Some((*id, status::parse_twin_report(&m.content.to_value()))),
+            ["device", id, "state", "update"] => Some((*id, status::parse_state_report(&m.content.to_value()))),
+            ["membership", "detail"] => None,
+            _ => {
+                self.refuse(&node, &m, "not a device report");
+                return;
+            }
+        };
+        let Some((id, report)) = parsed else { return };
+        let report = match report {
+            Ok(r) => r,
+            Err(e) => {
+                self.refuse(&node, &m, &e);
+                return;
+            }
+        };
+        let Some(key) = self.device_of(&node, id, &m) else { return };
+        self.metrics.reports.inc();
+        self.take(key, report);
+    }
+
+    /// The device `id` (a name, as KubeEdge v1.15's ids are) bound to `node`.
+    fn device_of(&self, node: &str, id: &str, m: &Message) -> Option<Key> {
+        let mine: Vec<&Key> =
+            self.by_node.get(node).map(|keys| keys.iter().filter(|k| k.1 == id).collect()).unwrap_or_default();
+        match mine.as_slice() {
+            [k] => Some((*k).clone()),
+            [] => {
+                self.refuse(node, m, &format!("no device {id:?} is bound to node {node}"));
+                None
+            }
+            _ => {
+                self.refuse(node, m, &format!("device name {id:?} is bound to node {node} in several namespaces"));
+                None
+            }
+        }
+    }
+
+    fn refuse(&self, node: &str, m: &Message, why: &str) {
+        self.metrics.refused.inc();
+        tracing::warn!(module = "devicecontroller", node, resource = %m.route.resource, reason = why, "device report refused");
+    }
+
+    /// Merges a report into what waits for the device.
+    fn take(&mut self, key: Key, report: Pending) {
+        let Some(d) = self.devices.get(&key) else { return };
+        let current = d.obj.value().ok().and_then(|v| v.get("status").cloned()).unwrap_or(Value::Null);
+        let spec = d.obj.value().ok().cloned().unwrap_or(Value::Null);
+        let props = status::properties(&spec);
+        let w = self.waiting.entry(key).or_insert_with(|| Waiting {
+            pending: Pending::default(),
+            change: StatusChange::None,
+            reports: 0,
+        });
+        w.pending.merge(report);
+        w.reports += 1;
+        w.change = status::apply(&current, &props, &w.pending).1;
+        self.metrics.pending.set(self.waiting.len() as i64);
+    }
+
+    /// Starts the writes that are due.
+    fn flush(&mut self) {
+        let now = Instant::now();
+        let due: Vec<Key> = self
+            .waiting
+            .iter()
+            .filter(|(k, w)| {
+                let wait = match w.change {
+                    StatusChange::None => return false,
+                    StatusChange::Timestamps => self.cfg.refresh_interval,
+                    StatusChange::Values => self.cfg.min_write_interval,
+                };
+                !self.in_flight.contains(*k) && self.last_write.get(*k).is_none_or(|t| now.duration_since(*t) >= wait)
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
+            if self.in_flight.len() >= self.cfg.writes_in_flight {
+                break;
+            }
+            self.start_write(key, now);
+        }
+        // What changes nothing is forgotten.
+        self.waiting.retain(|_, w| w.change != StatusChange::None);
+        self.metrics.pending.set(self.waiting.len() as i64);
+    }
+
+    /// Starts every waiting write (at shutdown).
+    fn flush_all(&mut self) {
+        let now = Instant::now();
+        let keys: Vec<Key> = self
+            .waiting
+            .iter()
+            .filter(|(k, w)| w.change != StatusChange::None && !self.in_flight.contains(*k))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            self.start_write(key, now);
+        }
+    }
+
+    fn start_write(&mut self, key: Key, now: Instant) {
+        let Some(w) = self.waiting.remove(&key) else { return };
+        if w.reports > 1 {
+            self.metrics.coalesced.inc_by(w.reports - 1);
+        }
+        self.in_flight.insert(key.clone());
+        self.last_write.insert(key.clone(), now);
+        let store = self.store.clone();
+        self.writing.spawn(async move {
+            let r = write_status(&store, &key, &w.pending).await;
+            (key, r, w.pending)
+        });
+    }
+
+    fn written(&mut self, done: Result<(Key, Result<(), String>, Pending), tokio::task::JoinError>) {
+        let Ok((key, result, pending)) = done else { return };
+        self.in_flight.remove(&key);
+        match result {
+            Ok(()) => {
+                self.metrics.status_writes.inc();
+            }
+            Err(e) if e.is_empty() => {} // the device is gone
+            Err(e) => {
+                self.metrics.status_write_failures.inc();
+                tracing::warn!(module = "devicecontroller", namespace = %key.0, device = %key.1, error = %e,
+                    "device status not written; retried");
+                // Kept, under what came since, for the next flush.
+                let mut again = pending;
+                if let Some(w) = self.waiting.remove(&key) {
+                    again.merge(w.pending);
+                }
+                self.waiting.insert(key, Waiting { pending: again, change: StatusChange::Values, reports: 1 });
+            }
+        }
+    }
+}
+
+/// Writes a device's merged reports into its status (defaults and update
+/// validation as the API applies them). `Err("")`: the device is gone.
+async fn write_status(store: &Store, key: &Key, pending: &Pending) -> Result<(), String> {
+    let r = store
+        .update_with(&DEVICES, &key.0, &key.1, |cur| {
+            let old = cur.value()?;
+            let props = status::properties(old);
+            let (status, change) = status::apply(old.get("status").unwrap_or(&Value::Null), &props, pending);
+            if change == StatusChange::None {
+                return Ok(None);
+            }
+            let mut new = old.clone();
+            new["status"] = status;
+            edgehive_registry::admit::update(&DEVICES, &mut new, old)
+                .map_err(|e| WriteError::Invalid(e.to_string()))?;
+            Ok(Some(new))
+        })
+        .await;
+    match r {
+        Ok(_) => Ok(()),
+        Err(WriteError::Store(StoreError::NotFound { .. })) => Err(String::new()),
+        Err(WriteError::Store(e)) => Err(e.to_string()),
+        Err(WriteError::Invalid(e)) => Err(e),
+    }
+}
+
+enum WriteError {
+    Store(StoreError),
+    Invalid(String),
+}
+
+impl From<StoreError> for WriteError {
+    fn from(e: StoreError) -> Self {
+        WriteError::Store(e)
+    }
+}

@@ -1,0 +1,288 @@
+//! DeviceController on a beehive with a stand-in CloudHub: what goes down
+//! for Devices and DeviceModels, and what the edges' reports do to the
+//! store, including reports that must be refused.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use edgehive_beehive::{Beehive, Context, FnModule, ModuleContext, ModuleFuture};
+use edgehive_devicecontroller::{DeviceController, DeviceControllerConfig};
+use edgehive_model::{Content, Message, group, op, source};
+use edgehive_store::resources::{DEVICE_MODELS, DEVICES};
+use edgehive_store::{BackendConfig, Store, StoreConfig};
+use edgehive_testkit::eventually;
+use edgehive_testkit::fixtures::TempDir;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+type Seen = Arc<Mutex<Vec<Message>>>;
+
+struct Cloud {
+    store: Store,
+    ctx: Context,
+    seen: Seen,
+    controller: Arc<DeviceController>,
+    stop: CancellationToken,
+    _dir: TempDir,
+}
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+impl Cloud {
+    async fn start(cfg: DeviceControllerConfig) -> Cloud {
+        let dir = TempDir::new("devicecontroller");
+        let store =
+            Store::open(StoreConfig::new(BackendConfig::Sqlite { path: dir.path().join("state.db"), fsync: false }))
+                .await
+                .unwrap();
+        let seen: Seen = Arc::default();
+        let seen2 = seen.clone();
+        let hub = FnModule::new(source::CLOUDHUB, source::CLOUDHUB, move |mut ctx: ModuleContext, cancel| {
+            let seen = seen2.clone();
+            Box::pin(async move {
+                while let Some(m) = ctx.receive_until(&cancel).await {
+                    seen.lock().unwrap().push(m);
+                }
+                Ok(())
+            }) as ModuleFuture
+        });
+        let controller = Arc::new(DeviceController::new(store.clone(), cfg));
+        let mut b = Beehive::builder();
+        b.register(Arc::new(hub)).unwrap();
+        b.register(controller.clone()).unwrap();
+        let hive = b.build();
+        let ctx = hive.context();
+        let stop = CancellationToken::new();
+        tokio::spawn(hive.run(stop.clone()));
+        Cloud { store, ctx, seen, controller, stop, _dir: dir }
+    }
+
+    /// Messages seen so far for `resource` (and taken out).
+    fn take(&self) -> Vec<Message> {
+        std::mem::take(&mut *self.seen.lock().unwrap())
+    }
+
+    /// An upstream report as CloudHub forwards it: `node/{node}/` prefixed
+    /// from the session's certificate, never from the edge's message.
+    async fn report(&self, node: &str, rest: &str, content: Content) {
+        let m = Message::new()
+            .with_route(source::TWIN, group::RESOURCE, format!("node/{node}/{rest}"), op::UPDATE)
+            .with_content(content);
+        self.ctx.send(source::DEVICECONTROLLER, m).await.unwrap();
+    }
+
+    async fn status(&self, name: &str) -> Value {
+        let d = self.store.get(&DEVICES, "default", name).await.unwrap();
+        d.value().unwrap().get("status").cloned().unwrap_or(Value::Null)
+    }
+
+    fn metric(&self, name: &str) -> u64 {
+        let mut r = prometheus_client::registry::Registry::with_prefix("edgehive");
+        self.controller.metrics().register(&mut r);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &r).unwrap();
+        let line = text.lines().find(|l| l.starts_with(&format!("edgehive_devicecontroller_{name}"))).unwrap();
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Cloud {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+fn model() -> Value {
+    json!({"apiVersion": "devices.kubeedge.io/v1beta1", "kind": "DeviceModel",
+        "metadata": {"name": "thermo-model", "namespace": "default"},
+        "spec": {"protocol": "modbus", "properties": [{"name": "temperature", "type": "INT", "accessMode": "ReadWrite"}]}})
+}
+
+fn device(name: &str, node: &str, desired: &str) -> Value {
+    json!({"apiVersion": "devices.kubeedge.io/v1beta1", "kind": "Device",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": node, "deviceModelRef": {"name": "thermo-model"},
+            "protocol": {"protocolName": "modbus"},
+            "properties": [{"name": "temperature", "desired": {"value": desired}}]}})
+}
+
+fn twin_report(value: &str) -> Content {
+    Content::from_serialize(&json!({"event_id": "e", "timestamp": 1700,
+        "twin": {"temperature": {"actual": {"value": value, "metadata": {"timestamp": 1700}},
+            "expected": {"value": "20"}, "metadata": {"type": "int"}}}}))
+    .unwrap()
+}
+
+fn routes(ms: &[Message]) -> Vec<(String, String, String)> {
+    ms.iter()
+        .map(|m| (m.route.group.to_string(), m.route.resource.to_string(), m.route.operation.to_string()))
+        .collect()
+}
+
+async fn seen_until(cloud: &Cloud, n: usize) -> Vec<Message> {
+    let mut all = Vec::new();
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while all.len() < n && tokio::time::Instant::now() < deadline {
+        all.extend(cloud.take());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_go_to_their_node_and_reports_come_back_coalesced() {
+    let cloud = Cloud::start(DeviceControllerConfig {
+        min_write_interval: Duration::from_millis(300),
+        ..DeviceControllerConfig::default()
+    })
+    .await;
+    cloud.store.create(&DEVICE_MODELS, model()).await.unwrap();
+    let created = cloud.store.create(&DEVICES, device("thermo", "edge-1", "20")).await.unwrap();
+
+    // Membership, model, device: KubeEdge v1.15's three messages. The
+    // model's informer races the devices', so it may come first or last.
+    let mut down = seen_until(&cloud, 3).await;
+    let model_at = down.iter().position(|m| m.route.resource.contains("/devicemodel/")).unwrap();
+    let model_msg = down.remove(model_at);
+    assert_eq!(model_msg.route.operation, "insert");
+    assert_eq!(model_msg.route.resource, "node/edge-1/default/devicemodel/thermo-model");
+    assert_eq!(
+        routes(&down),
+        vec![
+            ("twin".into(), "node/edge-1/membership".into(), "update".into()),
+            ("resource".into(), "node/edge-1/default/device/thermo".into(), "insert".into()),
+        ]
+    );
+    let membership = down[0].content.to_value();
+    assert_eq!(membership["added_devices"], json!([{"id": "thermo", "name": "thermo"}]));
+    assert_eq!(membership["removed_devices"], json!([]));
+    assert_eq!(down[1].header.resource_version.as_str(), created.rev().to_string());
+
+    // A report of edge-1 lands in the status.
+    cloud.report("edge-1", "device/thermo/twin/edge_updated", twin_report("21")).await;
+    let mut status = Value::Null;
+    for _ in 0..200 {
+        status = cloud.status("thermo").await;
+        if status.pointer("/twins/0/reported/value") == Some(&json!("21")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        status["twins"][0],
+        json!({"propertyName": "temperature",
+            "reported": {"value": "21", "metadata": {"timestamp": "1700", "type": "int"}},
+            "observedDesired": {"value": "20", "metadata": {"type": "int"}}})
+    );
+    // A status write sends nothing down (the spec did not change).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(cloud.take().is_empty());
+
+    // Fifty reports in a burst: a few writes, the last value wins.
+    let writes_before = cloud.metric("status_writes_total");
+    for v in 0..50 {
+        cloud.report("edge-1", "device/thermo/twin/edge_updated", twin_report(&format!("{}", 100 + v))).await;
+    }
+    eventually("the last value is written", DEADLINE, || {
+        futures_poll(cloud.status("thermo")).pointer("/twins/0/reported/value") == Some(&json!("149"))
+    })
+    .await;
+    let writes = cloud.metric("status_writes_total") - writes_before;
+    assert!(writes <= 4, "{writes} writes for 50 reports");
+    assert!(cloud.metric("coalesced_total") >= 40);
+
+    // A state report.
+    let state = Content::string(
+        r#"{"event_id":"s","timestamp":1,"device":{"name":"thermo","state":"online","last_online":"2026-11-25 10:00:00"}}"#,
+    );
+    cloud.report("edge-1", "device/thermo/state/update", state).await;
+    eventually("the state is written", DEADLINE, || futures_poll(cloud.status("thermo"))["state"] == "online").await;
+
+    // A new desired value goes down as an update of the Device.
+    let mut d = cloud.store.get(&DEVICES, "default", "thermo").await.unwrap().to_value().unwrap();
+    d["spec"]["properties"][0]["desired"]["value"] = json!("25");
+    cloud.store.update(&DEVICES, d).await.unwrap();
+    let down = seen_until(&cloud, 2).await;
+    assert_eq!(
+        routes(&down),
+        vec![
+            ("resource".into(), "node/edge-1/default/devicemodel/thermo-model".into(), "update".into()),
+            ("resource".into(), "node/edge-1/default/device/thermo".into(), "update".into()),
+        ]
+    );
+    assert_eq!(down[1].content.to_value()["spec"]["properties"][0]["desired"]["value"], "25");
+
+    // The node reconnects: everything offered again (CloudHub filters).
+    let connected = Message::new().with_route(source::CLOUDHUB, group::RESOURCE, "node/edge-1", op::CONNECTED);
+    cloud.ctx.send(source::DEVICECONTROLLER, connected).await.unwrap();
+    let down = seen_until(&cloud, 3).await;
+    assert_eq!(down.len(), 3, "{:?}", routes(&down));
+
+    // Moved to edge-2: edge-1 loses device and model, edge-2 gains them.
+    let mut d = cloud.store.get(&DEVICES, "default", "thermo").await.unwrap().to_value().unwrap();
+    d["spec"]["nodeName"] = json!("edge-2");
+    cloud.store.update(&DEVICES, d).await.unwrap();
+    let down = seen_until(&cloud, 6).await;
+    assert_eq!(
+        routes(&down),
+        vec![
+            ("twin".into(), "node/edge-1/membership".into(), "update".into()),
+            ("resource".into(), "node/edge-1/default/device/thermo".into(), "delete".into()),
+            ("resource".into(), "node/edge-1/default/devicemodel/thermo-model".into(), "delete".into()),
+            ("twin".into(), "node/edge-2/membership".into(), "update".into()),
+            ("resource".into(), "node/edge-2/default/devicemodel/thermo-model".into(), "insert".into()),
+            ("resource".into(), "node/edge-2/default/device/thermo".into(), "insert".into()),
+        ]
+    );
+    assert_eq!(down[1].content.to_value()["metadata"]["uid"], created.uid().unwrap());
+}
+
+/// A node may report only its own devices; malformed reports are refused
+/// and hurt nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_for_another_nodes_device_or_malformed_are_refused() {
+    let cloud = Cloud::start(DeviceControllerConfig {
+        min_write_interval: Duration::from_millis(50),
+        ..DeviceControllerConfig::default()
+    })
+    .await;
+    cloud.store.create(&DEVICE_MODELS, model()).await.unwrap();
+    cloud.store.create(&DEVICES, device("thermo", "edge-1", "20")).await.unwrap();
+    cloud.store.create(&DEVICES, device("other", "edge-2", "20")).await.unwrap();
+    seen_until(&cloud, 6).await;
+
+    // edge-2 forges a report of edge-1's device; nonsense of every kind.
+    cloud.report("edge-2", "device/thermo/twin/edge_updated", twin_report("666")).await;
+    cloud.report("edge-2", "device/nosuch/twin/edge_updated", twin_report("666")).await;
+    cloud.report("edge-1", "device/thermo/twin/edge_updated", Content::string("{not json")).await;
+    cloud
+        .report("edge-1", "device/thermo/twin/edge_updated", Content::from_serialize(&json!({"twin": 5})).unwrap())
+        .await;
+    cloud.report("edge-1", "device/thermo/twin/edge_updated", Content::from_serialize(&json!([1])).unwrap()).await;
+    cloud.report("edge-1", "device/thermo/frobnicate", twin_report("1")).await;
+    cloud.report("edge-1", "default/pod/web", twin_report("1")).await;
+    let huge = json!({"twin": {"temperature": {"actual": {"value": "9".repeat(100_000)}}}});
+    cloud.report("edge-1", "device/thermo/twin/edge_updated", Content::from_serialize(&huge).unwrap()).await;
+    // A message without the node prefix at all.
+    let bare = Message::new()
+        .with_route(source::TWIN, group::RESOURCE, "device/thermo/twin/edge_updated", op::UPDATE)
+        .with_content(twin_report("666"));
+    cloud.ctx.send(source::DEVICECONTROLLER, bare).await.unwrap();
+
+    // Then a good report from the right node, which lands.
+    cloud.report("edge-2", "device/other/twin/edge_updated", twin_report("7")).await;
+    eventually("edge-2's own report is written", DEADLINE, || {
+        futures_poll(cloud.status("other")).pointer("/twins/0/reported/value") == Some(&json!("7"))
+    })
+    .await;
+    assert_eq!(cloud.metric("refused_total"), 9);
+    assert_eq!(cloud.status("thermo").await, Value::Null, "thermo untouched");
+}
+
+/// Runs a store read to completion from a sync closure (the test's
+/// `eventually` takes one); the store answers without blocking on I/O
+/// this test controls.
+fn futures_poll<F: std::future::Future>(f: F) -> F::Output {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
+}

@@ -1,0 +1,480 @@
+//! DeviceTwin: the edge's devices, attributes and twins (docs/devices.md).
+//!
+//! - The cloud's Devices and DeviceModels arrive from MetaManager (which
+//!   stored and ACKed them): each Device's properties become twins whose
+//!   expected values are the desired ones; the message then goes on,
+//!   unchanged, to the `dmi` module, which hands it to the device's mapper.
+//!   The cloud's `membership` updates add and remove devices too.
+//! - Mappers and apps speak KubeEdge's `$hw/events/...` topics, through
+//!   EventBus (MQTT) or DMI (mappers' gRPC reports arrive as the same
+//!   messages): twin update and get, state update, membership get. Answers
+//!   go back on KubeEdge's result, document and delta topics.
+//! - Changed actual values and states are reported to the cloud
+//!   (`device/{id}/twin/edge_updated`, `device/{id}/state/update`), merged
+//!   per device between flushes. While the cloud is away they wait (one
+//!   entry per device, the latest values); when it returns, every device's
+//!   values are reported again, so nothing a mapper reported offline is
+//!   lost and nothing stale wins.
+//! - The tables (`device`, `device_attr`, `device_twin`) are written from
+//!   a set of changed devices, in one transaction per flush.
+
+pub mod db;
+mod metrics;
+pub mod twins;
+pub mod types;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use edgehive_beehive::{Context, Module, ModuleContext, ModuleFuture};
+use edgehive_metamanager::MetaDb;
+use edgehive_model::{Content, Message, group, op, source, well_known};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub use db::{DbError, TwinDb};
+pub use metrics::TwinMetrics;
+use twins::{Outcome, Twins};
+use types::{BaseMessage, MembershipUpdate, MsgTwin};
+
+/// The module's name and group.
+pub const MODULE: &str = source::TWIN;
+/// The module that hands devices to mappers.
+pub const DMI: &str = "dmi";
+/// The largest `$hw/events/...` payload taken (twin values are at most 512
+/// bytes each; a bigger body is a mistake or an attack).
+pub const MAX_PAYLOAD: usize = 256 * 1024;
+/// Longest wait for room in another module's mailbox.
+const SEND_DEADLINE: Duration = Duration::from_secs(5);
+/// KubeEdge's resource type of a DeviceModel.
+const DEVICE_MODEL: &str = "devicemodel";
+
+/// DeviceTwin's settings.
+#[derive(Debug, Clone)]
+pub struct TwinConfig {
+    /// This node (`modules.edged.hostnameOverride`).
+    pub node_name: String,
+    /// How often changed devices are written and reported to the cloud.
+    pub flush_interval: Duration,
+    /// The most devices one node keeps; more are refused.
+    pub max_devices: usize,
+}
+
+impl TwinConfig {
+    /// Defaults for `node_name`: flushes every 200 ms, up to 100,000 devices.
+    pub fn new(node_name: impl Into<String>) -> TwinConfig {
+        TwinConfig { node_name: node_name.into(), flush_interval: Duration::from_millis(200), max_devices: 100_000 }
+    }
+}
+
+/// The DeviceTwin beehive module (name and group `twin`).
+#[derive(Debug)]
+pub struct DeviceTwin {
+    cfg: TwinConfig,
+    db: Arc<TwinDb>,
+    meta: Arc<MetaDb>,
+    metrics: Arc<TwinMetrics>,
+}
+
+impl DeviceTwin {
+    /// DeviceTwin over the edge's database at `db_path` (its device
+    /// tables) and MetaManager's store (the cloud's Devices).
+    pub fn new(cfg: TwinConfig, db_path: &std::path::Path, meta: Arc<MetaDb>) -> Result<DeviceTwin, DbError> {
+        let db = Arc::new(TwinDb::open(db_path)?);
+        Ok(DeviceTwin { cfg, db, meta, metrics: Arc::default() })
+    }
+
+    /// Its metrics.
+    pub fn metrics(&self) -> &Arc<TwinMetrics> {
+        &self.metrics
+    }
+
+    /// Its tables.
+    pub fn db(&self) -> &Arc<TwinDb> {
+        &self.db
+    }
+}
+
+impl Module for DeviceTwin {
+    fn name(&self) -> &str {
+        MODULE
+    }
+
+    fn group(&self) -> &str {
+        group::TWIN
+    }
+
+    fn mailbox_capacity(&self) -> Option<usize> {
+        Some(4096)
+    }
+
+    fn run(self: Arc<Self>, mut ctx: ModuleContext, cancel: CancellationToken) -> ModuleFuture {
+        Box::pin(async move {
+            let mut state = State::start(&self, ctx.context().clone()).await;
+            let mut tick = tokio::time::interval(self.cfg.flush_interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = cancel.cancelled() => break,
+                    _ = tick.tick() => state.flush().await,
+                    m = ctx.receive() => match m {
+                        Some(m) => state.on_message(m).await,
+                        None => break,
+                    },
+                }
+            }
+            state.persist().await;
+            Ok(())
+        })
+    }
+}
+
+/// The running module's state.
+struct State {
+    node: String,
+    max_devices: usize,
+    ctx: Context,
+    /// Whether EventBus and DMI run on this edge (either may be off).
+    has_eventbus: bool,
+    has_dmi: bool,
+    db: Arc<TwinDb>,
+    metrics: Arc<TwinMetrics>,
+    twins: Twins,
+    models: HashMap<(String, String), Value>,
+    connected: bool,
+    dirty: HashSet<String>,
+    removed: HashSet<String>,
+    /// Twins to report, per device, merged.
+    reports: BTreeMap<String, BTreeMap<String, MsgTwin>>,
+    /// The latest state report per device.
+    states: BTreeMap<String, String>,
+}
+
+fn decode_topic(resource: &str) -> Option<String> {
+    let bytes = base64::engine::general_purpose::URL_SAFE
+        .decode(resource)
+        .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(resource))
+        .ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+impl State {
+    async fn start(m: &DeviceTwin, ctx: Context) -> State {
+        let db = Arc::clone(&m.db);
+        let loaded = match tokio::task::spawn_blocking(move || db.load()).await {
+            Ok(Ok(d)) => d,
+            Ok(Err(e)) => {
+                tracing::error!(module = MODULE, node = %m.cfg.node_name, error = %e, "device tables do not read; starting from the cloud's Devices");
+                BTreeMap::new()
+            }
+            Err(e) => {
+                tracing::error!(module = MODULE, error = %e, "device tables not read");
+                BTreeMap::new()
+            }
+        };
+        let stats = ctx.stats();
+        let runs = |name: &str| {
+            stats.modules.iter().any(|s| s.name == name && s.state != edgehive_beehive::ModuleState::Disabled)
+        };
+        let (has_eventbus, has_dmi) = (runs(source::EVENTBUS), runs(DMI));
+        let mut s = State {
+            node: m.cfg.node_name.clone(),
+            max_devices: m.cfg.max_devices,
+            has_eventbus,
+            has_dmi,
+            ctx,
+            db: Arc::clone(&m.db),
+            metrics: Arc::clone(&m.metrics),
+            twins: Twins::new(&m.cfg.node_name, loaded),
+            models: HashMap::new(),
+            connected: false,
+            dirty: HashSet::new(),
+            removed: HashSet::new(),
+            reports: BTreeMap::new(),
+            states: BTreeMap::new(),
+        };
+        // The cloud's Devices as MetaManager stored them: what was taken
+        // but not applied before a crash is applied now.
+        let meta = Arc::clone(&m.meta);
+        let listed = tokio::task::spawn_blocking(move || {
+            let models = meta.list_type(DEVICE_MODEL)?;
+            let devices = meta.list_type(edgehive_model::resource_type::DEVICE)?;
+            Ok::<_, edgehive_metamanager::DbError>((models, devices))
+        })
+        .await;
+        match listed {
+            Ok(Ok((models, devices))) => {
+                for (key, value) in models.rows {
+                    if let (Some(k), Ok(v)) = (model_key(&key), serde_json::from_str(&value)) {
+                        s.models.insert(k, v);
+                    }
+                }
+                for (key, value) in devices.rows {
+                    match serde_json::from_str::<Value>(&value) {
+                        Ok(v) => {
+                            let out = s.apply_device(&key, &v);
+                            s.take(out, false).await;
+                        }
+                        Err(e) => {
+                            tracing::warn!(module = MODULE, key, error = %e, "stored Device does not parse; skipped")
+                        }
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(module = MODULE, error = %e, "the cloud's Devices not read from the edge store")
+            }
+            Err(e) => tracing::warn!(module = MODULE, error = %e, "the cloud's Devices not read from the edge store"),
+        }
+        s.metrics.devices.set(s.twins.len() as i64);
+        tracing::info!(module = MODULE, node = %s.node, devices = s.twins.len(), "device twin ready");
+        s
+    }
+
+    fn apply_device(&mut self, key: &str, device: &Value) -> Outcome {
+        let ns = key.split('/').next().unwrap_or_default().to_owned();
+        let name = device.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        if self.twins.get(name).is_none() && self.twins.len() >= self.max_devices {
+            return Outcome {
+                refused: Some(format!("node keeps {} devices already; {name:?} refused", self.max_devices)),
+                ..Outcome::default()
+            };
+        }
+        let model = device
+            .pointer("/spec/deviceModelRef/name")
+            .and_then(Value::as_str)
+            .and_then(|m| self.models.get(&(ns, m.to_owned())));
+        self.twins.apply_device(device, model)
+    }
+
+    async fn on_message(&mut self, m: Message) {
+        let src = m.route.source.as_str();
+        if src == source::EDGEHUB && m.route.resource == well_known::NODE_CONNECTION {
+            let up = m.content.as_text().as_deref() == Some(well_known::CLOUD_CONNECTED);
+            if up && !self.connected {
+                // Whatever the cloud missed while away: report it all again.
+                let out = self.twins.all_reports();
+                self.take(out, false).await;
+            }
+            self.connected = up;
+            return;
+        }
+        if src == source::BUS || src == source::EVENTBUS || src == DMI {
+            let Some(topic) = decode_topic(&m.route.resource) else {
+                self.refused(&m, "resource is not a base64url topic");
+                return;
+            };
+            let payload = m.content.as_text().map(|t| t.into_owned()).unwrap_or_else(|| m.content.as_json().to_owned());
+            if payload.len() > MAX_PAYLOAD {
+                self.refused(&m, &format!("payload of {} bytes on {topic} is over {MAX_PAYLOAD}", payload.len()));
+                return;
+            }
+            self.metrics.requests.inc();
+            let out = self.twins.on_topic(&topic, &payload);
+            if let Some(why) = &out.refused {
+                self.metrics.refused.inc();
+                tracing::warn!(module = MODULE, node = %self.node, topic, reason = %why, "device request refused");
+            }
+            self.take(out, true).await;
+            return;
+        }
+        // From the cloud: through MetaManager (objects) or EdgeHub (membership).
+        let resource = m.route.resource.to_string();
+        let parts: Vec<&str> = resource.split('/').collect();
+        match parts.as_slice() {
+            [ns, ty @ ("device" | "devicemodel"), name] => {
+                let (ns, ty, name) = ((*ns).to_owned(), *ty, (*name).to_owned());
+                self.object(&m, &ns, ty, &name).await;
+                self.forward_to_dmi(m).await;
+            }
+            _ if m.route.group == group::TWIN && resource.contains("membership") && !resource.contains("detail") => {
+                match m.content.decode::<MembershipUpdate>() {
+                    Ok(u) => {
+                        let out = self.twins.membership(&u);
+                        self.take(out, true).await;
+                    }
+                    Err(e) => self.refused(&m, &format!("membership update does not parse: {e}")),
+                }
+            }
+            _ => {
+                tracing::debug!(module = MODULE, source = src, resource, operation = %m.route.operation, "message not for DeviceTwin")
+            }
+        }
+    }
+
+    async fn object(&mut self, m: &Message, ns: &str, ty: &str, name: &str) {
+        let deleting = m.route.operation == op::DELETE;
+        if ty == DEVICE_MODEL {
+            let key = (ns.to_owned(), name.to_owned());
+            if deleting {
+                self.models.remove(&key);
+            } else {
+                self.models.insert(key, m.content.to_value());
+            }
+            return;
+        }
+        let out = if deleting {
+            self.twins.remove_device(name)
+        } else {
+            let v = m.content.to_value();
+            if v.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
+                self.refused(m, "the Device's name is not the one its resource names");
+                return;
+            }
+            self.apply_device(&format!("{ns}/device/{name}"), &v)
+        };
+        if let Some(why) = &out.refused {
+            self.metrics.refused.inc();
+            tracing::warn!(module = MODULE, node = %self.node, device = name, reason = %why, "device refused");
+        }
+        self.take(out, true).await;
+    }
+
+    async fn forward_to_dmi(&self, m: Message) {
+        if !self.has_dmi {
+            return;
+        }
+        match tokio::time::timeout(SEND_DEADLINE, self.ctx.send(DMI, m)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) if e.kind == edgehive_beehive::SendErrorKind::UnknownTarget => {}
+            Ok(Err(e)) => tracing::warn!(module = MODULE, error = %e, "dmi did not take a device change"),
+            Err(_) => tracing::warn!(
+                module = MODULE,
+                "dmi did not take a device change in time; it reads the store when it restarts"
+            ),
+        }
+    }
+
+    fn refused(&self, m: &Message, why: &str) {
+        self.metrics.refused.inc();
+        tracing::warn!(module = MODULE, node = %self.node, source = %m.route.source, resource = %m.route.resource, reason = why, "message refused");
+    }
+
+    /// Carries out an outcome: publishes now, the rest at the next flush.
+    async fn take(&mut self, out: Outcome, publish: bool) {
+        if publish && self.has_eventbus {
+            for (topic, payload) in out.publish {
+                let msg = Message::new()
+                    .with_route(MODULE, group::USER, topic, op::PUBLISH)
+                    .with_content(Content::string(&payload));
+                match self.ctx.try_send(source::EVENTBUS, msg) {
+                    Ok(()) => {
+                        self.metrics.published.inc();
+                    }
+                    Err(e) if e.kind == edgehive_beehive::SendErrorKind::UnknownTarget => {}
+                    Err(e) => {
+                        self.metrics.publish_dropped.inc();
+                        tracing::debug!(module = MODULE, error = %e, "eventbus did not take a publish");
+                    }
+                }
+            }
+        }
+        for (id, twins) in out.report {
+            self.reports.entry(id).or_default().extend(twins);
+        }
+        for (id, payload) in out.state {
+            self.states.insert(id, payload);
+        }
+        for id in out.dirty {
+            self.removed.remove(&id);
+            self.dirty.insert(id);
+        }
+        for id in out.removed {
+            self.dirty.remove(&id);
+            self.reports.remove(&id);
+            self.states.remove(&id);
+            self.removed.insert(id);
+        }
+        self.metrics.devices.set(self.twins.len() as i64);
+        self.metrics.pending_reports.set((self.reports.len() + self.states.len()) as i64);
+    }
+
+    async fn flush(&mut self) {
+        self.persist().await;
+        if self.connected {
+            self.report().await;
+        }
+    }
+
+    /// Writes changed devices in one transaction.
+    async fn persist(&mut self) {
+        if self.dirty.is_empty() && self.removed.is_empty() {
+            return;
+        }
+        let mut writes: Vec<db::Write> = self.removed.drain().map(db::Write::Remove).collect();
+        for id in self.dirty.drain() {
+            if let Some(d) = self.twins.get(&id) {
+                writes.push(db::Write::Put(d.clone()));
+            }
+        }
+        let db = Arc::clone(&self.db);
+        let n = writes.len();
+        match tokio::task::spawn_blocking(move || db.apply(&writes)).await {
+            Ok(Ok(())) => {
+                self.metrics.flushes.inc();
+            }
+            Ok(Err(e)) => {
+                self.metrics.flush_failures.inc();
+                tracing::error!(module = MODULE, node = %self.node, devices = n, error = %e, "device tables not written; the mappers' next reports write them");
+            }
+            Err(e) => tracing::error!(module = MODULE, error = %e, "device table write task failed"),
+        }
+    }
+
+    /// Sends what waits for the cloud; what EdgeHub does not take waits on.
+    async fn report(&mut self) {
+        let reports = std::mem::take(&mut self.reports);
+        let mut left = BTreeMap::new();
+        for (id, twins) in reports {
+            let body = serde_json::json!({
+                "event_id": edgehive_model::new_msg_id().as_str(),
+                "timestamp": BaseMessage::now("").timestamp,
+                "twin": twins,
+            });
+            let msg = Message::new()
+                .with_route(MODULE, group::RESOURCE, format!("device/{id}/twin/edge_updated"), op::UPDATE)
+                .with_content(Content::from_serialize(&body).unwrap_or_default());
+            if self.upstream(msg).await {
+                self.metrics.reports_sent.inc();
+            } else {
+                left.insert(id, twins);
+            }
+        }
+        self.reports = left;
+        let states = std::mem::take(&mut self.states);
+        let mut left = BTreeMap::new();
+        for (id, payload) in states {
+            let msg = Message::new()
+                .with_route(MODULE, group::RESOURCE, format!("device/{id}/state/update"), op::UPDATE)
+                .with_content(Content::string(&payload));
+            if self.upstream(msg).await {
+                self.metrics.reports_sent.inc();
+            } else {
+                left.insert(id, payload);
+            }
+        }
+        self.states = left;
+        self.metrics.pending_reports.set((self.reports.len() + self.states.len()) as i64);
+    }
+
+    async fn upstream(&self, msg: Message) -> bool {
+        match tokio::time::timeout(SEND_DEADLINE, self.ctx.send(source::WEBSOCKET, msg)).await {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::debug!(module = MODULE, error = %e, "edgehub did not take a report; kept");
+                false
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// `{ns}/devicemodel/{name}` → (ns, name).
+fn model_key(key: &str) -> Option<(String, String)> {
+    match key.split('/').collect::<Vec<_>>().as_slice() {
+        [ns, DEVICE_MODEL, name] => Some(((*ns).to_owned(), (*name).to_owned())),
+        _ => None,
+    }
+}

@@ -1,0 +1,282 @@
+//! DeviceTwin on a beehive with stand-ins for EventBus, EdgeHub and DMI:
+//! the cloud's Devices in, `$hw/events` requests answered, reports to the
+//! cloud held while it is away, and the tables surviving a restart.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use edgehive_beehive::{Beehive, Context, FnModule, ModuleContext, ModuleFuture};
+use edgehive_devicetwin::{DeviceTwin, TwinConfig, TwinDb};
+use edgehive_metamanager::MetaDb;
+use edgehive_model::{Content, Message, group, op, source, well_known};
+use edgehive_testkit::eventually;
+use edgehive_testkit::fixtures::TempDir;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+type Seen = Arc<Mutex<Vec<Message>>>;
+const DEADLINE: Duration = Duration::from_secs(20);
+
+struct Edge {
+    ctx: Context,
+    bus: Seen,
+    hub: Seen,
+    dmi: Seen,
+    twin: Arc<DeviceTwin>,
+    stop: CancellationToken,
+    done: tokio::task::JoinHandle<()>,
+}
+
+fn stand_in(
+    name: &'static str,
+    grp: &'static str,
+    seen: Seen,
+) -> FnModule<impl Fn(ModuleContext, CancellationToken) -> ModuleFuture + Send + Sync> {
+    FnModule::new(name, grp, move |mut ctx: ModuleContext, cancel: CancellationToken| {
+        let seen = seen.clone();
+        Box::pin(async move {
+            while let Some(m) = ctx.receive_until(&cancel).await {
+                seen.lock().unwrap().push(m);
+            }
+            Ok(())
+        }) as ModuleFuture
+    })
+}
+
+impl Edge {
+    fn start(db: &Path) -> Edge {
+        let meta = Arc::new(MetaDb::open(db).unwrap());
+        let mut cfg = TwinConfig::new("edge-1");
+        cfg.flush_interval = Duration::from_millis(20);
+        let twin = Arc::new(DeviceTwin::new(cfg, db, meta).unwrap());
+        let (bus, hub, dmi): (Seen, Seen, Seen) = Default::default();
+        let mut b = Beehive::builder();
+        b.register(twin.clone()).unwrap();
+        b.register(Arc::new(stand_in(source::EVENTBUS, group::BUS, bus.clone()))).unwrap();
+        b.register(Arc::new(stand_in(source::WEBSOCKET, group::HUB, hub.clone()))).unwrap();
+        b.register(Arc::new(stand_in("dmi", "dmi", dmi.clone()))).unwrap();
+        let hive = b.build();
+        let ctx = hive.context();
+        let stop = CancellationToken::new();
+        let done = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                hive.run(stop).await;
+            }
+        });
+        Edge { ctx, bus, hub, dmi, twin, stop, done }
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        self.done.await.unwrap();
+    }
+
+    async fn send(&self, m: Message) {
+        self.ctx.send(source::TWIN, m).await.unwrap();
+    }
+
+    /// A message on a `$hw/events` topic, as EventBus hands it over.
+    async fn mqtt(&self, topic: &str, payload: &str) {
+        let resource = base64::engine::general_purpose::URL_SAFE.encode(topic);
+        let m = Message::new()
+            .with_route(source::BUS, group::USER, resource, op::RESPONSE)
+            .with_content(Content::string(payload));
+        self.send(m).await;
+    }
+
+    async fn connection(&self, up: bool) {
+        let text = if up { well_known::CLOUD_CONNECTED } else { "cloud_disconnected" };
+        let m = Message::new()
+            .with_route(source::EDGEHUB, group::META, well_known::NODE_CONNECTION, op::CONNECT)
+            .with_content(Content::string(text));
+        self.send(m).await;
+    }
+
+    /// What was published on `topic` (payloads).
+    fn published(&self, topic: &str) -> Vec<Value> {
+        let bus = self.bus.lock().unwrap();
+        bus.iter()
+            .filter(|m| m.route.resource == topic && m.route.operation == op::PUBLISH)
+            .map(|m| serde_json::from_str(&m.content.as_text().unwrap()).unwrap())
+            .collect()
+    }
+
+    fn reports(&self) -> Vec<(String, Value)> {
+        let hub = self.hub.lock().unwrap();
+        hub.iter().map(|m| (m.route.resource.to_string(), m.content.to_value())).collect()
+    }
+}
+
+fn device_message(operation: &'static str, desired: &str) -> Message {
+    let device = json!({"apiVersion": "devices.kubeedge.io/v1beta1", "kind": "Device",
+        "metadata": {"name": "thermo", "namespace": "default", "uid": "u1", "resourceVersion": "7"},
+        "spec": {"nodeName": "edge-1", "deviceModelRef": {"name": "thermo-model"},
+            "properties": [{"name": "temperature", "desired": {"value": desired}}]}});
+    Message::new()
+        .with_route(source::DEVICECONTROLLER, group::RESOURCE, "default/device/thermo", operation)
+        .with_content(Content::from_serialize(&device).unwrap())
+}
+
+fn model_message() -> Message {
+    let model = json!({"apiVersion": "devices.kubeedge.io/v1beta1", "kind": "DeviceModel",
+        "metadata": {"name": "thermo-model", "namespace": "default"},
+        "spec": {"properties": [{"name": "temperature", "type": "INT"}]}});
+    Message::new()
+        .with_route(source::DEVICECONTROLLER, group::RESOURCE, "default/devicemodel/thermo-model", op::INSERT)
+        .with_content(Content::from_serialize(&model).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_twins_and_reports_end_to_end_on_the_bus() {
+    let dir = TempDir::new("devicetwin");
+    let db = dir.path().join("edgecore.db");
+    let edge = Edge::start(&db);
+    edge.send(model_message()).await;
+    edge.send(device_message(op::INSERT, "20")).await;
+
+    // Known, forwarded to DMI unchanged, announced, and the delta published.
+    eventually("the device is forwarded to dmi", DEADLINE, || edge.dmi.lock().unwrap().len() == 2).await;
+    assert_eq!(edge.dmi.lock().unwrap()[1].route.resource, "default/device/thermo");
+    eventually("membership and delta published", DEADLINE, || {
+        !edge.published("$hw/events/node/edge-1/membership/updated").is_empty()
+            && !edge.published("$hw/events/device/thermo/twin/update/delta").is_empty()
+    })
+    .await;
+    let delta = &edge.published("$hw/events/device/thermo/twin/update/delta")[0];
+    assert_eq!(delta["delta"], json!({"temperature": "20"}));
+    assert_eq!(delta["twin"]["temperature"]["metadata"]["type"], "int");
+
+    // A mapper reports while the cloud is away: answered, not sent yet.
+    edge.mqtt(
+        "$hw/events/device/thermo/twin/update",
+        r#"{"event_id":"e1","twin":{"temperature":{"actual":{"value":"21"}}}}"#,
+    )
+    .await;
+    eventually("the update is answered", DEADLINE, || {
+        !edge.published("$hw/events/device/thermo/twin/update/result").is_empty()
+    })
+    .await;
+    edge.mqtt(
+        "$hw/events/device/thermo/twin/update",
+        r#"{"event_id":"e2","twin":{"temperature":{"actual":{"value":"22"}}}}"#,
+    )
+    .await;
+    edge.mqtt("$hw/events/device/thermo/state/update", r#"{"event_id":"s","state":"online"}"#).await;
+    eventually("both answered", DEADLINE, || edge.published("$hw/events/device/thermo/state/update/result").len() == 1)
+        .await;
+    assert!(edge.reports().is_empty(), "nothing goes up while disconnected");
+
+    // The cloud returns: the latest value, once, and the state.
+    edge.connection(true).await;
+    eventually("reports reach EdgeHub", DEADLINE, || edge.reports().len() >= 2).await;
+    let reports = edge.reports();
+    let twin: Vec<_> = reports.iter().filter(|(r, _)| r == "device/thermo/twin/edge_updated").collect();
+    assert_eq!(twin.len(), 1, "{reports:?}");
+    assert_eq!(twin[0].1["twin"]["temperature"]["actual"]["value"], "22");
+    assert!(twin[0].1["twin"]["temperature"].get("actual_version").is_none());
+    let state: Vec<_> = reports.iter().filter(|(r, _)| r == "device/thermo/state/update").collect();
+    let state: Value = serde_json::from_str(state[0].1.as_str().unwrap()).unwrap();
+    assert_eq!(state["device"]["state"], "online");
+
+    // Connected, a change goes up at the next flush.
+    edge.mqtt("$hw/events/device/thermo/twin/update", r#"{"twin":{"temperature":{"actual":{"value":"23"}}}}"#).await;
+    eventually("the change is reported", DEADLINE, || {
+        edge.reports().iter().any(|(_, c)| c.pointer("/twin/temperature/actual/value") == Some(&json!("23")))
+    })
+    .await;
+
+    // A new desired value from the cloud: a delta.
+    edge.send(device_message(op::UPDATE, "25")).await;
+    eventually("the new delta", DEADLINE, || {
+        edge.published("$hw/events/device/thermo/twin/update/delta").iter().any(|d| d["delta"]["temperature"] == "25")
+    })
+    .await;
+    let metrics = edge.twin.metrics().clone();
+    edge.stop().await;
+
+    // The tables hold the device, in KubeEdge's columns.
+    let tables = TwinDb::open(&db).unwrap().load().unwrap();
+    let t = &tables["thermo"].twins["temperature"];
+    assert_eq!(t.expected_value(), Some("25"));
+    assert_eq!(t.actual_value(), Some("23"));
+    assert_eq!(tables["thermo"].state, "online");
+    let conn = rusqlite_columns(&db);
+    assert!(conn.contains(&"expected_version".to_owned()) && conn.contains(&"attr_type".to_owned()), "{conn:?}");
+    drop(metrics);
+
+    // Restarted, it answers from its tables.
+    let edge = Edge::start(&db);
+    edge.mqtt("$hw/events/device/thermo/twin/get", r#"{"event_id":"g"}"#).await;
+    eventually("the get is answered", DEADLINE, || {
+        !edge.published("$hw/events/device/thermo/twin/get/result").is_empty()
+    })
+    .await;
+    let got = &edge.published("$hw/events/device/thermo/twin/get/result")[0];
+    assert_eq!(got["twin"]["temperature"]["actual"]["value"], "23");
+    // Deleted by the cloud: gone, and announced.
+    edge.send(device_message(op::DELETE, "25")).await;
+    eventually("removal announced", DEADLINE, || {
+        edge.published("$hw/events/node/edge-1/membership/updated")
+            .iter()
+            .any(|m| m["removed_devices"][0]["id"] == "thermo")
+    })
+    .await;
+    edge.stop().await;
+    assert!(TwinDb::open(&db).unwrap().load().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_and_disturbs_nothing() {
+    let dir = TempDir::new("devicetwin-bad");
+    let db = dir.path().join("edgecore.db");
+    let edge = Edge::start(&db);
+    edge.send(device_message(op::INSERT, "20")).await;
+    edge.connection(true).await;
+    // Not base64; oversize; malformed JSON; unknown device; a device named
+    // unlike its resource; a membership update that does not parse.
+    let junk =
+        Message::new().with_route(source::BUS, group::USER, "%%%", op::RESPONSE).with_content(Content::string("{}"));
+    edge.send(junk).await;
+    edge.mqtt("$hw/events/device/thermo/twin/update", &"x".repeat(edgehive_devicetwin::MAX_PAYLOAD + 1)).await;
+    edge.mqtt("$hw/events/device/thermo/twin/update", "{\"twin\": ").await;
+    edge.mqtt("$hw/events/device/ghost/twin/update", r#"{"twin":{"temperature":{"actual":{"value":"1"}}}}"#).await;
+    let mut liar = device_message(op::UPDATE, "99");
+    liar.route.resource = "default/device/other".into();
+    edge.send(liar).await;
+    let bad_membership = Message::new()
+        .with_route(source::DEVICECONTROLLER, group::TWIN, "membership", op::UPDATE)
+        .with_content(Content::from_serialize(&json!({"added_devices": "nope"})).unwrap());
+    edge.send(bad_membership).await;
+    // Then a good report still goes through.
+    edge.mqtt("$hw/events/device/thermo/twin/update", r#"{"twin":{"temperature":{"actual":{"value":"21"}}}}"#).await;
+    eventually("the good report is sent", DEADLINE, || {
+        edge.reports().iter().any(|(_, c)| c.pointer("/twin/temperature/actual/value") == Some(&json!("21")))
+    })
+    .await;
+    let errors: Vec<Value> = edge.published("$hw/events/device/thermo/twin/update/result");
+    assert_eq!(errors[0]["code"], 400, "{errors:?}");
+    assert_eq!(edge.published("$hw/events/device/ghost/twin/update/result")[0]["code"], 404);
+    let expected = {
+        let mut r = prometheus_client::registry::Registry::default();
+        edge.twin.metrics().register(&mut r);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &r).unwrap();
+        text
+    };
+    // junk, oversize, malformed, ghost, liar, membership.
+    assert!(expected.contains("twin_refused_total 6"), "{expected}");
+    edge.stop().await;
+    let tables = TwinDb::open(&db).unwrap().load().unwrap();
+    assert_eq!(tables.len(), 1);
+    assert_eq!(tables["thermo"].twins["temperature"].expected_value(), Some("20"), "the liar changed nothing");
+}
+
+fn rusqlite_columns(db: &Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut q = conn.prepare("SELECT name FROM pragma_table_info('device_twin')").unwrap();
+    q.query_map([], |r| r.get::<_, String>(0)).unwrap().map(Result::unwrap).collect()
+}

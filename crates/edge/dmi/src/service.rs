@@ -1,0 +1,216 @@
+//! DeviceManagerService, the edge's end of DMI (KubeEdge
+//! `devicetwin/dmiserver/server.go`): mappers register, and report their
+//! devices' twins and states, which go to module `twin` as the MQTT twin
+//! and state updates a device would have published (contract message 5).
+//!
+//! All mappers share the one socket and the one user, so a call does not
+//! say which mapper made it: a report is checked against what the edge
+//! knows (the device exists, a mapper of its protocol is registered, the
+//! properties are the device's) but a mapper can still report for another
+//! registered mapper's device.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use edgehive_beehive::Context;
+use edgehive_grpc::{Server, Status};
+use edgehive_metamanager::Op;
+use edgehive_model::constants::{group, op, source};
+use edgehive_model::{Content, Message};
+use serde_json::{Map, Value, json};
+
+use crate::api::{self, method};
+use crate::convert;
+use crate::module::{RESOURCE_TYPE_DEVICEMAPPER, Shared, lock};
+use crate::state::MapperRecord;
+
+/// Topic prefix of device events (KubeEdge `dtcommon.DeviceETPrefix`).
+const DEVICE_ET_PREFIX: &str = "$hw/events/device/";
+/// How long a report may wait for room in twin's mailbox.
+const TWIN_SEND_DEADLINE: Duration = Duration::from_secs(5);
+
+/// DeviceManagerService's methods, on a server not yet bound.
+pub(crate) fn server(shared: Arc<Shared>, ctx: Context) -> Server {
+    let (s1, s2, s3) = (Arc::clone(&shared), Arc::clone(&shared), Arc::clone(&shared));
+    let (c2, c3) = (ctx.clone(), ctx);
+    Server::new()
+        .max_message(shared.cfg.max_message)
+        .unary(method::MAPPER_REGISTER, move |req: api::MapperRegisterRequest| {
+            let shared = Arc::clone(&s1);
+            async move { mapper_register(&shared, req).await }
+        })
+        .unary(method::REPORT_DEVICE_STATUS, move |req: api::ReportDeviceStatusRequest| {
+            let (shared, ctx) = (Arc::clone(&s2), c2.clone());
+            async move { report_device_status(&shared, &ctx, req).await }
+        })
+        .unary(method::REPORT_DEVICE_STATES, move |req: api::ReportDeviceStatesRequest| {
+            let (shared, ctx) = (Arc::clone(&s3), c3.clone());
+            async move { report_device_states(&shared, &ctx, req).await }
+        })
+}
+
+fn limited(shared: &Shared, bucket: &std::sync::Mutex<crate::state::TokenBucket>, what: &str) -> Result<(), Status> {
+    let mut b = lock(bucket);
+    if b.allow(tokio::time::Instant::now()) {
+        return Ok(());
+    }
+    shared.metrics.rate_limited.inc();
+    Err(Status::resource_exhausted(format!("too many requests: {what}; retry in {:?}", b.wait())))
+}
+
+async fn mapper_register(
+    shared: &Arc<Shared>,
+    req: api::MapperRegisterRequest,
+) -> Result<api::MapperRegisterResponse, Status> {
+    let Some(mapper) = req.mapper else {
+        return Err(Status::invalid_argument("fail to register mapper: no mapper info"));
+    };
+    limited(shared, &shared.register_limit, &format!("register mapper {}", mapper.name))?;
+    if mapper.name.is_empty() {
+        return Err(Status::invalid_argument("fail to register mapper: the name is empty"));
+    }
+    if mapper.protocol.is_empty() {
+        return Err(Status::invalid_argument(format!(
+            "fail to register mapper {} because the protocol is nil",
+            mapper.name
+        )));
+    }
+    let socket = std::str::from_utf8(&mapper.address).unwrap_or_default();
+    if socket.is_empty() || socket.contains('\0') {
+        return Err(Status::invalid_argument(format!(
+            "fail to register mapper {}: the address must be the path of its socket",
+            mapper.name
+        )));
+    }
+    let record = MapperRecord::from(&mapper);
+    save_mapper(shared, &record).await?;
+    let count = shared.cache().put_mapper(record);
+    shared.metrics.registered_mappers.set(i64::try_from(count).unwrap_or(i64::MAX));
+    shared.metrics.registrations.inc();
+    tracing::info!(mapper = %mapper.name, protocol = %mapper.protocol, socket, with_data = req.with_data, "mapper registered");
+    if !req.with_data {
+        return Ok(api::MapperRegisterResponse::default());
+    }
+    let data = shared.cache().register_data(&mapper.protocol);
+    for (device, why) in &data.skipped {
+        tracing::warn!(mapper = %mapper.name, device, reason = %why, "device not sent to its mapper");
+    }
+    Ok(api::MapperRegisterResponse { model_list: data.models, device_list: data.devices })
+}
+
+/// Keeps the mapper in the meta table as KubeEdge does (key
+/// `node/nodeID/namespace/devicemapper/{name}`, literally).
+async fn save_mapper(shared: &Arc<Shared>, record: &MapperRecord) -> Result<(), Status> {
+    let value = serde_json::to_string(record).map_err(|e| Status::internal(e.to_string()))?;
+    let op = Op::Put {
+        key: format!("node/nodeID/namespace/{RESOURCE_TYPE_DEVICEMAPPER}/{}", record.name),
+        resource_type: RESOURCE_TYPE_DEVICEMAPPER.to_owned(),
+        value,
+    };
+    let db = Arc::clone(&shared.db);
+    match tokio::task::spawn_blocking(move || db.apply(&[op])).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => {
+            tracing::error!(mapper = %record.name, error = %e, "could not save the mapper");
+            Err(Status::internal(format!("fail to save mapper {}: {e}", record.name)))
+        }
+        Err(e) => Err(Status::internal(format!("fail to save mapper {}: {e}", record.name))),
+    }
+}
+
+/// Checks that `device` is known and its protocol has a mapper; returns
+/// its object.
+fn known_device(shared: &Shared, device: &str) -> Result<Value, Status> {
+    let cache = shared.cache();
+    let refuse = |status: Status| {
+        shared.metrics.reports_dropped.inc();
+        tracing::warn!(device, reason = %status.message, "report dropped");
+        Err(status)
+    };
+    let Some(obj) = cache.device(device) else {
+        return refuse(Status::not_found(format!("device {device:?} is not on this node")));
+    };
+    let protocol = convert::device_protocol(obj);
+    if !cache.has_mapper(protocol) {
+        return refuse(Status::new(
+            edgehive_grpc::code::FAILED_PRECONDITION,
+            format!("no mapper of protocol {protocol:?} (device {device:?}) is registered"),
+        ));
+    }
+    Ok(obj.clone())
+}
+
+async fn report_device_status(
+    shared: &Arc<Shared>,
+    ctx: &Context,
+    req: api::ReportDeviceStatusRequest,
+) -> Result<api::ReportDeviceStatusResponse, Status> {
+    limited(shared, &shared.report_limit, &format!("report status of {}", req.device_name))?;
+    shared.metrics.reports.inc();
+    let device = known_device(shared, &req.device_name)?;
+    let properties: Vec<&str> = device
+        .pointer("/spec/properties")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.get("name").and_then(Value::as_str))
+        .collect();
+    let mut twin = Map::new();
+    for t in req.reported_device.map(|d| d.twins).unwrap_or_default() {
+        if !properties.contains(&t.property_name.as_str()) {
+            shared.metrics.reports_dropped.inc();
+            tracing::warn!(device = %req.device_name, property = %t.property_name, "reported property is not the device's, dropped");
+            continue;
+        }
+        let mut entry = Map::new();
+        if let Some(d) = t.observed_desired {
+            entry.insert("expected".into(), json!({"value": d.value}));
+        }
+        if let Some(r) = t.reported {
+            entry.insert("actual".into(), json!({"value": r.value}));
+        }
+        twin.insert(t.property_name, Value::Object(entry));
+    }
+    if twin.is_empty() {
+        return Ok(api::ReportDeviceStatusResponse {});
+    }
+    let payload = json!({"event_id": "", "timestamp": edgehive_model::now_millis(), "twin": twin});
+    let topic = format!("{DEVICE_ET_PREFIX}{}/twin/update", req.device_name);
+    to_twin(ctx, &topic, &payload).await?;
+    Ok(api::ReportDeviceStatusResponse {})
+}
+
+async fn report_device_states(
+    shared: &Arc<Shared>,
+    ctx: &Context,
+    req: api::ReportDeviceStatesRequest,
+) -> Result<api::ReportDeviceStatesResponse, Status> {
+    limited(shared, &shared.report_limit, &format!("report state of {}", req.device_name))?;
+    shared.metrics.reports.inc();
+    known_device(shared, &req.device_name)?;
+    if req.state.is_empty() || req.state.len() > 64 {
+        shared.metrics.reports_dropped.inc();
+        return Err(Status::invalid_argument("the state must be 1 to 64 characters"));
+    }
+    let payload = json!({"event_id": "", "timestamp": edgehive_model::now_millis(), "state": req.state});
+    let topic = format!("{DEVICE_ET_PREFIX}{}/state/update", req.device_name);
+    to_twin(ctx, &topic, &payload).await?;
+    Ok(api::ReportDeviceStatesResponse {})
+}
+
+/// Sends what an MQTT publish on `topic` would have brought (contract
+/// message 1): source `bus`, group `user`, resource the base64url topic,
+/// operation `response`, the payload as a JSON string.
+async fn to_twin(ctx: &Context, topic: &str, payload: &Value) -> Result<(), Status> {
+    let resource = base64::engine::general_purpose::URL_SAFE.encode(topic);
+    let msg = Message::build(source::BUS, group::USER, resource, op::RESPONSE, Content::string(&payload.to_string()));
+    match tokio::time::timeout(TWIN_SEND_DEADLINE, ctx.send_to_group(group::TWIN, msg)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => {
+            tracing::warn!(topic, error = %e, "report not delivered to twin");
+            Err(Status::new(edgehive_grpc::code::UNAVAILABLE, "the device twin is not running"))
+        }
+        Err(_) => Err(Status::new(edgehive_grpc::code::UNAVAILABLE, "the device twin is busy")),
+    }
+}

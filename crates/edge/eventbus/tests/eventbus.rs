@@ -1,0 +1,538 @@
+//! The EventBus end to end: a real mosquitto as the external broker (and the
+//! embedded broker in other tests), `mosquitto_pub` and rumqttc as the
+//! devices, and a beehive with the EventBus between a `twin` module and a
+//! `websocket` (group `hub`) module that record what reaches them.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use edgehive_beehive::{Beehive, Context, Module, ModuleContext, ModuleFuture};
+use edgehive_eventbus::{EventBus, EventBusConfig, EventBusMetrics, MAX_PAYLOAD_BYTES, MqttMode, twin_resource};
+use edgehive_model::{Content, Message};
+use edgehive_testkit::fixtures::{TempDir, free_port};
+use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+/// A module that records every message it is sent.
+struct Recorder {
+    name: &'static str,
+    group: &'static str,
+    tx: mpsc::UnboundedSender<Message>,
+}
+
+impl Module for Recorder {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn group(&self) -> &str {
+        self.group
+    }
+    fn run(self: Arc<Self>, mut ctx: ModuleContext, cancel: CancellationToken) -> ModuleFuture {
+        Box::pin(async move {
+            while let Some(m) = ctx.receive_until(&cancel).await {
+                let _ = self.tx.send(m);
+            }
+            Ok(())
+        })
+    }
+}
+
+/// The edge side: a beehive with the EventBus, `twin` and `websocket`.
+struct Edge {
+    ctx: Context,
+    twin: mpsc::UnboundedReceiver<Message>,
+    hub: mpsc::UnboundedReceiver<Message>,
+    metrics: Arc<EventBusMetrics>,
+    stop: CancellationToken,
+    running: tokio::task::JoinHandle<()>,
+}
+
+impl Edge {
+    fn start(cfg: EventBusConfig, db: &Path) -> Edge {
+        let (twin_tx, twin) = mpsc::unbounded_channel();
+        let (hub_tx, hub) = mpsc::unbounded_channel();
+        let bus = Arc::new(EventBus::new(cfg, db, "edge-1"));
+        let metrics = bus.metrics();
+        let mut b = Beehive::builder();
+        b.register(bus).unwrap();
+        b.register(Arc::new(Recorder { name: "twin", group: "twin", tx: twin_tx })).unwrap();
+        b.register(Arc::new(Recorder { name: "websocket", group: "hub", tx: hub_tx })).unwrap();
+        let hive = b.build();
+        let ctx = hive.context();
+        let stop = CancellationToken::new();
+        let s = stop.clone();
+        let running = tokio::spawn(async move {
+            hive.run(s).await;
+        });
+        Edge { ctx, twin, hub, metrics, stop, running }
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        tokio::time::timeout(DEADLINE, self.running).await.expect("the hive stops").unwrap();
+    }
+
+    /// Sends a message to the EventBus as `source` would.
+    async fn send(&self, source: &str, operation: &str, resource: &str, content: Content) {
+        let m = Message::build(source.to_owned(), "user", resource.to_owned(), operation.to_owned(), content);
+        self.ctx.send("eventbus", m).await.unwrap();
+    }
+
+    async fn connected(&self) {
+        let m = self.metrics.clone();
+        edgehive_testkit::eventually("the EventBus connected to the broker", DEADLINE, || {
+            m.is_connected() == (true, true)
+        })
+        .await;
+    }
+}
+
+/// A mosquitto for one test, killed when dropped.
+struct Mosquitto {
+    child: Option<tokio::process::Child>,
+    port: u16,
+    conf: PathBuf,
+}
+
+impl Mosquitto {
+    async fn start(dir: &Path) -> Mosquitto {
+        let port = free_port();
+        let conf = dir.join("mosquitto.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type error\n"
+            ),
+        )
+        .unwrap();
+        let mut m = Mosquitto { child: None, port, conf };
+        m.restart().await;
+        m
+    }
+
+    async fn restart(&mut self) {
+        self.kill().await;
+        let bin = if Path::new("/usr/sbin/mosquitto").exists() { "/usr/sbin/mosquitto" } else { "mosquitto" };
+        let child = tokio::process::Command::new(bin)
+            .arg("-c")
+            .arg(&self.conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("run mosquitto (Debian's mosquitto package)");
+        self.child = Some(child);
+        wait_listening(self.port).await;
+    }
+
+    async fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill().await;
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("tcp://127.0.0.1:{}", self.port)
+    }
+}
+
+async fn wait_listening(port: u16) {
+    let end = tokio::time::Instant::now() + DEADLINE;
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        assert!(tokio::time::Instant::now() < end, "nothing listens on {port}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `mosquitto_pub` sends one message (QoS 1) from a file, so any bytes go.
+async fn mosquitto_pub(port: u16, topic: &str, payload: &[u8], dir: &Path) {
+    let file = dir.join(format!("payload-{}", fastrand_name()));
+    std::fs::write(&file, payload).unwrap();
+    let status = tokio::time::timeout(
+        DEADLINE,
+        tokio::process::Command::new("mosquitto_pub")
+            .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-q", "1", "-t", topic, "-f"])
+            .arg(&file)
+            .stdout(Stdio::null())
+            .status(),
+    )
+    .await
+    .expect("mosquitto_pub ends")
+    .expect("run mosquitto_pub (Debian's mosquitto-clients package)");
+    assert!(status.success(), "mosquitto_pub {topic}: {status}");
+}
+
+fn fastrand_name() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Publishes until a message matching `pred` arrives on `rx` (a
+/// subscription may be made a moment after the connect), then returns it.
+async fn publish_until(
+    port: u16,
+    dir: &Path,
+    topic: &str,
+    payload: &[u8],
+    rx: &mut mpsc::UnboundedReceiver<Message>,
+    pred: impl Fn(&Message) -> bool,
+) -> Message {
+    let end = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        assert!(tokio::time::Instant::now() < end, "nothing arrived for {topic}");
+        mosquitto_pub(port, topic, payload, dir).await;
+        let wait = tokio::time::Instant::now() + Duration::from_millis(500);
+        while let Ok(Some(m)) = tokio::time::timeout_at(wait, rx.recv()).await {
+            if pred(&m) {
+                return m;
+            }
+        }
+    }
+}
+
+/// A device that subscribes with rumqttc and hands over what it receives.
+struct Device {
+    rx: mpsc::UnboundedReceiver<(String, Vec<u8>)>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Device {
+    async fn subscribe(port: u16, id: &str, filter: &str) -> Device {
+        let (client, mut events) = AsyncClient::new(MqttOptions::new(id, "127.0.0.1", port), 10);
+        client.subscribe(filter, QoS::AtLeastOnce).await.unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (subscribed_tx, subscribed_rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let _client = client;
+            let mut subscribed = Some(subscribed_tx);
+            loop {
+                match events.poll().await {
+                    Ok(Event::Incoming(Packet::SubAck(_))) => {
+                        if let Some(s) = subscribed.take() {
+                            let _ = s.send(());
+                        }
+                    }
+                    Ok(Event::Incoming(Packet::Publish(p))) => {
+                        let _ = tx.send((p.topic.clone(), p.payload.to_vec()));
+                    }
+                    Ok(_) => {}
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            }
+        });
+        tokio::time::timeout(DEADLINE, subscribed_rx).await.expect("SUBACK").unwrap();
+        Device { rx, task }
+    }
+
+    async fn next(&mut self) -> (String, Vec<u8>) {
+        tokio::time::timeout(DEADLINE, self.rx.recv()).await.expect("a message reaches the device").unwrap()
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn stored_topics(db: &Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    // The module creates the table when it starts.
+    let Ok(mut stmt) = conn.prepare("SELECT topic FROM sub_topics ORDER BY topic") else {
+        return Vec::new();
+    };
+    stmt.query_map([], |r| r.get(0)).unwrap().collect::<Result<_, _>>().unwrap()
+}
+
+fn external(url: String) -> EventBusConfig {
+    EventBusConfig { mqtt_server_external: url, ..EventBusConfig::default() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_reach_twin_and_the_cloud_and_twin_reaches_devices() {
+    let dir = TempDir::new("eventbus-ext");
+    let db = dir.path().join("edgecore.db");
+    let broker = Mosquitto::start(dir.path()).await;
+    let mut edge = Edge::start(external(broker.url()), &db);
+    edge.connected().await;
+
+    // A device's twin update reaches DeviceTwin as KubeEdge sends it.
+    let topic = "$hw/events/device/d1/twin/update";
+    let body = br#"{"event_id":"","timestamp":1,"twin":{"temp":{"actual":{"value":"21"}}}}"#;
+    let m = publish_until(broker.port, dir.path(), topic, body, &mut edge.twin, |_| true).await;
+    assert_eq!(m.route.source, "bus");
+    assert_eq!(m.route.group, "user");
+    assert_eq!(m.route.operation, "response");
+    assert_eq!(m.route.resource, twin_resource(topic));
+    assert_eq!(m.route.resource, "JGh3L2V2ZW50cy9kZXZpY2UvZDEvdHdpbi91cGRhdGU=");
+    assert_eq!(m.content.as_text().as_deref(), Some(std::str::from_utf8(body).unwrap()));
+
+    // A `+/user/#` topic goes to the cloud as an upload.
+    let m = publish_until(broker.port, dir.path(), "app/user/temp", b"21.5", &mut edge.hub, |_| true).await;
+    assert_eq!((m.route.resource.as_str(), m.route.operation.as_str()), ("app/user/temp", "upload"));
+    assert_eq!((m.route.source.as_str(), m.route.group.as_str()), ("bus", "user"));
+    assert_eq!(m.content.as_text().as_deref(), Some("21.5"));
+
+    // DeviceTwin's publish reaches a subscribed device.
+    let mut device = Device::subscribe(broker.port, "device-1", "$hw/events/device/d1/twin/update/result").await;
+    edge.send("twin", "publish", "$hw/events/device/d1/twin/update/result", Content::string(r#"{"event_id":"e1"}"#))
+        .await;
+    assert_eq!(
+        device.next().await,
+        ("$hw/events/device/d1/twin/update/result".to_owned(), br#"{"event_id":"e1"}"#.to_vec())
+    );
+
+    // The cloud's `message` and `get_result` for auth_info, as KubeEdge publishes them.
+    let mut all = Device::subscribe(broker.port, "device-2", "cloud/#").await;
+    let mut auth = Device::subscribe(broker.port, "device-3", "$hw/events/node/edge-1/authInfo/get/result").await;
+    edge.send(
+        "router_eventbus",
+        "message",
+        "",
+        Content::from_json(r#"{"message":{"topic":"cloud/a","v":1}}"#).unwrap(),
+    )
+    .await;
+    assert_eq!(all.next().await, ("cloud/a".to_owned(), br#"{"topic":"cloud/a","v":1}"#.to_vec()));
+    edge.send("cloud", "get_result", "auth_info", Content::from_json(r#"{"sk":"2","ak":"1"}"#).unwrap()).await;
+    assert_eq!(auth.next().await.1, br#"{"ak":"1","sk":"2"}"#.to_vec());
+    edge.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cloud_subscription_persists_and_survives_a_restart() {
+    let dir = TempDir::new("eventbus-sub");
+    let db = dir.path().join("edgecore.db");
+    let broker = Mosquitto::start(dir.path()).await;
+    let mut edge = Edge::start(external(broker.url()), &db);
+    edge.connected().await;
+    edge.send("router_eventbus", "subscribe", "factory/+/alarm", Content::null()).await;
+    let end = tokio::time::Instant::now() + DEADLINE;
+    while stored_topics(&db) != ["factory/+/alarm"] {
+        assert!(tokio::time::Instant::now() < end, "the topic was not stored: {:?}", stored_topics(&db));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let m = publish_until(broker.port, dir.path(), "factory/line1/alarm", b"hot", &mut edge.hub, |_| true).await;
+    assert_eq!((m.route.resource.as_str(), m.route.operation.as_str()), ("factory/line1/alarm", "upload"));
+    edge.stop().await;
+
+    // A new EventBus on the same database subscribes it again.
+    let mut edge = Edge::start(external(broker.url()), &db);
+    edge.connected().await;
+    assert_eq!(edge.metrics.subscriptions_count(), 7);
+    let m = publish_until(broker.port, dir.path(), "factory/line2/alarm", b"cold", &mut edge.hub, |_| true).await;
+    assert_eq!(m.content.as_text().as_deref(), Some("cold"));
+
+    edge.send("router_eventbus", "unsubscribe", "factory/+/alarm", Content::null()).await;
+    let end = tokio::time::Instant::now() + DEADLINE;
+    while !stored_topics(&db).is_empty() {
+        assert!(tokio::time::Instant::now() < end, "the topic was not forgotten");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(edge.metrics.subscriptions_count(), 6);
+    edge.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_restart_reconnects_and_resubscribes() {
+    let dir = TempDir::new("eventbus-restart");
+    let db = dir.path().join("edgecore.db");
+    let mut broker = Mosquitto::start(dir.path()).await;
+    let mut edge = Edge::start(external(broker.url()), &db);
+    edge.connected().await;
+    edge.send("router_eventbus", "subscribe", "plant/#", Content::null()).await;
+    publish_until(broker.port, dir.path(), "plant/x", b"1", &mut edge.hub, |_| true).await;
+
+    broker.kill().await;
+    let m = edge.metrics.clone();
+    edgehive_testkit::eventually("the EventBus saw the broker go", DEADLINE, || m.is_connected() == (false, false))
+        .await;
+    // A publish while the broker is away waits (bounded) and does not block the module.
+    edge.send("twin", "publish", "$hw/events/device/d1/twin/update/delta", Content::string("{}")).await;
+    broker.restart().await;
+    edgehive_testkit::eventually("the EventBus reconnected", DEADLINE, || {
+        m.connects_count().0 >= 2 && m.is_connected() == (true, true)
+    })
+    .await;
+
+    // KubeEdge's topics and the stored one are subscribed again.
+    let topic = "$hw/events/device/d9/state/update";
+    let got = publish_until(broker.port, dir.path(), topic, br#"{"state":"online"}"#, &mut edge.twin, |_| true).await;
+    assert_eq!(got.route.resource, twin_resource(topic));
+    let got = publish_until(broker.port, dir.path(), "plant/y", b"2", &mut edge.hub, |_| true).await;
+    assert_eq!(got.route.resource, "plant/y");
+    edge.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_dropped_counted_and_disturbs_nothing() {
+    let dir = TempDir::new("eventbus-bad");
+    let db = dir.path().join("edgecore.db");
+    let broker = Mosquitto::start(dir.path()).await;
+    let mut edge = Edge::start(external(broker.url()), &db);
+    edge.connected().await;
+    let metrics = edge.metrics.clone();
+    let port = broker.port;
+    let until_counted = |reason: &'static str, n: u64| {
+        let m = metrics.clone();
+        async move { edgehive_testkit::eventually(reason, DEADLINE, || m.dropped_count(reason) >= n).await }
+    };
+
+    // Make sure the subscriptions are in place, then play the attacker.
+    publish_until(port, dir.path(), "$hw/events/device/d1/twin/get", b"{}", &mut edge.twin, |_| true).await;
+    mosquitto_pub(port, "$hw/events/device/d1/twin/update", b"\xff\xfe not utf-8", dir.path()).await;
+    until_counted("not_utf8", 1).await;
+    let big = vec![b'x'; MAX_PAYLOAD_BYTES + 1];
+    mosquitto_pub(port, "$hw/events/device/d1/twin/update", &big, dir.path()).await;
+    until_counted("too_large", 1).await;
+
+    // Malformed messages from the bus.
+    edge.send("twin", "publish", "a/b", Content::from_json(r#"{"not":"a string"}"#).unwrap()).await;
+    edge.send("twin", "publish", "", Content::string("x")).await;
+    edge.send("twin", "publish", "a/+/b", Content::string("x")).await;
+    edge.send("router_eventbus", "message", "", Content::from_json(r#"{"message":{"no":"topic"}}"#).unwrap()).await;
+    // A filter the broker would answer by closing the connection: never stored, never sent.
+    edge.send("router_eventbus", "subscribe", "a/#/b", Content::null()).await;
+    until_counted("malformed", 5).await;
+    edge.send("router_eventbus", "frobnicate", "x", Content::null()).await;
+    until_counted("unknown_operation", 1).await;
+
+    // Nothing reached the bus, nothing was stored, and the link still works.
+    assert!(edge.twin.try_recv().is_err());
+    assert!(stored_topics(&db).is_empty());
+    assert_eq!(metrics.connects_count(), (1, 1));
+    let m = publish_until(port, dir.path(), "$hw/events/device/d2/twin/update", b"{}", &mut edge.twin, |_| true).await;
+    assert_eq!(m.route.resource, twin_resource("$hw/events/device/d2/twin/update"));
+    let mut device = Device::subscribe(port, "device-ok", "ok/topic").await;
+    edge.send("twin", "publish", "ok/topic", Content::string("fine")).await;
+    assert_eq!(device.next().await.1, b"fine".to_vec());
+    edge.stop().await;
+}
+
+fn internal(port: u16) -> EventBusConfig {
+    EventBusConfig {
+        mqtt_mode: MqttMode::Internal,
+        mqtt_server_internal: format!("tcp://127.0.0.1:{port}"),
+        ..EventBusConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_broker_serves_devices_and_twin() {
+    let dir = TempDir::new("eventbus-int");
+    let db = dir.path().join("edgecore.db");
+    let port = free_port();
+    let mut edge = Edge::start(internal(port), &db);
+    wait_listening(port).await;
+
+    // Devices publish with mosquitto_pub; `$hw` topics reach twin.
+    let topic = "$hw/events/device/d1/twin/update";
+    let m = publish_until(port, dir.path(), topic, br#"{"twin":{}}"#, &mut edge.twin, |_| true).await;
+    assert_eq!((m.route.operation.as_str(), m.route.resource.as_str()), ("response", twin_resource(topic).as_str()));
+    let m = publish_until(port, dir.path(), "SYS/dis/upload_records", b"r", &mut edge.hub, |_| true).await;
+    assert_eq!((m.route.resource.as_str(), m.route.operation.as_str()), ("SYS/dis/upload_records", "upload"));
+    // A topic nobody asked for is not passed on.
+    mosquitto_pub(port, "other/topic", b"x", dir.path()).await;
+
+    // Twin's publish reaches a device subscribed with a wildcard; `#` alone
+    // does not match `$` topics (MQTT 3.1.1 §4.7.2).
+    let mut device = Device::subscribe(port, "dev-1", "$hw/events/device/+/twin/update/result").await;
+    let mut everything = Device::subscribe(port, "dev-2", "#").await;
+    edge.send("twin", "publish", "$hw/events/device/d1/twin/update/result", Content::string("ok")).await;
+    assert_eq!(device.next().await, ("$hw/events/device/d1/twin/update/result".to_owned(), b"ok".to_vec()));
+    edge.send("twin", "publish", "plain/topic", Content::string("p")).await;
+    assert_eq!(everything.next().await.0, "plain/topic");
+
+    // A subscription from the cloud is watched on the embedded broker too.
+    edge.send("router_eventbus", "subscribe", "line/+/speed", Content::null()).await;
+    let m = publish_until(port, dir.path(), "line/3/speed", b"7", &mut edge.hub, |_| true).await;
+    assert_eq!(m.route.resource, "line/3/speed");
+    assert!(edge.hub.try_recv().map(|m| m.route.resource != "other/topic").unwrap_or(true));
+    edge.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_broker_survives_garbage_and_bad_payloads() {
+    use tokio::io::AsyncWriteExt as _;
+    let dir = TempDir::new("eventbus-int-bad");
+    let db = dir.path().join("edgecore.db");
+    let port = free_port();
+    let mut edge = Edge::start(internal(port), &db);
+    wait_listening(port).await;
+
+    // Not MQTT at all, a CONNECT that never ends, and a packet claiming 200 MB.
+    let mut garbage = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    garbage.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+    let mut half = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    half.write_all(&[0x10, 0x20, 0x00]).await.unwrap();
+    let mut huge = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    huge.write_all(&[0x10, 0xff, 0xff, 0xff, 0x5f]).await.unwrap();
+
+    mosquitto_pub(port, "$hw/events/device/d1/twin/update", b"\xc3\x28", dir.path()).await;
+    let m = edge.metrics.clone();
+    edgehive_testkit::eventually("the non-UTF-8 payload was counted", DEADLINE, || m.dropped_count("not_utf8") == 1)
+        .await;
+
+    // Devices are still served.
+    let topic = "$hw/events/node/edge-1/membership/get";
+    let got = publish_until(port, dir.path(), topic, b"{}", &mut edge.twin, |_| true).await;
+    assert_eq!(got.route.resource, twin_resource(topic));
+    drop((garbage, half, huge));
+    edge.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_broker_never_blocks_the_module() {
+    let dir = TempDir::new("eventbus-dead");
+    let db = dir.path().join("edgecore.db");
+    // Nothing listens on this port.
+    let cfg = EventBusConfig { mqtt_session_queue_size: 2, ..external(format!("tcp://127.0.0.1:{}", free_port())) };
+    let edge = Edge::start(cfg, &db);
+    for i in 0..10 {
+        edge.send("twin", "publish", "$hw/events/device/d1/twin/update/delta", Content::string(&i.to_string())).await;
+    }
+    // The module went on: a later subscribe is stored, and the publishes
+    // beyond the queue were dropped and counted.
+    edge.send("router_eventbus", "subscribe", "still/working", Content::null()).await;
+    let end = tokio::time::Instant::now() + DEADLINE;
+    while stored_topics(&db) != ["still/working"] {
+        assert!(tokio::time::Instant::now() < end, "the module is stuck");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(edge.metrics.dropped_count("queue_full") >= 7, "{}", edge.metrics.dropped_count("queue_full"));
+    assert_eq!(edge.metrics.is_connected(), (false, false));
+    edge.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mode_both_bridges_the_two_brokers_through_the_bus() {
+    let dir = TempDir::new("eventbus-both");
+    let db = dir.path().join("edgecore.db");
+    let broker = Mosquitto::start(dir.path()).await;
+    let port = free_port();
+    let cfg = EventBusConfig { mqtt_mode: MqttMode::Both, mqtt_retain: true, ..internal(port) };
+    let mut edge = Edge::start(EventBusConfig { mqtt_server_external: broker.url(), ..cfg }, &db);
+    edge.connected().await;
+    wait_listening(port).await;
+
+    // Both brokers are listened to.
+    let topic = "$hw/events/device/d1/twin/update";
+    publish_until(broker.port, dir.path(), topic, b"{}", &mut edge.twin, |_| true).await;
+    publish_until(port, dir.path(), topic, b"{}", &mut edge.twin, |_| true).await;
+
+    // A publish goes to both; on the embedded broker it is retained
+    // (`mqttRetain`), so a device that subscribes afterwards gets it.
+    let mut outside = Device::subscribe(broker.port, "dev-ext", "$hw/events/device/d1/twin/update/result").await;
+    edge.send("twin", "publish", "$hw/events/device/d1/twin/update/result", Content::string("both")).await;
+    assert_eq!(outside.next().await.1, b"both".to_vec());
+    let mut late = Device::subscribe(port, "dev-int", "$hw/events/device/d1/twin/update/result").await;
+    assert_eq!(late.next().await, ("$hw/events/device/d1/twin/update/result".to_owned(), b"both".to_vec()));
+    edge.stop().await;
+}
