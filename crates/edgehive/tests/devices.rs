@@ -319,7 +319,8 @@ fn a_modbus_device_from_kubectl_to_its_register_and_back() {
     wait_until("edge-1 is Ready", || cloud.node_ready("edge-1").as_deref() == Some("True"));
     let mut mapper = Mapper::start(&dmi, dir.path());
 
-    cloud.kubectl(&["apply", "-f", "-"], Some(&MODEL.replace("PROTOCOL", "modbus")));
+    // Scaled register values are decimals: the model says FLOAT.
+    cloud.kubectl(&["apply", "-f", "-"], Some(&MODEL.replace("PROTOCOL", "modbus").replace("INT", "FLOAT")));
     let yaml = MODBUS_DEVICE.replace("NAME", "thermo").replace("PORT", &addr.port().to_string());
     cloud.kubectl(&["apply", "-f", "-"], Some(&yaml));
     // The register's value reaches kubectl; the desired value reaches the register.

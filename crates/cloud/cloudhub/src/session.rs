@@ -252,8 +252,14 @@ impl Session {
             _ => {}
         }
         // DeviceTwin's reports name devices, not objects
-        // (`device/{id}/twin/edge_updated`); DeviceController checks them.
-        if m.route.source != source::TWIN && ResourcePath::parse_wire(&m.route.resource).is_err() {
+        // (`device/{id}/twin/edge_updated`); DeviceController checks them,
+        // after this check of what any resource must be (short, printable).
+        let well_formed = if m.route.source == source::TWIN {
+            m.route.resource.len() <= 512 && !m.route.resource.chars().any(char::is_control)
+        } else {
+            ResourcePath::parse_wire(&m.route.resource).is_ok()
+        };
+        if !well_formed {
             metrics.malformed.inc();
             tracing::warn!(node = %self.node, resource = %m.route.resource, "upstream message with a malformed resource");
             let _ = self.tx.try_write(m.error_response(&format!("malformed resource {:?}", m.route.resource)));

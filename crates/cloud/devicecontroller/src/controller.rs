@@ -29,6 +29,9 @@ const DEVICE: &str = "device";
 const DEVICE_MODEL: &str = "devicemodel";
 
 type Key = (String, String);
+/// A finished status write: the device, the status it left (by
+/// resourceVersion) or why it failed, and the reports it carried.
+type Written = (Key, Result<Option<(u64, Value)>, WriteFailure>, Pending);
 
 /// What the controller remembers of a Device.
 struct Dev {
@@ -58,7 +61,11 @@ pub(crate) struct Controller {
     by_node: HashMap<String, BTreeSet<Key>>,
     waiting: HashMap<Key, Waiting>,
     last_write: HashMap<Key, Instant>,
-    writing: JoinSet<(Key, Result<(), String>, Pending)>,
+    /// The status each device's last write left, by resourceVersion: the
+    /// informer's copy lags behind writes, and a report compared with a
+    /// stale status could look unchanged and wait a refresh interval.
+    written: HashMap<Key, (u64, Value)>,
+    writing: JoinSet<Written>,
     in_flight: std::collections::HashSet<Key>,
 }
 
@@ -136,6 +143,7 @@ impl Controller {
             by_node: HashMap::new(),
             waiting: HashMap::new(),
             last_write: HashMap::new(),
+            written: HashMap::new(),
             writing: JoinSet::new(),
             in_flight: std::collections::HashSet::new(),
         }
@@ -238,8 +246,11 @@ impl Controller {
             return;
         };
         let key = key_of(obj);
+        if self.written.get(&key).is_some_and(|(rev, _)| *rev <= obj.rev()) {
+            self.written.remove(&key);
+        }
         let old = self.devices.remove(&key);
-        let spec_changed = old.as_ref().is_none_or(|o| o.spec != new.spec);
+        let spec_changed = old.as_ref().is_none_or(|o| o.spec != new.spec || o.description != new.description);
         let node_changed = old.as_ref().is_some_and(|o| o.node != new.node);
         if let Some(o) = &old
             && node_changed
@@ -251,7 +262,14 @@ impl Controller {
         if !new.node.is_empty() {
             self.by_node.entry(new.node.clone()).or_default().insert(key.clone());
         }
-        if spec_changed && !new.node.is_empty() {
+        // Ids on the edge are names (KubeEdge v1.15): a second Device of
+        // the same name on one node would overwrite the first there.
+        let clash = self.by_node.get(&new.node).and_then(|keys| keys.iter().find(|k| k.1 == key.1 && k.0 != key.0));
+        if let Some(other) = clash.filter(|_| !new.node.is_empty()) {
+            self.metrics.refused.inc();
+            tracing::warn!(module = "devicecontroller", node = %new.node, namespace = %key.0, device = %key.1,
+                other_namespace = %other.0, "not sent: the node has a device of this name from another namespace already");
+        } else if spec_changed && !new.node.is_empty() {
             self.send_device(&new, added).await;
         }
         self.devices.insert(key, new);
@@ -289,6 +307,7 @@ impl Controller {
             }
             self.waiting.remove(&key);
             self.last_write.remove(&key);
+            self.written.remove(&key);
             self.metrics.pending.set(self.waiting.len() as i64);
         }
         self.metrics.bound_devices.set(self.by_node.values().map(|s| s.len() as i64).sum());
@@ -390,11 +409,18 @@ impl Controller {
     }
 
     /// Merges a report into what waits for the device.
-    fn take(&mut self, key: Key, report: Pending) {
+    fn take(&mut self, key: Key, mut report: Pending) {
         let Some(d) = self.devices.get(&key) else { return };
-        let current = d.obj.value().ok().and_then(|v| v.get("status").cloned()).unwrap_or(Value::Null);
-        let spec = d.obj.value().ok().cloned().unwrap_or(Value::Null);
-        let props = status::properties(&spec);
+        let obj = d.obj.value().ok().cloned().unwrap_or(Value::Null);
+        let props = status::properties(&obj);
+        // Twins the spec does not declare are not kept (they would not be
+        // written; kept, a report could grow the waiting set without end).
+        report.twins.retain(|name, _| props.contains(&name.as_str()));
+        let current = match self.written.get(&key) {
+            Some((rev, st)) if *rev > d.obj.rev() => st.clone(),
+            _ => obj.get("status").cloned().unwrap_or(Value::Null),
+        };
+        let writing = self.in_flight.contains(&key);
         let w = self.waiting.entry(key).or_insert_with(|| Waiting {
             pending: Pending::default(),
             change: StatusChange::None,
@@ -403,6 +429,11 @@ impl Controller {
         w.pending.merge(report);
         w.reports += 1;
         w.change = status::apply(&current, &props, &w.pending).1;
+        // A write in flight may change the status this was compared with:
+        // anything that differs from it is written after, not a minute later.
+        if writing && w.change == StatusChange::Timestamps {
+            w.change = StatusChange::Values;
+        }
         self.metrics.pending.set(self.waiting.len() as i64);
     }
 
@@ -461,15 +492,24 @@ impl Controller {
         });
     }
 
-    fn written(&mut self, done: Result<(Key, Result<(), String>, Pending), tokio::task::JoinError>) {
+    fn written(&mut self, done: Result<Written, tokio::task::JoinError>) {
         let Ok((key, result, pending)) = done else { return };
         self.in_flight.remove(&key);
         match result {
-            Ok(()) => {
+            Ok(after) => {
                 self.metrics.status_writes.inc();
+                if let Some(after) = after {
+                    self.written.insert(key, after);
+                }
             }
-            Err(e) if e.is_empty() => {} // the device is gone
-            Err(e) => {
+            Err(WriteFailure::Gone) => {}
+            Err(WriteFailure::Invalid(e)) => {
+                // The API refuses it: trying again would be refused again.
+                self.metrics.status_write_failures.inc();
+                tracing::warn!(module = "devicecontroller", namespace = %key.0, device = %key.1, error = %e,
+                    "device status refused by validation; the reports are dropped");
+            }
+            Err(WriteFailure::Store(e)) => {
                 self.metrics.status_write_failures.inc();
                 tracing::warn!(module = "devicecontroller", namespace = %key.0, device = %key.1, error = %e,
                     "device status not written; retried");
@@ -484,9 +524,20 @@ impl Controller {
     }
 }
 
+/// Why a status write failed.
+enum WriteFailure {
+    /// The device is gone.
+    Gone,
+    /// Validation refused the status.
+    Invalid(String),
+    /// The store failed (retried).
+    Store(String),
+}
+
 /// Writes a device's merged reports into its status (defaults and update
-/// validation as the API applies them). `Err("")`: the device is gone.
-async fn write_status(store: &Store, key: &Key, pending: &Pending) -> Result<(), String> {
+/// validation as the API applies them); the status and resourceVersion it
+/// left, or `None` when there was nothing to write.
+async fn write_status(store: &Store, key: &Key, pending: &Pending) -> Result<Option<(u64, Value)>, WriteFailure> {
     let r = store
         .update_with(&DEVICES, &key.0, &key.1, |cur| {
             let old = cur.value()?;
@@ -503,10 +554,10 @@ async fn write_status(store: &Store, key: &Key, pending: &Pending) -> Result<(),
         })
         .await;
     match r {
-        Ok(_) => Ok(()),
-        Err(WriteError::Store(StoreError::NotFound { .. })) => Err(String::new()),
-        Err(WriteError::Store(e)) => Err(e.to_string()),
-        Err(WriteError::Invalid(e)) => Err(e),
+        Ok(o) => Ok(o.value().ok().map(|v| (o.rev(), v.get("status").cloned().unwrap_or(Value::Null)))),
+        Err(WriteError::Store(StoreError::NotFound { .. })) => Err(WriteFailure::Gone),
+        Err(WriteError::Store(e)) => Err(WriteFailure::Store(e.to_string())),
+        Err(WriteError::Invalid(e)) => Err(WriteFailure::Invalid(e)),
     }
 }
 

@@ -286,3 +286,57 @@ async fn reports_for_another_nodes_device_or_malformed_are_refused() {
 fn futures_poll<F: std::future::Future>(f: F) -> F::Output {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
 }
+
+/// A value that goes back to an earlier one right after a write is written
+/// at once, not a refresh interval later (the informer's copy of the status
+/// lags behind the controller's own writes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_back_to_an_earlier_one_is_written_without_waiting_a_refresh() {
+    let cloud = Cloud::start(DeviceControllerConfig {
+        min_write_interval: Duration::from_millis(100),
+        refresh_interval: Duration::from_secs(3600),
+        ..DeviceControllerConfig::default()
+    })
+    .await;
+    cloud.store.create(&DEVICE_MODELS, model()).await.unwrap();
+    cloud.store.create(&DEVICES, device("thermo", "edge-1", "20")).await.unwrap();
+    seen_until(&cloud, 3).await;
+    let value = |cloud: &Cloud| futures_poll(cloud.status("thermo")).pointer("/twins/0/reported/value").cloned();
+    cloud.report("edge-1", "device/thermo/twin/edge_updated", twin_report("21")).await;
+    eventually("21 is written", DEADLINE, || value(&cloud) == Some(json!("21"))).await;
+    // 22 then 21 again, the second at a different moment of the first's
+    // write each round (a deliberate spread, to meet the write in flight).
+    for round in 0..30u64 {
+        cloud.report("edge-1", "device/thermo/twin/edge_updated", twin_report("22")).await;
+        tokio::time::sleep(Duration::from_millis(round * 7 % 160)).await;
+        cloud.report("edge-1", "device/thermo/twin/edge_updated", twin_report("21")).await;
+        eventually(&format!("round {round}: back to 21 at once"), Duration::from_secs(5), || {
+            value(&cloud) == Some(json!("21"))
+        })
+        .await;
+    }
+}
+
+/// Ids on the edge are names: a second Device of one name bound to the same
+/// node from another namespace is not sent (it would overwrite the first
+/// there), and reports of that name are refused as ambiguous.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_device_of_the_same_name_on_a_node_is_not_sent() {
+    let cloud = Cloud::start(DeviceControllerConfig::default()).await;
+    cloud.store.create(&DEVICE_MODELS, model()).await.unwrap();
+    cloud.store.create(&DEVICES, device("thermo", "edge-1", "20")).await.unwrap();
+    seen_until(&cloud, 3).await;
+    let mut other = device("thermo", "edge-1", "99");
+    other["metadata"]["namespace"] = json!("other");
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}});
+    cloud.store.create(&edgehive_store::resources::NAMESPACES, ns).await.unwrap();
+    cloud.store.create(&DEVICES, other).await.unwrap();
+    eventually("refused", DEADLINE, || cloud.metric("refused_total") == 1).await;
+    assert!(cloud.take().iter().all(|m| !m.route.resource.contains("/other/")), "nothing of other/thermo sent");
+    // An undeclared twin in a report is dropped, the declared one kept.
+    let report = Content::from_serialize(&json!({"twin": {
+        "temperature": {"actual": {"value": "5"}}, "nonsense": {"actual": {"value": "6"}}}}))
+    .unwrap();
+    cloud.report("edge-1", "device/thermo/twin/edge_updated", report).await;
+    eventually("ambiguous: refused", DEADLINE, || cloud.metric("refused_total") == 2).await;
+}

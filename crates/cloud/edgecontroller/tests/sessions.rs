@@ -922,3 +922,33 @@ async fn two_nodes_and_edge_a() -> (Cloud, Edge) {
     eventually("a has its pod", WAIT, || a.has("default/pod/a-pod").is_some()).await;
     (cloud, a)
 }
+
+/// Upstream resources must be `{ns}/{type}[/{name}]`, except DeviceTwin's
+/// device reports (`device/{id}/twin/edge_updated`), which must still be
+/// short and printable: a forged one cannot reach a controller or a log line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_upstream_resources_are_refused_also_for_device_reports() {
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    cloud.edge_node("a").await;
+    let a = Edge::connect(&cloud, "a").await;
+    let twin = |resource: String| {
+        Message::new()
+            .with_route("twin", "resource", resource, "update")
+            .with_content(Content::from_serialize(&json!({"twin": {}})).unwrap())
+    };
+    for m in [
+        req("update", "a/b/c/d", json!(null)),
+        twin("device/x\u{1b}[31m/twin/edge_updated".into()),
+        twin("device/x\n/twin/edge_updated".into()),
+        twin(format!("device/{}/twin/edge_updated", "x".repeat(600))),
+    ] {
+        let what = m.route.resource.to_string();
+        let no = ask(&a, m).await;
+        assert_eq!(no.route.operation, "error", "{what:?}");
+        assert!(no.content.as_text().unwrap().contains("malformed resource"), "{what:?}: {:?}", no.content.as_text());
+    }
+    // A well-formed device report passes the check (and reaches the
+    // controller's module, absent here: "cannot take").
+    let passed = ask(&a, twin("device/x/twin/edge_updated".into())).await;
+    assert!(!passed.content.as_text().unwrap().contains("malformed"), "{:?}", passed.content.as_text());
+}

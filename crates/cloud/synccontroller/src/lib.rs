@@ -341,6 +341,12 @@ impl Runner {
                         self.metrics.deletes.inc();
                         delete_message(node, &uid, point)
                     }
+                    // A Device moved to another node while this one was
+                    // away: its delete was dropped then, so it is sent now.
+                    Some(o) if &*point.kind == "Device" && !bound_to(node, o) => {
+                        self.metrics.deletes.inc();
+                        delete_message(node, &uid, point)
+                    }
                     Some(o) if o.rev() > point.rv && !self.needed(node, &uid, point, o) => {
                         // Not resent, not kept dirty: EdgeController deletes
                         // it at the node; a later change looks again.
@@ -379,7 +385,8 @@ impl Runner {
     /// Node is never resent (CloudCore sends a Node only to delete it);
     /// kinds this controller does not know are taken as needed.
     fn needed(&self, node: &str, uid: &str, point: &Point, current: &Object) -> bool {
-        // A Device is its bound node's only (DeviceController moves it).
+        // A Device is its bound node's only (one moved away is deleted
+        // at its old node, above).
         if &*point.kind == "Device" {
             return bound_to(node, current);
         }

@@ -9,6 +9,13 @@
 //! UNIMPLEMENTED, a message over the limit RESOURCE_EXHAUSTED, a truncated
 //! frame or an undecodable message INTERNAL, a passed deadline
 //! DEADLINE_EXCEEDED.
+//!
+//! A peer on the socket is not trusted to be well behaved: at most 64
+//! connections are served at once (more wait in the listen backlog until
+//! one closes), each with at most 16 calls in flight, and a call without a
+//! `grpc-timeout` still ends after 30 s — so headers sent and a body
+//! trickled forever hold a stream for that long, not for ever. A `grpc-timeout` longer than that
+//! governs the handler but not the reading of the request body.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -32,6 +39,17 @@ use crate::{MAX_MESSAGE, code};
 
 /// How long open connections get to finish their calls at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Connections served at once by default ([`Server::max_connections`]).
+const MAX_CONNECTIONS: usize = 64;
+
+/// Calls in flight on one connection (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`).
+/// grpc-go leaves it unlimited; a unary local caller needs a few.
+const MAX_STREAMS: u32 = 16;
+
+/// A call's deadline when the caller sends no `grpc-timeout`, and the
+/// longest time a request body may take to arrive ([`Server::call_deadline`]).
+const CALL_DEADLINE: Duration = Duration::from_secs(30);
 
 /// A gRPC status: what a method answers instead of a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,13 +120,20 @@ type ResponseBody = Either<Full<Bytes>, WithTrailers<Full<Bytes>, Ready<Option<R
 pub struct Server {
     routes: HashMap<String, Handler>,
     max_message: usize,
+    max_connections: usize,
+    call_deadline: Duration,
 }
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut methods: Vec<&String> = self.routes.keys().collect();
         methods.sort();
-        f.debug_struct("Server").field("methods", &methods).field("max_message", &self.max_message).finish()
+        f.debug_struct("Server")
+            .field("methods", &methods)
+            .field("max_message", &self.max_message)
+            .field("max_connections", &self.max_connections)
+            .field("call_deadline", &self.call_deadline)
+            .finish()
     }
 }
 
@@ -119,9 +144,29 @@ impl Default for Server {
 }
 
 impl Server {
-    /// A server with no methods and the [`MAX_MESSAGE`] limit.
+    /// A server with no methods and the default limits: [`MAX_MESSAGE`],
+    /// 64 connections, 30 s for a call without `grpc-timeout`.
     pub fn new() -> Server {
-        Server { routes: HashMap::new(), max_message: MAX_MESSAGE }
+        Server {
+            routes: HashMap::new(),
+            max_message: MAX_MESSAGE,
+            max_connections: MAX_CONNECTIONS,
+            call_deadline: CALL_DEADLINE,
+        }
+    }
+
+    /// Sets how many connections are served at once (at least one); the
+    /// next waits in the listen backlog until one closes.
+    pub fn max_connections(mut self, n: usize) -> Server {
+        self.max_connections = n.max(1);
+        self
+    }
+
+    /// Sets the deadline of a call that carries no `grpc-timeout`, and the
+    /// longest time any request body may take to arrive.
+    pub fn call_deadline(mut self, d: Duration) -> Server {
+        self.call_deadline = d;
+        self
     }
 
     /// Sets the largest request (and answer) message, in bytes.
@@ -177,7 +222,12 @@ impl Server {
         Ok(BoundServer {
             listener,
             path: path.to_owned(),
-            routes: Arc::new(Routes { methods: self.routes, max_message: self.max_message }),
+            connections: Arc::new(tokio::sync::Semaphore::new(self.max_connections)),
+            routes: Arc::new(Routes {
+                methods: self.routes,
+                max_message: self.max_message,
+                call_deadline: self.call_deadline,
+            }),
         })
     }
 }
@@ -188,11 +238,14 @@ pub struct BoundServer {
     listener: tokio::net::UnixListener,
     path: PathBuf,
     routes: Arc<Routes>,
+    /// One permit per connection served.
+    connections: Arc<tokio::sync::Semaphore>,
 }
 
 struct Routes {
     methods: HashMap<String, Handler>,
     max_message: usize,
+    call_deadline: Duration,
 }
 
 impl std::fmt::Debug for Routes {
@@ -212,6 +265,15 @@ impl BoundServer {
     pub async fn serve(self, cancel: CancellationToken) -> io::Result<()> {
         let tracker = TaskTracker::new();
         let result = loop {
+            // A free slot first, then accept: past the cap, callers wait in
+            // the kernel's backlog rather than in our memory.
+            let permit = tokio::select! {
+                _ = cancel.cancelled() => break Ok(()),
+                permit = self.connections.clone().acquire_owned() => match permit {
+                    Ok(p) => p,
+                    Err(_) => break Ok(()),
+                },
+            };
             let stream = tokio::select! {
                 _ = cancel.cancelled() => break Ok(()),
                 accepted = self.listener.accept() => match accepted {
@@ -226,7 +288,10 @@ impl BoundServer {
             };
             let routes = self.routes.clone();
             let cancel = cancel.clone();
-            tracker.spawn(serve_connection(stream, routes, cancel));
+            tracker.spawn(async move {
+                serve_connection(stream, routes, cancel).await;
+                drop(permit);
+            });
         };
         tracker.close();
         if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait()).await.is_err() {
@@ -256,6 +321,7 @@ async fn serve_connection(stream: tokio::net::UnixStream, routes: Arc<Routes>, c
     });
     let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
         .max_frame_size(1 << 20)
+        .max_concurrent_streams(MAX_STREAMS)
         .serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
     tokio::select! {
@@ -289,12 +355,17 @@ impl Routes {
             return status_only(&Status::new(code::UNIMPLEMENTED, format!("unknown method {method}")));
         };
         let deadline = match req.headers().get("grpc-timeout").map(|v| v.to_str().ok().and_then(parse_timeout)) {
-            None => None,
-            Some(Some(d)) => Some(d),
+            None => self.call_deadline,
+            Some(Some(d)) => d,
             Some(None) => return status_only(&Status::internal("malformed grpc-timeout")),
         };
         let call = async {
-            let message = self.read_message(req.into_body()).await?;
+            // The body is the peer's to send: never longer than the server's
+            // own deadline, whatever the caller asked for.
+            let message =
+                tokio::time::timeout(self.call_deadline, self.read_message(req.into_body())).await.unwrap_or_else(
+                    |_| Err(Status::new(code::DEADLINE_EXCEEDED, "reading the request: deadline exceeded")),
+                )?;
             let answer = handler(message).await?;
             if answer.len() > self.max_message {
                 return Err(Status::resource_exhausted(format!(
@@ -305,12 +376,9 @@ impl Routes {
             }
             Ok(answer)
         };
-        let result = match deadline {
-            Some(d) => tokio::time::timeout(d, call)
-                .await
-                .unwrap_or_else(|_| Err(Status::new(code::DEADLINE_EXCEEDED, "context deadline exceeded"))),
-            None => call.await,
-        };
+        let result = tokio::time::timeout(deadline, call)
+            .await
+            .unwrap_or_else(|_| Err(Status::new(code::DEADLINE_EXCEEDED, "context deadline exceeded")));
         match result {
             Ok(answer) => message_response(&answer),
             Err(status) => {

@@ -1,6 +1,8 @@
 //! Both ends over a real unix socket: answers, errors, limits, deadlines,
 //! shutdown — and peers that are not gRPC, or send broken frames.
 
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
 use std::os::unix::fs::PermissionsExt as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -247,4 +249,129 @@ async fn an_error_is_a_trailers_only_answer_and_a_success_ends_with_trailers() {
     assert_eq!(resp.status(), http::StatusCode::UNSUPPORTED_MEDIA_TYPE);
     s.cancel.cancel();
     s.task.await.unwrap().unwrap();
+}
+
+/// A request body that sends its first bytes and then, unless told to end
+/// there, never ends: a peer holding a stream (and its buffers) open.
+struct Stalled(Option<Bytes>, bool);
+
+impl hyper::body::Body for Stalled {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        match self.0.take() {
+            Some(b) => std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(b)))),
+            None if self.1 => std::task::Poll::Ready(None),
+            None => std::task::Poll::Pending,
+        }
+    }
+}
+
+type RawSender<B> = hyper::client::conn::http2::SendRequest<B>;
+
+async fn raw_connection<B>(sock: &std::path::Path) -> (RawSender<B>, tokio::task::JoinHandle<()>)
+where
+    B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let stream = tokio::net::UnixStream::connect(sock).await.unwrap();
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    let task = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    (send, task)
+}
+
+fn raw_request<B>(path: &str, body: B) -> http::Request<B> {
+    // No grpc-timeout: the server's own deadline is all there is.
+    http::Request::post(format!("http://localhost{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(body)
+        .unwrap()
+}
+
+/// An attacker on the socket opens connections, sends a call's headers and
+/// half its message, and never finishes (no grpc-timeout either): the
+/// server's deadline cuts each call off, connections past the cap wait, and
+/// a good client is served once the stalled ones are gone.
+#[tokio::test]
+async fn stalled_callers_meet_the_servers_deadline_and_connections_past_the_cap_wait() {
+    const CAP: usize = 2;
+    let dir = TempDir::new("grpc-stall");
+    let sock = dir.path().join("stall.sock");
+    let hang_dropped = Arc::new(AtomicBool::new(false));
+    let flag = hang_dropped.clone();
+    let bound = Server::new()
+        .max_connections(CAP)
+        .call_deadline(Duration::from_millis(300))
+        .unary(ECHO, |r: Echo| async move { Ok(r) })
+        .unary(HANG, move |_: Echo| {
+            let guard = DropFlag(flag.clone());
+            async move {
+                let _guard = guard;
+                std::future::pending::<()>().await;
+                Ok(Echo::default())
+            }
+        })
+        .bind(&sock)
+        .unwrap();
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(bound.serve(cancel.clone()));
+
+    // The cap's worth of connections, each with a call whose body never ends.
+    let mut held = Vec::new();
+    for _ in 0..CAP {
+        let (mut send, conn) = raw_connection::<Stalled>(&sock).await;
+        let half = frame(b"abc", 100);
+        let resp = tokio::time::timeout(SECOND, send.send_request(raw_request(ECHO, Stalled(Some(half), false))))
+            .await
+            .expect("a stalled body is cut off at the server's deadline, not held for ever")
+            .unwrap();
+        assert_eq!(resp.headers()["grpc-status"], "4", "DEADLINE_EXCEEDED");
+        held.push((send, conn));
+    }
+
+    // A handler that never answers, called without grpc-timeout: ended too.
+    let msg = prost::Message::encode_to_vec(&Echo::default());
+    let whole = Stalled(Some(frame(&msg, msg.len() as u32)), true);
+    let resp = tokio::time::timeout(SECOND, held[0].0.send_request(raw_request(HANG, whole)))
+        .await
+        .expect("a hung handler is ended at the server's deadline")
+        .unwrap();
+    assert_eq!(resp.headers()["grpc-status"], "4", "DEADLINE_EXCEEDED");
+    edgehive_testkit::eventually("the server drops the hung handler", SECOND, || hang_dropped.load(Ordering::SeqCst))
+        .await;
+
+    // Past the cap: a new caller is not served while the held ones stay open.
+    let ch = Channel::new(&sock);
+    let r = ch.call::<_, Echo>(ECHO, &Echo { text: "late".into(), n: 0 }, Duration::from_millis(300)).await;
+    assert!(r.is_err(), "a connection past the cap must wait: {r:?}");
+
+    // The attacker goes; the good client is served.
+    for (send, conn) in held {
+        drop(send);
+        conn.abort();
+    }
+    let served = Arc::new(AtomicBool::new(false));
+    let deadline = tokio::time::Instant::now() + SECOND;
+    while tokio::time::Instant::now() < deadline {
+        if let Ok(r) = ch.call::<_, Echo>(ECHO, &Echo { text: "good".into(), n: 1 }, Duration::from_millis(300)).await {
+            assert_eq!(r.text, "good");
+            served.store(true, Ordering::SeqCst);
+            break;
+        }
+    }
+    assert!(served.load(Ordering::SeqCst), "the good client is served once the stalled connections close");
+    cancel.cancel();
+    task.await.unwrap().unwrap();
 }

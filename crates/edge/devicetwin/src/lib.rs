@@ -140,6 +140,7 @@ struct State {
     has_eventbus: bool,
     has_dmi: bool,
     db: Arc<TwinDb>,
+    meta: Arc<MetaDb>,
     metrics: Arc<TwinMetrics>,
     twins: Twins,
     models: HashMap<(String, String), Value>,
@@ -186,6 +187,7 @@ impl State {
             has_dmi,
             ctx,
             db: Arc::clone(&m.db),
+            meta: Arc::clone(&m.meta),
             metrics: Arc::clone(&m.metrics),
             twins: Twins::new(&m.cfg.node_name, loaded),
             models: HashMap::new(),
@@ -197,40 +199,60 @@ impl State {
         };
         // The cloud's Devices as MetaManager stored them: what was taken
         // but not applied before a crash is applied now.
-        let meta = Arc::clone(&m.meta);
+        s.resync(false).await;
+        s.metrics.devices.set(s.twins.len() as i64);
+        tracing::info!(module = MODULE, node = %s.node, devices = s.twins.len(), "device twin ready");
+        s
+    }
+
+    /// Reads the stored Devices and models again and applies them: at
+    /// start, after MetaManager says DeviceTwin missed changes (its mailbox
+    /// was full), and when a model changes (a Device's twins take their
+    /// types from it). With `prune`, devices the store no longer holds go.
+    async fn resync(&mut self, prune: bool) {
+        let meta = Arc::clone(&self.meta);
         let listed = tokio::task::spawn_blocking(move || {
             let models = meta.list_type(DEVICE_MODEL)?;
             let devices = meta.list_type(edgehive_model::resource_type::DEVICE)?;
             Ok::<_, edgehive_metamanager::DbError>((models, devices))
         })
         .await;
-        match listed {
-            Ok(Ok((models, devices))) => {
-                for (key, value) in models.rows {
-                    if let (Some(k), Ok(v)) = (model_key(&key), serde_json::from_str(&value)) {
-                        s.models.insert(k, v);
-                    }
-                }
-                for (key, value) in devices.rows {
-                    match serde_json::from_str::<Value>(&value) {
-                        Ok(v) => {
-                            let out = s.apply_device(&key, &v);
-                            s.take(out, false).await;
-                        }
-                        Err(e) => {
-                            tracing::warn!(module = MODULE, key, error = %e, "stored Device does not parse; skipped")
-                        }
-                    }
-                }
-            }
+        let (models, devices) = match listed {
+            Ok(Ok(l)) => l,
             Ok(Err(e)) => {
-                tracing::warn!(module = MODULE, error = %e, "the cloud's Devices not read from the edge store")
+                tracing::warn!(module = MODULE, error = %e, "the cloud's Devices not read from the edge store");
+                return;
             }
-            Err(e) => tracing::warn!(module = MODULE, error = %e, "the cloud's Devices not read from the edge store"),
+            Err(e) => {
+                tracing::warn!(module = MODULE, error = %e, "the cloud's Devices not read from the edge store");
+                return;
+            }
+        };
+
+        for (key, value) in models.rows {
+            if let (Some(k), Ok(v)) = (model_key(&key), serde_json::from_str(&value)) {
+                self.models.insert(k, v);
+            }
         }
-        s.metrics.devices.set(s.twins.len() as i64);
-        tracing::info!(module = MODULE, node = %s.node, devices = s.twins.len(), "device twin ready");
-        s
+        let mut stored = HashSet::new();
+        for (key, value) in devices.rows {
+            match serde_json::from_str::<Value>(&value) {
+                Ok(v) => {
+                    if let Some(name) = v.pointer("/metadata/name").and_then(Value::as_str) {
+                        stored.insert(name.to_owned());
+                    }
+                    let out = self.apply_device(&key, &v);
+                    self.take(out, true).await;
+                }
+                Err(e) => tracing::warn!(module = MODULE, key, error = %e, "stored Device does not parse; skipped"),
+            }
+        }
+        if prune {
+            for id in self.twins.ids().into_iter().filter(|id| !stored.contains(id)) {
+                let out = self.twins.remove_device(&id);
+                self.take(out, true).await;
+            }
+        }
     }
 
     fn apply_device(&mut self, key: &str, device: &Value) -> Outcome {
@@ -280,6 +302,10 @@ impl State {
             self.take(out, true).await;
             return;
         }
+        if src == source::METAMANAGER && m.route.resource == "devicelist" {
+            self.resync(true).await;
+            return;
+        }
         // From the cloud: through MetaManager (objects) or EdgeHub (membership).
         let resource = m.route.resource.to_string();
         let parts: Vec<&str> = resource.split('/').collect();
@@ -311,7 +337,9 @@ impl State {
             if deleting {
                 self.models.remove(&key);
             } else {
+                // Stored already: the devices of this model take its types.
                 self.models.insert(key, m.content.to_value());
+                self.resync(false).await;
             }
             return;
         }
@@ -403,9 +431,9 @@ impl State {
         if self.dirty.is_empty() && self.removed.is_empty() {
             return;
         }
-        let mut writes: Vec<db::Write> = self.removed.drain().map(db::Write::Remove).collect();
-        for id in self.dirty.drain() {
-            if let Some(d) = self.twins.get(&id) {
+        let mut writes: Vec<db::Write> = self.removed.iter().cloned().map(db::Write::Remove).collect();
+        for id in &self.dirty {
+            if let Some(d) = self.twins.get(id) {
                 writes.push(db::Write::Put(d.clone()));
             }
         }
@@ -414,10 +442,12 @@ impl State {
         match tokio::task::spawn_blocking(move || db.apply(&writes)).await {
             Ok(Ok(())) => {
                 self.metrics.flushes.inc();
+                self.dirty.clear();
+                self.removed.clear();
             }
             Ok(Err(e)) => {
                 self.metrics.flush_failures.inc();
-                tracing::error!(module = MODULE, node = %self.node, devices = n, error = %e, "device tables not written; the mappers' next reports write them");
+                tracing::error!(module = MODULE, node = %self.node, devices = n, error = %e, "device tables not written; tried again at the next flush");
             }
             Err(e) => tracing::error!(module = MODULE, error = %e, "device table write task failed"),
         }
@@ -436,11 +466,12 @@ impl State {
             let msg = Message::new()
                 .with_route(MODULE, group::RESOURCE, format!("device/{id}/twin/edge_updated"), op::UPDATE)
                 .with_content(Content::from_serialize(&body).unwrap_or_default());
-            if self.upstream(msg).await {
-                self.metrics.reports_sent.inc();
-            } else {
+            if !left.is_empty() || !self.upstream(msg).await {
+                // EdgeHub did not take it: the rest waits for the next flush.
                 left.insert(id, twins);
+                continue;
             }
+            self.metrics.reports_sent.inc();
         }
         self.reports = left;
         let states = std::mem::take(&mut self.states);
@@ -449,11 +480,11 @@ impl State {
             let msg = Message::new()
                 .with_route(MODULE, group::RESOURCE, format!("device/{id}/state/update"), op::UPDATE)
                 .with_content(Content::string(&payload));
-            if self.upstream(msg).await {
-                self.metrics.reports_sent.inc();
-            } else {
+            if !left.is_empty() || !self.reports.is_empty() || !self.upstream(msg).await {
                 left.insert(id, payload);
+                continue;
             }
+            self.metrics.reports_sent.inc();
         }
         self.states = left;
         self.metrics.pending_reports.set((self.reports.len() + self.states.len()) as i64);

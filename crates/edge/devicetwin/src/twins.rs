@@ -19,6 +19,28 @@ pub const DEVICE_PREFIX: &str = "$hw/events/device/";
 /// See [`DEVICE_PREFIX`].
 pub const NODE_PREFIX: &str = "$hw/events/node/";
 
+/// The most twins one device may have (KubeEdge sets none; a mapper or app
+/// adding twins without end would grow the tables without end).
+pub const MAX_TWINS: usize = 1024;
+
+/// KubeEdge's `ValidateValue`: whether `value` is a `ty` (KubeEdge's twin
+/// types, and the DeviceModel's lowercased property types).
+fn check_value(ty: &str, value: &str) -> Result<(), &'static str> {
+    match ty {
+        "" | "string" | "bytes" | "stream" | "deleted" => Ok(()),
+        "int" | "integer" => value.parse::<i64>().map(|_| ()).map_err(|_| "the value is not int or integer"),
+        "float" | "double" => value.parse::<f64>().map(|_| ()).map_err(|_| "the value is not float"),
+        "boolean" => {
+            if value == "true" || value == "false" {
+                Ok(())
+            } else {
+                Err("the bool value must be true or false")
+            }
+        }
+        _ => Err("the value type is not allowed"),
+    }
+}
+
 /// The device states KubeEdge's edge takes (`mappers-go` constants).
 const STATES: [&str; 5] = ["online", "offline", "ok", "unknown", "disconnected"];
 
@@ -123,6 +145,11 @@ impl Twins {
     /// A device.
     pub fn get(&self, id: &str) -> Option<&DeviceState> {
         self.devices.get(id)
+    }
+
+    /// The devices' ids.
+    pub fn ids(&self) -> Vec<String> {
+        self.devices.keys().cloned().collect()
     }
 
     /// How many devices.
@@ -381,6 +408,27 @@ impl Twins {
                 return Outcome::default().error(topic, &event, 400, "The value of twin must only include upper or lowercase letters, number, english, and special letter - _ . , : / @ # and the length of value should be less than 512 bytes".into());
             }
         }
+        let added = twins.iter().filter(|(k, t)| t.is_some() && !d.twins.contains_key(*k)).count();
+        if d.twins.len() + added > MAX_TWINS {
+            let reason = format!("update rejected: a device has at most {MAX_TWINS} twins");
+            return Outcome::default().error(topic, &event, 400, reason);
+        }
+        for (key, t) in &twins {
+            let Some(t) = t else { continue };
+            let ty = t
+                .metadata
+                .as_ref()
+                .map(|m| m.ty.as_str())
+                .filter(|ty| !ty.is_empty())
+                .or_else(|| d.twins.get(key).and_then(|c| c.metadata.as_ref()).map(|m| m.ty.as_str()))
+                .unwrap_or_default();
+            let values = [t.expected_value(), t.actual_value()];
+            if let Some(why) =
+                values.into_iter().flatten().filter(|v| !v.is_empty()).find_map(|v| check_value(ty, v).err())
+            {
+                return Outcome::default().error(topic, &event, 400, why.to_owned());
+            }
+        }
         let mut out = Outcome::default();
         let mut result = BTreeMap::new();
         let mut docs = BTreeMap::new();
@@ -405,7 +453,13 @@ impl Twins {
                 }
                 cur.actual = Some(value_now(v));
             }
-            if let Some(v) = t.expected_value()
+            // An empty expected value is none (a DMI mapper reports an
+            // empty `observedDesired` for a property without a desired
+            // value), and one the cloud set is the cloud's: a mapper's stale
+            // `observedDesired` must not undo a newer desired value.
+            let cloud_owned = cur.expected_version.is_some_and(|v| v.cloud > 0);
+            if let Some(v) = t.expected_value().filter(|v| !v.is_empty())
+                && !cloud_owned
                 && cur.expected_value() != Some(v)
             {
                 cur.expected = Some(value_now(v));
@@ -556,6 +610,20 @@ mod tests {
         assert!(payload(&out, "/twin/update/delta").is_none(), "actual meets expected: no delta");
         assert_eq!(out.report.len(), 1);
         assert_eq!(out.report[0].1["temperature"].actual_value(), Some("20"));
+        // An empty expected value (a DMI mapper's report of a property
+        // without a desired one) leaves the expected value alone.
+        let out = t.on_topic(
+            "$hw/events/device/thermo/twin/update",
+            r#"{"twin":{"humidity":{"expected":{"value":""},"actual":{"value":"40"}}}}"#,
+        );
+        assert_eq!(out.report[0].1["humidity"].expected, None);
+        // A mapper's stale observed desired value does not undo the cloud's.
+        let out = t.on_topic(
+            "$hw/events/device/thermo/twin/update",
+            r#"{"twin":{"temperature":{"expected":{"value":"19"},"actual":{"value":"20"}}}}"#,
+        );
+        assert!(out.refused.is_none());
+        assert_eq!(t.get("thermo").unwrap().twins["temperature"].expected_value(), Some("20"));
         // The same value again: answered, not reported.
         let out = t.on_topic("$hw/events/device/thermo/twin/update", up);
         assert!(payload(&out, "/twin/update/result").is_some());
@@ -581,6 +649,24 @@ mod tests {
                 400,
                 "The value of twin",
             ),
+            (
+                "$hw/events/device/thermo/twin/update",
+                r#"{"twin":{"t":{"actual":{"value":"x"},"metadata":{"type":"int"}}}}"#,
+                400,
+                "not int",
+            ),
+            (
+                "$hw/events/device/thermo/twin/update",
+                r#"{"twin":{"t":{"actual":{"value":"x"},"metadata":{"type":"quaternion"}}}}"#,
+                400,
+                "type is not allowed",
+            ),
+            (
+                "$hw/events/device/thermo/twin/update",
+                r#"{"twin":{"t":{"actual":{"value":"yes"},"metadata":{"type":"boolean"}}}}"#,
+                400,
+                "true or false",
+            ),
             ("$hw/events/device/nosuch/twin/get", r#"{"event_id":"x"}"#, 404, "Device nosuch not found"),
         ];
         for (topic, body, code, reason) in cases {
@@ -591,6 +677,18 @@ mod tests {
             assert!(p["reason"].as_str().unwrap().contains(reason), "{topic} {body}: {p}");
             assert!(out.report.is_empty() && out.dirty.is_empty());
         }
+        // A twin's stored type holds for later updates (the model says int).
+        let mut typed = Twins::new("edge-1", BTreeMap::new());
+        typed.apply_device(&device("20"), Some(&model()));
+        let out = typed
+            .on_topic("$hw/events/device/thermo/twin/update", r#"{"twin":{"temperature":{"actual":{"value":"2.5"}}}}"#);
+        assert!(out.refused.as_deref().is_some_and(|r| r.contains("not int")), "{out:?}");
+        // Twins without end are refused past the cap, all or nothing.
+        let many: serde_json::Map<String, Value> =
+            (0..=MAX_TWINS).map(|i| (format!("t{i}"), json!({"actual": {"value": "1"}}))).collect();
+        let out = t.on_topic("$hw/events/device/thermo/twin/update", &json!({"twin": many}).to_string());
+        assert!(out.refused.as_deref().is_some_and(|r| r.contains("at most")), "{:?}", out.refused);
+        assert_eq!(t.get("thermo").unwrap().twins.len(), 2);
         // Nothing else changed.
         assert_eq!(t.get("thermo").unwrap().twins["temperature"].actual, None);
         // Another node's membership, and an unknown state, are refused quietly.

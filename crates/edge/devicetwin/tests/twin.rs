@@ -280,3 +280,40 @@ fn rusqlite_columns(db: &Path) -> Vec<String> {
     let mut q = conn.prepare("SELECT name FROM pragma_table_info('device_twin')").unwrap();
     q.query_map([], |r| r.get::<_, String>(0)).unwrap().map(Result::unwrap).collect()
 }
+
+/// Told by MetaManager that it missed changes, DeviceTwin reads the stored
+/// Devices again: what it missed is applied, what is gone is removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wake_up_from_metamanager_reads_the_store_again() {
+    let dir = TempDir::new("devicetwin-resync");
+    let db = dir.path().join("edgecore.db");
+    let edge = Edge::start(&db);
+    edge.send(device_message(op::INSERT, "20")).await;
+    eventually("thermo is known", DEADLINE, || !edge.published("$hw/events/node/edge-1/membership/updated").is_empty())
+        .await;
+    // The store now holds another device, and not thermo (both missed).
+    let meta = MetaDb::open(&db).unwrap();
+    let other = json!({"apiVersion": "devices.kubeedge.io/v1beta1", "kind": "Device",
+        "metadata": {"name": "missed", "namespace": "default", "uid": "u2", "resourceVersion": "9"},
+        "spec": {"nodeName": "edge-1", "properties": [{"name": "level", "desired": {"value": "3"}}]}});
+    meta.apply(&[edgehive_metamanager::Op::Put {
+        key: "default/device/missed".into(),
+        resource_type: "device".into(),
+        value: other.to_string(),
+    }])
+    .unwrap();
+    let wake = Message::new()
+        .with_route(source::METAMANAGER, group::META, "devicelist", op::UPDATE)
+        .with_content(Content::string("twin missed changes: read the store again"));
+    edge.send(wake).await;
+    eventually("the missed device is applied and thermo removed", DEADLINE, || {
+        let m = edge.published("$hw/events/node/edge-1/membership/updated");
+        m.iter().any(|p| p["added_devices"][0]["id"] == "missed")
+            && m.iter().any(|p| p["removed_devices"][0]["id"] == "thermo")
+    })
+    .await;
+    edge.stop().await;
+    let tables = TwinDb::open(&db).unwrap().load().unwrap();
+    assert_eq!(tables.keys().collect::<Vec<_>>(), ["missed"]);
+    assert_eq!(tables["missed"].twins["level"].expected_value(), Some("3"));
+}

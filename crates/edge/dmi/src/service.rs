@@ -23,10 +23,15 @@ use serde_json::{Map, Value, json};
 use crate::api::{self, method};
 use crate::convert;
 use crate::module::{RESOURCE_TYPE_DEVICEMAPPER, Shared, lock};
-use crate::state::MapperRecord;
+use crate::state::{MAX_MAPPERS, MapperRecord};
 
 /// Topic prefix of device events (KubeEdge `dtcommon.DeviceETPrefix`).
 const DEVICE_ET_PREFIX: &str = "$hw/events/device/";
+/// The longest mapper name and protocol, in bytes (a Kubernetes object
+/// name's limit; a protocol is a device's `protocolName`).
+const MAX_NAME_BYTES: usize = 253;
+/// The longest socket path: `sun_path` is 108 bytes with its closing NUL.
+const MAX_ADDRESS_BYTES: usize = 107;
 /// How long a report may wait for room in twin's mailbox.
 const TWIN_SEND_DEADLINE: Duration = Duration::from_secs(5);
 
@@ -66,6 +71,13 @@ async fn mapper_register(
     let Some(mapper) = req.mapper else {
         return Err(Status::invalid_argument("fail to register mapper: no mapper info"));
     };
+    // Before anything repeats the name (a log line, an error's message).
+    if mapper.name.len() > MAX_NAME_BYTES || mapper.protocol.len() > MAX_NAME_BYTES {
+        return Err(Status::invalid_argument(format!(
+            "fail to register mapper {:?}: the name and the protocol must be at most {MAX_NAME_BYTES} bytes",
+            short(&mapper.name)
+        )));
+    }
     limited(shared, &shared.register_limit, &format!("register mapper {}", mapper.name))?;
     if mapper.name.is_empty() {
         return Err(Status::invalid_argument("fail to register mapper: the name is empty"));
@@ -77,15 +89,26 @@ async fn mapper_register(
         )));
     }
     let socket = std::str::from_utf8(&mapper.address).unwrap_or_default();
-    if socket.is_empty() || socket.contains('\0') {
+    if socket.is_empty() || socket.contains('\0') || socket.len() > MAX_ADDRESS_BYTES {
         return Err(Status::invalid_argument(format!(
-            "fail to register mapper {}: the address must be the path of its socket",
+            "fail to register mapper {}: the address must be the path of its socket, at most {MAX_ADDRESS_BYTES} bytes",
             mapper.name
         )));
     }
     let record = MapperRecord::from(&mapper);
-    save_mapper(shared, &record).await?;
-    let count = shared.cache().put_mapper(record);
+    // Kept in memory first, under the lock, so that concurrent
+    // registrations cannot pass the cap together; then in the database.
+    let registered = shared.cache().register_mapper(record.clone()).map_err(|_| {
+        Status::resource_exhausted(format!(
+            "fail to register mapper {}: {MAX_MAPPERS} mappers are registered already",
+            mapper.name
+        ))
+    })?;
+    for old in &registered.displaced {
+        tracing::info!(mapper = %old, protocol = %mapper.protocol, by = %mapper.name, "mapper replaced for its protocol");
+    }
+    save_mapper(shared, &record, &registered.displaced).await?;
+    let count = registered.count;
     shared.metrics.registered_mappers.set(i64::try_from(count).unwrap_or(i64::MAX));
     shared.metrics.registrations.inc();
     tracing::info!(mapper = %mapper.name, protocol = %mapper.protocol, socket, with_data = req.with_data, "mapper registered");
@@ -99,17 +122,25 @@ async fn mapper_register(
     Ok(api::MapperRegisterResponse { model_list: data.models, device_list: data.devices })
 }
 
+/// A caller's string cut short for an error message.
+fn short(s: &str) -> &str {
+    let mut end = s.len().min(64);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// Keeps the mapper in the meta table as KubeEdge does (key
-/// `node/nodeID/namespace/devicemapper/{name}`, literally).
-async fn save_mapper(shared: &Arc<Shared>, record: &MapperRecord) -> Result<(), Status> {
+/// `node/nodeID/namespace/devicemapper/{name}`, literally), and removes the
+/// rows of the mappers it `displaced`.
+async fn save_mapper(shared: &Arc<Shared>, record: &MapperRecord, displaced: &[String]) -> Result<(), Status> {
+    let key = |name: &str| format!("node/nodeID/namespace/{RESOURCE_TYPE_DEVICEMAPPER}/{name}");
     let value = serde_json::to_string(record).map_err(|e| Status::internal(e.to_string()))?;
-    let op = Op::Put {
-        key: format!("node/nodeID/namespace/{RESOURCE_TYPE_DEVICEMAPPER}/{}", record.name),
-        resource_type: RESOURCE_TYPE_DEVICEMAPPER.to_owned(),
-        value,
-    };
+    let mut ops = vec![Op::Put { key: key(&record.name), resource_type: RESOURCE_TYPE_DEVICEMAPPER.to_owned(), value }];
+    ops.extend(displaced.iter().map(|name| Op::Delete { key: key(name), uid: None }));
     let db = Arc::clone(&shared.db);
-    match tokio::task::spawn_blocking(move || db.apply(&[op])).await {
+    match tokio::task::spawn_blocking(move || db.apply(&ops)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => {
             tracing::error!(mapper = %record.name, error = %e, "could not save the mapper");

@@ -70,7 +70,28 @@ impl MapperRecord {
     }
 }
 
+/// Mappers kept at once: a node runs one per protocol, a handful. Every
+/// registration is a record here and a row in the edge database, so a
+/// caller inventing names must not grow them without end.
+pub(crate) const MAX_MAPPERS: usize = 64;
+
+/// A registration refused: 64 other names are registered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooManyMappers;
+
+/// What a registration changed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Registered {
+    /// How many mappers are registered now.
+    pub count: usize,
+    /// Mappers dropped because the new one took their protocol.
+    pub displaced: Vec<String>,
+}
+
 /// The devices, models and mappers.
+///
+/// **Invariant:** at most one mapper record per protocol — the one that
+/// registered last, which alone gets that protocol's devices.
 #[derive(Debug, Default)]
 pub struct DmiCache {
     devices: HashMap<String, Value>,
@@ -120,12 +141,43 @@ impl DmiCache {
         self.models.remove(name)
     }
 
-    /// Records a mapper (replacing one of the same name); returns how many
-    /// are registered.
+    /// Records a mapper (replacing one of the same name, and any other
+    /// holding its protocol); returns how many are registered.
     pub fn put_mapper(&mut self, m: MapperRecord) -> usize {
+        self.insert_mapper(m).count
+    }
+
+    /// A mapper's registration: as [`DmiCache::put_mapper`], but a new name
+    /// past the 64th is refused (a known name always re-registers).
+    pub fn register_mapper(&mut self, m: MapperRecord) -> Result<Registered, TooManyMappers> {
+        // A mapper this one would displace frees its place.
+        let displaces = self.mappers.values().any(|o| o.protocol == m.protocol && o.name != m.name);
+        if !self.mappers.contains_key(&m.name) && !displaces && self.mappers.len() >= MAX_MAPPERS {
+            return Err(TooManyMappers);
+        }
+        Ok(self.insert_mapper(m))
+    }
+
+    fn insert_mapper(&mut self, m: MapperRecord) -> Registered {
+        let displaced: Vec<String> = self
+            .mappers
+            .values()
+            .filter(|o| o.protocol == m.protocol && o.name != m.name)
+            .map(|o| o.name.clone())
+            .collect();
+        for name in &displaced {
+            self.mappers.remove(name);
+        }
+        // The same mapper under another protocol now: it no longer serves
+        // the old one (it was that protocol's only record).
+        if let Some(old) = self.mappers.get(&m.name)
+            && old.protocol != m.protocol
+        {
+            self.sockets.remove(&old.protocol);
+        }
         self.sockets.insert(m.protocol.clone(), m.socket());
         self.mappers.insert(m.name.clone(), m);
-        self.mappers.len()
+        Registered { count: self.mappers.len(), displaced }
     }
 
     /// The socket of the mapper for `protocol` (the latest registered, if
@@ -277,6 +329,32 @@ mod tests {
         c.put_mapper(m("z-mapper", "z2.sock"));
         assert_eq!(c.mapper_socket("modbus").as_deref(), Some("z2.sock"));
         assert!(!c.has_mapper("opcua"));
+        assert_eq!(c.mapper_count(), 1, "a-mapper lost the protocol and its record");
+    }
+
+    #[test]
+    fn mappers_are_capped_and_a_protocol_has_one_record() {
+        let mut c = DmiCache::default();
+        let m = |name: &str, protocol: &str| MapperRecord {
+            name: name.into(),
+            protocol: protocol.into(),
+            address: format!("{name}.sock").into_bytes(),
+            ..MapperRecord::from(&api::MapperInfo::default())
+        };
+        for i in 0..MAX_MAPPERS {
+            assert!(c.register_mapper(m(&format!("m{i}"), &format!("p{i}"))).is_ok());
+        }
+        assert_eq!(c.register_mapper(m("extra", "px")), Err(TooManyMappers));
+        // A known name re-registers, even under a new protocol: the old one
+        // is no longer served.
+        let r = c.register_mapper(m("m0", "moved")).unwrap();
+        assert_eq!(r, Registered { count: MAX_MAPPERS, displaced: vec![] });
+        assert!(!c.has_mapper("p0"));
+        // A new name for a held protocol takes it over and frees the place.
+        let r = c.register_mapper(m("new", "p1")).unwrap();
+        assert_eq!(r, Registered { count: MAX_MAPPERS, displaced: vec!["m1".to_owned()] });
+        assert_eq!(c.mapper_socket("p1").as_deref(), Some("new.sock"));
+        assert_eq!(c.register_mapper(m("extra", "px")), Err(TooManyMappers));
     }
 
     #[test]

@@ -483,3 +483,57 @@ async fn a_mapper_that_hangs_meets_the_deadline_and_holds_up_no_other_mapper() {
     mapper_stop.cancel();
     edge.stop.cancel();
 }
+
+/// A caller on the DMI socket registers mappers of any size and number:
+/// names, protocols and addresses past their limits are INVALID_ARGUMENT
+/// (with a short message), no more than 64 names are kept, a known name
+/// always re-registers, and a new mapper of a protocol drops the old one's
+/// record and row.
+#[tokio::test]
+async fn registrations_are_bounded_in_size_and_number_and_one_mapper_holds_a_protocol() {
+    let edge = start_edge(TempDir::new("dmi-bounds"), |c| c.register_burst = 10_000);
+    wait_for_socket(&edge.sock).await;
+    let ch = Channel::new(&edge.sock);
+    let sock = Path::new("/run/edgehive/m.sock");
+    let refused = |r: Result<api::MapperRegisterResponse, GrpcError>| match r {
+        Err(GrpcError::Status { code, message, .. }) => {
+            assert!(message.len() < 400, "the message does not repeat the input: {} bytes", message.len());
+            code
+        }
+        other => panic!("expected a gRPC status, got {other:?}"),
+    };
+    let huge = "n".repeat(1 << 20);
+    let at_limit = "n".repeat(253);
+    let past_limit = "n".repeat(254);
+    assert_eq!(refused(register(&ch, &register_request(&huge, "modbus", sock, false)).await), code::INVALID_ARGUMENT);
+    assert_eq!(
+        refused(register(&ch, &register_request(&past_limit, "modbus", sock, false)).await),
+        code::INVALID_ARGUMENT
+    );
+    assert_eq!(refused(register(&ch, &register_request("m", &past_limit, sock, false)).await), code::INVALID_ARGUMENT);
+    let long_sock = PathBuf::from(format!("/{}", "s".repeat(107)));
+    assert_eq!(
+        refused(register(&ch, &register_request("m", "modbus", &long_sock, false)).await),
+        code::INVALID_ARGUMENT
+    );
+    assert!(edge.db.list_type("devicemapper").unwrap().rows.is_empty(), "nothing kept");
+    let max_sock = PathBuf::from(format!("/{}", "s".repeat(106)));
+    register(&ch, &register_request(&at_limit, &at_limit, &max_sock, false)).await.unwrap();
+
+    // 64 names in all, then a new one is refused.
+    for i in 1..64 {
+        register(&ch, &register_request(&format!("m{i}"), &format!("p{i}"), sock, false)).await.unwrap();
+    }
+    assert_eq!(refused(register(&ch, &register_request("extra", "px", sock, false)).await), code::RESOURCE_EXHAUSTED);
+    assert_eq!(edge.db.list_type("devicemapper").unwrap().rows.len(), 64);
+    // A known name re-registers.
+    register(&ch, &register_request("m1", "p1", sock, false)).await.unwrap();
+    // A new name for a held protocol takes it: the old record and row go.
+    register(&ch, &register_request("taker", "p2", sock, false)).await.unwrap();
+    assert!(edge.db.get("node/nodeID/namespace/devicemapper/m2").unwrap().is_none(), "m2's row is dropped");
+    assert!(edge.db.get("node/nodeID/namespace/devicemapper/taker").unwrap().is_some());
+    assert_eq!(edge.db.list_type("devicemapper").unwrap().rows.len(), 64);
+    assert_eq!(edge.metrics.registered_mappers(), 64);
+    assert_eq!(refused(register(&ch, &register_request("extra", "px", sock, false)).await), code::RESOURCE_EXHAUSTED);
+    edge.stop.cancel();
+}

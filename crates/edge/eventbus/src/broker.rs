@@ -14,8 +14,10 @@
 //!
 //! Everything is bounded: connections ([`MAX_CONNECTIONS`]), each session's
 //! queue of messages to send (`mqttSessionQueueSize`; a full queue drops the
-//! message for that client, counted), subscriptions per session, retained
-//! topics, packet size, the time to send CONNECT and to write.
+//! message for that client, counted), subscriptions per session and each
+//! filter's length, retained topics and their bytes, packet size (4 MiB;
+//! KubeEdge's gomqtt engine sets no read limit at all), the time to send
+//! CONNECT and to write.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -43,6 +45,14 @@ pub const MAX_CONNECTIONS: usize = 1024;
 const MAX_FILTERS_PER_SESSION: usize = 1000;
 /// Topics with a retained message; a new one beyond is not retained.
 const MAX_RETAINED: usize = 1000;
+/// Bytes of retained messages (topics and payloads) kept at once: without
+/// it, 1000 topics of 4 MiB packets would be 4 GB of an edge node's memory.
+/// A retained message that does not fit is delivered but not retained.
+const MAX_RETAINED_BYTES: usize = 16 << 20;
+/// The longest subscription filter, in bytes; a longer one gets the SUBACK
+/// failure code (0x80). Filters are matched against every publish, so their
+/// length is work per message; no device topic comes near this.
+const MAX_FILTER_BYTES: usize = 1024;
 /// QoS 2 publishes awaiting PUBREL per client.
 const MAX_QOS2_PENDING: usize = 100;
 /// Time a client has to send CONNECT after its TCP connection.
@@ -59,6 +69,9 @@ pub(crate) trait Watcher: Send + Sync + 'static {
     fn take(&self, topic: &str, payload: &Bytes) -> bool;
     /// A publish could not be queued for a client.
     fn client_queue_full(&self);
+    /// A retained message was not retained: over [`MAX_RETAINED`] topics or
+    /// [`MAX_RETAINED_BYTES`].
+    fn retained_over_budget(&self);
 }
 
 /// A running broker: its accept task and shared state. Dropping it does
@@ -87,6 +100,34 @@ struct State {
     sessions: HashMap<u64, Session>,
     by_client_id: HashMap<String, u64>,
     retained: BTreeMap<String, Publish>,
+    /// The bytes of `retained`'s topics and payloads.
+    retained_bytes: usize,
+}
+
+/// What a retained message counts against [`MAX_RETAINED_BYTES`].
+fn retained_size(p: &Publish) -> usize {
+    p.topic.len() + p.payload.len()
+}
+
+impl State {
+    /// Keeps `publish` as its topic's retained message (an empty payload
+    /// clears it, §3.3.1.3); `false` when it is over the budget. The topic's
+    /// earlier message is dropped either way: it is no longer the latest.
+    fn retain(&mut self, publish: &Publish) -> bool {
+        if let Some(old) = self.retained.remove(&publish.topic) {
+            self.retained_bytes = self.retained_bytes.saturating_sub(retained_size(&old));
+        }
+        if publish.payload.is_empty() {
+            return true;
+        }
+        let size = retained_size(publish);
+        if self.retained.len() >= MAX_RETAINED || self.retained_bytes + size > MAX_RETAINED_BYTES {
+            return false;
+        }
+        self.retained_bytes += size;
+        self.retained.insert(publish.topic.clone(), publish.clone());
+        true
+    }
 }
 
 struct Session {
@@ -108,14 +149,9 @@ impl Shared {
             self.watcher.take(&publish.topic, &publish.payload);
         }
         let mut state = self.state();
-        if publish.retain {
-            if publish.payload.is_empty() {
-                state.retained.remove(&publish.topic);
-            } else if state.retained.len() < MAX_RETAINED || state.retained.contains_key(&publish.topic) {
-                state.retained.insert(publish.topic.clone(), publish.clone());
-            } else {
-                tracing::warn!(node = %self.node, module = "eventbus", topic = ?short(&publish.topic), "internal MQTT broker: too many retained topics; not retained");
-            }
+        if publish.retain && !state.retain(&publish) {
+            self.watcher.retained_over_budget();
+            tracing::warn!(node = %self.node, module = "eventbus", topic = ?short(&publish.topic), bytes = publish.payload.len(), "internal MQTT broker: retained messages over their budget; delivered, not retained");
         }
         // A forwarded publish is not a retained one (MQTT 3.1.1 §3.3.1.3).
         publish.retain = false;
@@ -413,7 +449,8 @@ async fn session(
                     };
                     for f in s.filters {
                         let known = session.filters.iter().position(|(p, _)| *p == f.path);
-                        if valid_filter(&f.path).is_err()
+                        if f.path.len() > MAX_FILTER_BYTES
+                            || valid_filter(&f.path).is_err()
                             || (known.is_none() && session.filters.len() >= MAX_FILTERS_PER_SESSION)
                         {
                             codes.push(SubscribeReasonCode::Failure);

@@ -395,6 +395,10 @@ impl broker::Watcher for InternalWatcher {
     fn client_queue_full(&self) {
         self.metrics.dropped_client_queue_full.inc();
     }
+
+    fn retained_over_budget(&self) {
+        self.metrics.dropped_retained_budget.inc();
+    }
 }
 
 /// Hands what the embedded broker saw to the bus, one at a time.

@@ -51,6 +51,9 @@ pub struct EventBusMetrics {
     pub(crate) dropped_queue_full: Counter,
     /// A client of the embedded broker had no room for a message.
     pub(crate) dropped_client_queue_full: Counter,
+    /// A retained message of the embedded broker was delivered but not
+    /// retained: too many retained topics or bytes.
+    pub(crate) dropped_retained_budget: Counter,
     /// Topics subscribed: KubeEdge's six and the stored ones.
     pub(crate) subscriptions: Gauge,
     /// Stored topics that could not be written or read.
@@ -87,6 +90,7 @@ impl Default for EventBusMetrics {
             dropped_undeliverable: reason("undeliverable"),
             dropped_queue_full: reason("queue_full"),
             dropped_client_queue_full: reason("client_queue_full"),
+            dropped_retained_budget: reason("retained_budget"),
             subscriptions: Gauge::default(),
             store_failures: Counter::default(),
             connected,
@@ -156,13 +160,14 @@ impl EventBusMetrics {
             "undeliverable" => &self.dropped_undeliverable,
             "queue_full" => &self.dropped_queue_full,
             "client_queue_full" => &self.dropped_client_queue_full,
+            "retained_budget" => &self.dropped_retained_budget,
             _ => &self.dropped_malformed,
         }
     }
 
     /// Messages dropped for `reason` (`not_utf8`, `too_large`, `malformed`,
     /// `unknown_operation`, `too_many_topics`, `undeliverable`, `queue_full`,
-    /// `client_queue_full`).
+    /// `client_queue_full`, `retained_budget`).
     pub fn dropped_count(&self, reason: &str) -> u64 {
         self.dropped(reason).get()
     }

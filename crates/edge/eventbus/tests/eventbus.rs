@@ -536,3 +536,137 @@ async fn mode_both_bridges_the_two_brokers_through_the_bus() {
     assert_eq!(late.next().await, ("$hw/events/device/d1/twin/update/result".to_owned(), b"both".to_vec()));
     edge.stop().await;
 }
+
+/// A rumqttc client of the embedded broker that takes packets of up to
+/// 5 MiB, its events handed over as they come.
+async fn big_client(
+    port: u16,
+    id: &str,
+) -> (AsyncClient, mpsc::UnboundedReceiver<Packet>, tokio::task::JoinHandle<()>) {
+    let mut opts = MqttOptions::new(id, "127.0.0.1", port);
+    opts.set_max_packet_size(5 << 20, 5 << 20);
+    let (client, mut events) = AsyncClient::new(opts, 10);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        loop {
+            match events.poll().await {
+                Ok(Event::Incoming(p)) => {
+                    let _ = tx.send(p);
+                }
+                Ok(_) => {}
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    });
+    (client, rx, task)
+}
+
+/// The next packet that `pick` wants, skipping the others.
+async fn next_of<T>(rx: &mut mpsc::UnboundedReceiver<Packet>, pick: impl Fn(Packet) -> Option<T>) -> T {
+    let end = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let p = tokio::time::timeout_at(end, rx.recv()).await.expect("the packet arrives").unwrap();
+        if let Some(t) = pick(p) {
+            return t;
+        }
+    }
+}
+
+fn suback(p: Packet) -> Option<Vec<rumqttc::SubscribeReasonCode>> {
+    if let Packet::SubAck(s) = p { Some(s.return_codes) } else { None }
+}
+
+fn publish(p: Packet) -> Option<(String, usize, bool)> {
+    if let Packet::Publish(p) = p { Some((p.topic.clone(), p.payload.len(), p.retain)) } else { None }
+}
+
+/// A client subscribes with a filter of 2 KiB (work on every publish, and
+/// memory per subscription): refused with the SUBACK failure code, and the
+/// same client subscribes and receives normally afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_broker_refuses_an_over_long_filter_and_the_client_stays_usable() {
+    let dir = TempDir::new("eventbus-int-filter");
+    let port = free_port();
+    let edge = Edge::start(internal(port), &dir.path().join("edgecore.db"));
+    wait_listening(port).await;
+    let (client, mut rx, task) = big_client(port, "attacker").await;
+    let long = format!("a/{}", "b".repeat(2048));
+    client.subscribe(&long, QoS::AtLeastOnce).await.unwrap();
+    assert_eq!(next_of(&mut rx, suback).await, vec![rumqttc::SubscribeReasonCode::Failure]);
+    let limit = format!("a/{}", "c".repeat(1022));
+    client.subscribe(&limit, QoS::AtLeastOnce).await.unwrap();
+    assert_eq!(next_of(&mut rx, suback).await, vec![rumqttc::SubscribeReasonCode::Success(QoS::AtLeastOnce)]);
+    client.subscribe("a/+", QoS::AtLeastOnce).await.unwrap();
+    assert_eq!(next_of(&mut rx, suback).await, vec![rumqttc::SubscribeReasonCode::Success(QoS::AtLeastOnce)]);
+    client.publish("a/x", QoS::AtLeastOnce, false, b"still here".to_vec()).await.unwrap();
+    assert_eq!(next_of(&mut rx, publish).await, ("a/x".to_owned(), 10, false));
+    task.abort();
+    edge.stop().await;
+}
+
+/// A client fills the retained store with large messages: the broker keeps
+/// 16 MiB of them; the next is delivered to subscribers but not retained
+/// (counted), the earlier ones still are, and clearing one makes room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_broker_keeps_retained_messages_within_their_byte_budget() {
+    const BIG: usize = 3 << 20; // 3 MiB: five fit in 16 MiB, the sixth does not
+    let dir = TempDir::new("eventbus-int-retained");
+    let port = free_port();
+    let edge = Edge::start(internal(port), &dir.path().join("edgecore.db"));
+    wait_listening(port).await;
+    let (watcher, mut seen, watcher_task) = big_client(port, "watcher").await;
+    watcher.subscribe("big/+", QoS::AtLeastOnce).await.unwrap();
+    next_of(&mut seen, suback).await;
+
+    let (attacker, mut acks, attacker_task) = big_client(port, "attacker").await;
+    for i in 0..6 {
+        attacker.publish(format!("big/{i}"), QoS::AtLeastOnce, true, vec![b'x'; BIG]).await.unwrap();
+        next_of(&mut acks, |p| matches!(p, Packet::PubAck(_)).then_some(())).await;
+        // Delivered live, the sixth too.
+        assert_eq!(next_of(&mut seen, publish).await, (format!("big/{i}"), BIG, false));
+    }
+    let m = edge.metrics.clone();
+    edgehive_testkit::eventually("the sixth was counted", DEADLINE, || m.dropped_count("retained_budget") == 1).await;
+
+    // A new subscriber gets the five retained ones, then a live marker, and
+    // never the sixth.
+    let retained_of = |rx: &mut mpsc::UnboundedReceiver<Packet>| {
+        let mut got = Vec::new();
+        while let Ok(p) = rx.try_recv() {
+            if let Some(p) = publish(p) {
+                got.push(p);
+            }
+        }
+        got
+    };
+    let (late, mut late_rx, late_task) = big_client(port, "late").await;
+    late.subscribe("big/+", QoS::AtLeastOnce).await.unwrap();
+    next_of(&mut late_rx, suback).await;
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        got.push(next_of(&mut late_rx, publish).await);
+    }
+    attacker.publish("big/end", QoS::AtLeastOnce, false, b"end".to_vec()).await.unwrap();
+    next_of(&mut acks, |p| matches!(p, Packet::PubAck(_)).then_some(())).await;
+    got.push(next_of(&mut late_rx, publish).await);
+    got.extend(retained_of(&mut late_rx));
+    let want: Vec<(String, usize, bool)> =
+        (0..5).map(|i| (format!("big/{i}"), BIG, true)).chain([("big/end".to_owned(), 3, false)]).collect();
+    assert_eq!(got, want);
+
+    // Clearing one (an empty retained payload) makes room for the sixth.
+    attacker.publish("big/0", QoS::AtLeastOnce, true, Vec::new()).await.unwrap();
+    attacker.publish("big/5", QoS::AtLeastOnce, true, vec![b'y'; BIG]).await.unwrap();
+    for _ in 0..2 {
+        next_of(&mut acks, |p| matches!(p, Packet::PubAck(_)).then_some(())).await;
+    }
+    let (again, mut again_rx, again_task) = big_client(port, "again").await;
+    again.subscribe("big/5", QoS::AtLeastOnce).await.unwrap();
+    next_of(&mut again_rx, suback).await;
+    assert_eq!(next_of(&mut again_rx, publish).await, ("big/5".to_owned(), BIG, true));
+    assert_eq!(m.dropped_count("retained_budget"), 1);
+    for t in [watcher_task, attacker_task, late_task, again_task] {
+        t.abort();
+    }
+    edge.stop().await;
+}

@@ -6,7 +6,6 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -15,59 +14,21 @@ use std::time::Duration;
 use edgehive_dmi::api::{self, method};
 use edgehive_dmi::convert::convert_device;
 use edgehive_grpc::{Channel, GrpcError, Server, code};
+use edgehive_mapper::simulator::{Device, serve};
 use edgehive_mapper::{MapperConfig, run};
 use edgehive_testkit::eventually;
 use edgehive_testkit::fixtures::TempDir;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use tokio_modbus::{ExceptionCode, Request, Response};
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(10);
 
-// ---- the Modbus device simulator ----
+// ---- the Modbus device: the crate's simulator ----
 
-#[derive(Clone, Default)]
-struct Registers(Arc<Mutex<HashMap<u16, u16>>>);
-
-impl tokio_modbus::server::Service for Registers {
-    type Request = Request<'static>;
-    type Response = Response;
-    type Exception = ExceptionCode;
-    type Future = std::future::Ready<Result<Response, ExceptionCode>>;
-
-    fn call(&self, req: Request<'static>) -> Self::Future {
-        let mut regs = self.0.lock().unwrap();
-        std::future::ready(match req {
-            Request::ReadHoldingRegisters(addr, n) => Ok(Response::ReadHoldingRegisters(
-                (addr..addr + n).map(|a| regs.get(&a).copied().unwrap_or(0)).collect(),
-            )),
-            Request::WriteSingleRegister(addr, w) => {
-                regs.insert(addr, w);
-                Ok(Response::WriteSingleRegister(addr, w))
-            }
-            Request::WriteMultipleRegisters(addr, words) => {
-                for (i, w) in words.iter().enumerate() {
-                    regs.insert(addr + i as u16, *w);
-                }
-                Ok(Response::WriteMultipleRegisters(addr, words.len() as u16))
-            }
-            _ => Err(ExceptionCode::IllegalFunction),
-        })
-    }
-}
-
-async fn start_simulator(regs: Registers) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio_modbus::server::tcp::Server::new(listener);
-    tokio::spawn(async move {
-        let on_connected = move |stream, peer| {
-            let regs = regs.clone();
-            async move { tokio_modbus::server::tcp::accept_tcp_connection(stream, peer, |_| Ok(Some(regs.clone()))) }
-        };
-        let _ = server.serve(&on_connected, |e| panic!("simulator: {e}")).await;
-    });
+async fn start_simulator(device: Device) -> SocketAddr {
+    // Stopped with the test's runtime.
+    let (addr, _task) = serve("127.0.0.1:0".parse().unwrap(), device, CancellationToken::new()).await.unwrap();
     addr
 }
 
@@ -177,8 +138,8 @@ async fn wait_for_socket(p: &Path) {
 
 #[tokio::test]
 async fn the_mapper_reads_reports_and_writes_a_modbus_device_and_refuses_bad_settings() {
-    let regs = Registers::default();
-    regs.0.lock().unwrap().insert(2, 215);
+    let regs = Device::default();
+    regs.set_holding(2, 215);
     let addr = start_simulator(regs.clone()).await;
     let m = start_mapper("modbus", TempDir::new("mapper-modbus"));
     let (tx, mut reports) = mpsc::unbounded_channel();
@@ -197,7 +158,7 @@ async fn the_mapper_reads_reports_and_writes_a_modbus_device_and_refuses_bad_set
     let update = api::UpdateDeviceRequest { device: Some(modbus_device("thermo", addr, Some("30"))) };
     let _: api::UpdateDeviceResponse = mapper.call(method::UPDATE_DEVICE, &update, WAIT).await.unwrap();
     let r2 = regs.clone();
-    eventually("the register holds 300", WAIT, || r2.0.lock().unwrap().get(&2) == Some(&300)).await;
+    eventually("the register holds 300", WAIT, || r2.holding(2) == 300).await;
     wait_report(&mut reports, "thermo at 30, desired 30", |r| r.value == "30" && r.desired == "30").await;
 
     // A device with a malformed protocol config: an error answer, the other device unaffected.
@@ -237,7 +198,7 @@ async fn the_mapper_reads_reports_and_writes_a_modbus_device_and_refuses_bad_set
         .await
         .unwrap_err();
     assert_eq!(e.code(), Some(code::INVALID_ARGUMENT));
-    regs.0.lock().unwrap().insert(2, 250);
+    regs.set_holding(2, 250);
     wait_report(&mut reports, "thermo still reported", |r| r.device == "thermo" && r.value == "25").await;
 
     // GetDevice answers the latest reading; an unknown device is NOT_FOUND.

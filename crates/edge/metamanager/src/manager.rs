@@ -136,6 +136,10 @@ pub struct MetaMetrics {
     edged_missed: Counter,
     /// Wake-ups sent to edged to re-read the store after missed changes.
     edged_resyncs: Counter,
+    /// Devices DeviceTwin's full mailbox did not take (it re-reads the store).
+    twin_missed: Counter,
+    /// Wake-ups sent to DeviceTwin to re-read the store's Devices.
+    twin_resyncs: Counter,
     /// Inventories sent to the cloud.
     inventories: Counter,
     /// 1 from a rebuild of the damaged store at start until the cloud
@@ -175,6 +179,16 @@ impl MetaMetrics {
             "edged_resyncs",
             "Wake-ups that made edged re-read the store after missed changes",
             self.edged_resyncs.clone(),
+        );
+        r.register(
+            "twin_missed",
+            "Devices and models DeviceTwin's full mailbox did not take; it re-reads the store",
+            self.twin_missed.clone(),
+        );
+        r.register(
+            "twin_resyncs",
+            "Wake-ups that made DeviceTwin re-read the store's Devices after missed changes",
+            self.twin_resyncs.clone(),
         );
         r.register("inventories", "Store inventories sent to the cloud", self.inventories.clone());
         r.register(
@@ -239,10 +253,27 @@ impl Module for MetaManager {
             // The wake-up task ends with this run (a restart makes another).
             let waker = cancel.child_token();
             let _waker_guard = waker.clone().drop_guard();
-            tokio::spawn(wake_edged(
+            tokio::spawn(wake(
                 ctx.context().clone(),
+                Wake {
+                    target: EDGED,
+                    message: resync_message,
+                    missed: self.metrics.edged_missed.clone(),
+                    resyncs: self.metrics.edged_resyncs.clone(),
+                },
                 Arc::clone(&edged_behind),
-                Arc::clone(&self.metrics),
+                waker.clone(),
+            ));
+            let twin_behind = Arc::new(Notify::new());
+            tokio::spawn(wake(
+                ctx.context().clone(),
+                Wake {
+                    target: TWIN,
+                    message: twin_resync_message,
+                    missed: self.metrics.twin_missed.clone(),
+                    resyncs: self.metrics.twin_resyncs.clone(),
+                },
+                Arc::clone(&twin_behind),
                 waker,
             ));
             let shared = Arc::new(MetaState {
@@ -253,6 +284,7 @@ impl Module for MetaManager {
                 connected: AtomicBool::new(false),
                 remote: Arc::new(Semaphore::new(self.cfg.remote_queries)),
                 edged_behind,
+                twin_behind,
                 rebuilt: Arc::clone(&self.rebuilt),
             });
             let mut batch = Vec::with_capacity(self.cfg.batch);
@@ -281,6 +313,9 @@ struct MetaState {
     /// Notified when edged missed a change: [`wake_edged`] tells it to
     /// re-read the store.
     edged_behind: Arc<Notify>,
+    /// Notified when DeviceTwin missed a Device or model: it is told to
+    /// re-read the store's.
+    twin_behind: Arc<Notify>,
     rebuilt: Arc<std::sync::Mutex<Option<Message>>>,
 }
 
@@ -323,38 +358,59 @@ fn resync_message() -> Message {
         .with_content(Content::string("edged missed changes: read the store again"))
 }
 
-/// Sends edged one wake-up after each run of missed changes, waiting for
-/// room in its mailbox (each wait bounded by [`SEND_DEADLINE`], retried
+/// The wake-up that makes DeviceTwin re-read the store's Devices and models.
+fn twin_resync_message() -> Message {
+    Message::new()
+        .with_route(MODULE, group::META, "devicelist", op::UPDATE)
+        .with_content(Content::string("twin missed changes: read the store again"))
+}
+
+/// Who a wake-up is for.
+struct Wake {
+    target: &'static str,
+    message: fn() -> Message,
+    /// Changes the target missed, and wake-ups sent.
+    missed: Counter,
+    resyncs: Counter,
+}
+
+/// Sends `w.target` one wake-up after each run of missed changes, waiting
+/// for room in its mailbox (each wait bounded by [`SEND_DEADLINE`], retried
 /// until it is taken). A change missed while a wake-up is on its way
 /// leaves a permit in `behind`, so another follows: every missed change is
-/// followed by a wake-up queued after it, and edged's re-read sees it.
-async fn wake_edged(ctx: Context, behind: Arc<Notify>, metrics: Arc<MetaMetrics>, cancel: CancellationToken) {
+/// followed by a wake-up queued after it, and the target's re-read sees it.
+async fn wake(ctx: Context, w: Wake, behind: Arc<Notify>, cancel: CancellationToken) {
     loop {
         tokio::select! {
             () = cancel.cancelled() => return,
             () = behind.notified() => {}
         }
         loop {
-            let missed = metrics.edged_missed.get();
+            let missed = w.missed.get();
             let sent = tokio::select! {
                 () = cancel.cancelled() => return,
-                r = tokio::time::timeout(SEND_DEADLINE, ctx.send(EDGED, resync_message())) => r,
+                r = tokio::time::timeout(SEND_DEADLINE, ctx.send(w.target, (w.message)())) => r,
             };
             match sent {
                 Ok(Ok(())) => {
-                    metrics.edged_resyncs.inc();
-                    tracing::info!(missed_total = missed, "edged missed changes; told to re-read the store");
+                    w.resyncs.inc();
+                    tracing::info!(
+                        target = w.target,
+                        missed_total = missed,
+                        "missed changes; told to re-read the store"
+                    );
                     break;
                 }
-                // `send` fails only when there is no edged to take it
+                // `send` fails only when there is no such module to take it
                 // (absent, disabled, stopped): nothing to wake.
                 Ok(Err(e)) => {
-                    tracing::debug!(error = %e, "no edged to wake");
+                    tracing::debug!(target = w.target, error = %e, "no module to wake");
                     break;
                 }
                 Err(_) => tracing::warn!(
+                    target = w.target,
                     missed_total = missed,
-                    "edged's mailbox stayed full past the deadline; its wake-up waits on"
+                    "mailbox stayed full past the deadline; its wake-up waits on"
                 ),
             }
         }
@@ -528,10 +584,18 @@ impl MetaState {
                         self.metrics.committed.inc();
                         self.send(EDGEHUB, m.response(Content::string(well_known::ACK_OK))).await;
                         if is_device_object(&m) {
-                            // DeviceTwin never waits on MetaManager, so a
-                            // wait for room in its mailbox cannot deadlock;
-                            // it reads the store again when it starts.
-                            self.send(TWIN, m).await;
+                            // As for edged: never waited for; a change
+                            // DeviceTwin's full mailbox does not take is
+                            // followed by a wake-up to re-read the store.
+                            match self.ctx.try_send(TWIN, m) {
+                                Ok(()) => {}
+                                Err(e) if e.kind == SendErrorKind::Full => {
+                                    self.metrics.twin_missed.inc();
+                                    self.twin_behind.notify_one();
+                                }
+                                Err(e) if e.kind == SendErrorKind::UnknownTarget => {}
+                                Err(e) => tracing::warn!(error = %e, "devicetwin did not take a change"),
+                            }
                             continue;
                         }
                         match self.ctx.try_send(EDGED, m) {

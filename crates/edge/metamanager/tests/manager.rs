@@ -333,6 +333,59 @@ fn stalled_edged(applied: Applied, release: CancellationToken) -> Arc<dyn edgehi
     Arc::new(edged)
 }
 
+/// A stand-in DeviceTwin with a mailbox of two that takes nothing until
+/// `release`; then it records each Device it is passed, and on
+/// MetaManager's wake-up (`update devicelist`) what the store holds.
+fn stalled_twin(seen: Arc<Mutex<Vec<String>>>, release: CancellationToken) -> Arc<dyn edgehive_beehive::Module> {
+    let twin = FnModule::new(source::TWIN, group::TWIN, move |mut ctx: ModuleContext, cancel: CancellationToken| {
+        let (seen, release) = (seen.clone(), release.clone());
+        Box::pin(async move {
+            tokio::select! {
+                () = release.cancelled() => {}
+                () = cancel.cancelled() => return Ok(()),
+            }
+            while let Some(m) = ctx.receive_until(&cancel).await {
+                seen.lock().unwrap().push(m.route.resource.to_string());
+            }
+            Ok(())
+        }) as edgehive_beehive::ModuleFuture
+    })
+    .mailbox_capacity(2);
+    Arc::new(twin)
+}
+
+/// Devices go to DeviceTwin, never waited for: a stalled DeviceTwin holds up
+/// no commit and no ACK (pods included), and gets a wake-up to re-read the
+/// store for what its full mailbox did not take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_device_twin_holds_up_nothing_and_is_told_to_read_the_store() {
+    let dir = TempDir::new("mm-twin-full");
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let release = CancellationToken::new();
+    let (e, metrics) = edge_with(
+        &dir.path().join("edge.db"),
+        None,
+        MetaConfig::default(),
+        Some(stalled_twin(seen.clone(), release.clone())),
+    );
+    let device = |i: usize| {
+        json!({"apiVersion": "devices.kubeedge.io/v1beta1", "kind": "Device",
+            "metadata": {"name": format!("d{i}"), "namespace": "default", "uid": format!("u{i}"), "resourceVersion": "1"}})
+    };
+    for i in 0..20 {
+        let mut m = from_cloud(op::INSERT, &format!("default/device/d{i}"), device(i));
+        m.route.source = source::DEVICECONTROLLER.into();
+        e.ctx.send("metamanager", m).await.unwrap();
+    }
+    e.ctx.send("metamanager", from_cloud(op::INSERT, "default/pod/p", pod("p", "1"))).await.unwrap();
+    eventually("every change ACKed while the twin is stalled", || e.acks().len() == 21).await;
+    assert!(metric(&metrics, "edgehive_metamanager_twin_missed_total") >= 18);
+    release.cancel();
+    eventually("the twin is told to read the store", || seen.lock().unwrap().iter().any(|r| r == "devicelist")).await;
+    assert!(metric(&metrics, "edgehive_metamanager_twin_resyncs_total") >= 1);
+    assert!(seen.lock().unwrap().iter().all(|r| r.contains("/device/") || r == "devicelist"), "pods do not go to twin");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_edgeds_full_mailbox_could_not_take_still_reach_it() {
     let dir = TempDir::new("mm-edged-full");
