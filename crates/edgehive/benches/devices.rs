@@ -12,7 +12,7 @@
 //!    simulated device's holding register taking the value (the simulator
 //!    runs in this process and is polled every 1 ms).
 //! 2. `--reports N`: N new values set in the simulator's register, each
-//!    > 1.2 s after the last was seen (DeviceController writes a changed
+//!    more than 1.2 s after the last was seen (DeviceController writes a changed
 //!    Device at most once a second; closer values would measure that
 //!    limit); each is timed from the set to a watch on the Device seeing
 //!    it in `status.twins[].reported.value`. collectCycle and reportCycle

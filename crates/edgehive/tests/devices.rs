@@ -313,10 +313,14 @@ fn a_modbus_device_from_kubectl_to_its_register_and_back() {
     let proxy = CutProxy::start(cloud.ws);
     let mut edge = Edge::new(dir.path());
     let dmi = edge.dir.join("dmi.sock");
-    let modules = format!("  eventBus: {{enable: false}}\n  deviceTwin: {{dmiSockPath: '{}'}}\n", dmi.display());
+    // The embedded broker alongside: MQTT apps see what a DMI mapper does.
+    let internal = edgehive_testkit::fixtures::free_port();
+    let modules = device_modules(&edge, 0, edgehive_testkit::fixtures::free_port(), internal);
     edge.configure_with("edge-1", &proxy.addr(), cloud.join, Some(&cloud.token()), &modules);
     edge.start(&[]);
     wait_until("edge-1 is Ready", || cloud.node_ready("edge-1").as_deref() == Some("True"));
+    mosquitto::wait_listening(internal);
+    let events = Subscriber::start(internal, "$hw/events/device/#", "$hw/events/device/probe/x");
     let mut mapper = Mapper::start(&dmi, dir.path());
 
     // Scaled register values are decimals: the model says FLOAT.
@@ -343,6 +347,9 @@ fn a_modbus_device_from_kubectl_to_its_register_and_back() {
         None,
     );
     wait_until("the register takes the new desired value", || device.holding(1) == 300);
+    wait_until("an MQTT app saw the delta", || {
+        events.received("$hw/events/device/thermo/twin/update/delta").iter().any(|p| p.contains("\"30\""))
+    });
     device.set_holding(0, 250);
     wait_until("a new reading reaches kubectl", || reported(&cloud, "thermo", "temperature").as_deref() == Some("25"));
 
@@ -382,6 +389,19 @@ fn a_modbus_device_from_kubectl_to_its_register_and_back() {
     });
     device.set_holding(0, 280);
     wait_until("the good device still reports", || reported(&cloud, "thermo", "temperature").as_deref() == Some("28"));
+    // The refused device holds up no later change of the protocol's.
+    cloud.kubectl(
+        &[
+            "patch",
+            "device",
+            "thermo",
+            "--type=json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/properties/1/desired/value","value":"35"}]"#,
+        ],
+        None,
+    );
+    wait_until("a desired value after the refusal reaches the register", || device.holding(1) == 350);
     assert_eq!(reported(&cloud, "broken", "temperature"), None);
     edge.terminate();
     stop.cancel();

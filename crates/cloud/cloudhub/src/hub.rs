@@ -274,13 +274,21 @@ impl NodeStreams {
 
 /// Hands a downstream message to its node's session; never waits.
 fn dispatch(shared: &HubState, m: Message) {
-    let Ok(res) = ResourcePath::parse_cloud(&m.route.resource) else {
+    // DeviceController's `twin` messages name no object
+    // (`node/{node}/membership`): only the node is read from them.
+    let twin_node = || {
+        let (node, _) = edgehive_model::resource::split_node_prefix(&m.route.resource).ok()?;
+        (m.route.group == group::TWIN).then(|| Text::copy_from(node))
+    };
+    let res = ResourcePath::parse_cloud(&m.route.resource).ok();
+    let Some(node) = res.as_ref().map(|r| r.node.clone()).or_else(twin_node) else {
         shared.metrics.malformed.inc();
         tracing::warn!(resource = %m.route.resource, source = %m.route.source, "downstream message without node/{{node}}/ resource; dropped");
         return;
     };
-    let node = res.node;
-    if rules::is_node_stopped(&m, &node, &res.path) {
+    if let Some(res) = &res
+        && rules::is_node_stopped(&m, &node, &res.path)
+    {
         tracing::info!(node = %node, "node deleted; ending its session and forgetting its success points");
         if let Some(s) = shared.sessions().remove(&node) {
             s.cancel.cancel();

@@ -121,6 +121,19 @@ impl Session {
     fn downstream(&self, mut m: Message, pool: &mut AckPool) {
         let metrics = &self.shared.metrics;
         let Ok(res) = ResourcePath::parse_cloud(&m.route.resource) else {
+            // DeviceController's `twin` messages (`node/{node}/membership`)
+            // name no object: sent once, as KubeEdge sends them, without
+            // the node prefix.
+            if m.route.group == edgehive_model::group::TWIN
+                && let Ok((_, rest)) = edgehive_model::resource::split_node_prefix(&m.route.resource)
+            {
+                m.route.resource = Text::from(rest.to_owned());
+                match self.tx.try_write(m) {
+                    Ok(()) => metrics.sent_no_ack.inc(),
+                    Err(_) => metrics.dropped_full.inc(),
+                };
+                return;
+            }
             metrics.malformed.inc();
             tracing::warn!(node = %self.node, resource = %m.route.resource, "downstream message with a malformed resource; dropped");
             return;

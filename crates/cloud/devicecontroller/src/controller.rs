@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use edgehive_beehive::{Context, ModuleContext};
 use edgehive_model::resource::split_node_prefix;
+use edgehive_model::resource_type::{DEVICE, DEVICE_MODEL};
 use edgehive_model::{Content, Message, group, op, source};
 use edgehive_store::informer::{Change, inform};
 use edgehive_store::resources::{DEVICE_MODELS, DEVICES};
@@ -24,9 +25,6 @@ use crate::status::{self, Change as StatusChange, Pending};
 const SEND_DEADLINE: Duration = Duration::from_secs(10);
 /// How often waiting reports are looked at.
 const FLUSH_TICK: Duration = Duration::from_millis(100);
-/// The KubeEdge resource types of the objects sent.
-const DEVICE: &str = "device";
-const DEVICE_MODEL: &str = "devicemodel";
 
 type Key = (String, String);
 /// A finished status write: the device, the status it left (by

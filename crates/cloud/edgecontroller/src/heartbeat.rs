@@ -168,17 +168,7 @@ pub fn beat_conditions(node: &Value, now: OffsetDateTime) -> Option<Value> {
 /// formatting drops trailing zeros, which kubectl (`describe node`) and
 /// the Go decoder refuse.
 fn micro_time(now: OffsetDateTime) -> String {
-    let t = now.to_offset(time::UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        t.microsecond()
-    )
+    edgehive_model::timestamp::micro_time(now)
 }
 
 /// The heartbeat writer: takes `(node, beat)` from a bounded queue and

@@ -952,3 +952,27 @@ async fn malformed_upstream_resources_are_refused_also_for_device_reports() {
     let passed = ask(&a, twin("device/x/twin/edge_updated".into())).await;
     assert!(!passed.content.as_text().unwrap().contains("malformed"), "{:?}", passed.content.as_text());
 }
+
+/// DeviceController's membership updates name no object
+/// (`node/{node}/membership`): CloudHub sends them once, without the node
+/// prefix, as KubeEdge does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn device_membership_updates_reach_their_node() {
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    cloud.edge_node("a").await;
+    let a = Edge::connect(&cloud, "a").await;
+    let m = Message::new()
+        .with_route("devicecontroller", "twin", "node/a/membership", "update")
+        .with_content(Content::from_serialize(&json!({"added_devices": [{"id": "d", "name": "d"}]})).unwrap());
+    let id = m.header.msg_id.clone();
+    cloud.ctx.send("cloudhub", m).await.unwrap();
+    let mut got = None;
+    eventually("the membership update reaches node a", WAIT, || {
+        got = a.receipts("membership").into_iter().find(|m| m.header.msg_id == id);
+        got.is_some()
+    })
+    .await;
+    let got = got.unwrap();
+    assert_eq!((got.route.group.as_str(), got.route.resource.as_str()), ("twin", "membership"));
+    assert_eq!(got.content.to_value()["added_devices"][0]["id"], "d");
+}

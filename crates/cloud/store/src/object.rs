@@ -265,16 +265,7 @@ pub fn now_rfc3339() -> String {
 
 /// `t` as Kubernetes writes timestamps.
 pub fn rfc3339(t: time::OffsetDateTime) -> String {
-    let t = t.to_offset(time::UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
+    edgehive_model::timestamp::rfc3339(t)
 }
 
 /// Parses a Kubernetes timestamp.

@@ -122,6 +122,7 @@ pub mod resource_type {
     pub const TWIN: &str = "twin";
     pub const AUTH_INFO: &str = "auth_info";
     pub const DEVICE: &str = "device";
+    pub const DEVICE_MODEL: &str = "devicemodel";
     pub const EVENT: &str = "event";
     pub const CERTIFICATESIGNINGREQUEST: &str = "certificatesigningrequest";
     pub const K8S_CA: &str = "k8s/ca.crt";

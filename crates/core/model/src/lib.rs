@@ -15,6 +15,7 @@ mod message;
 pub mod resource;
 pub mod session;
 mod text;
+pub mod timestamp;
 
 pub use constants::{group, op, resource_type, source, well_known};
 pub use content::Content;

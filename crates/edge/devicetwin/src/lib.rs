@@ -30,6 +30,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use edgehive_beehive::{Context, Module, ModuleContext, ModuleFuture};
 use edgehive_metamanager::MetaDb;
+use edgehive_model::resource_type::DEVICE_MODEL;
 use edgehive_model::{Content, Message, group, op, source, well_known};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -48,8 +49,6 @@ pub const DMI: &str = "dmi";
 pub const MAX_PAYLOAD: usize = 256 * 1024;
 /// Longest wait for room in another module's mailbox.
 const SEND_DEADLINE: Duration = Duration::from_secs(5);
-/// KubeEdge's resource type of a DeviceModel.
-const DEVICE_MODEL: &str = "devicemodel";
 
 /// DeviceTwin's settings.
 #[derive(Debug, Clone)]

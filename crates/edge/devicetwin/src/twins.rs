@@ -117,16 +117,7 @@ fn value_now(value: &str) -> TwinValue {
 
 /// KubeEdge's `last_online` text (`2006-01-02 15:04:05`), in UTC.
 fn last_online_now() -> String {
-    let t = time::OffsetDateTime::now_utc();
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
+    edgehive_model::timestamp::date_time(time::OffsetDateTime::now_utc(), ' ')
 }
 
 /// The devices of one node.

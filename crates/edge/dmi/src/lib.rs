@@ -12,6 +12,7 @@
 pub mod api;
 pub mod convert;
 mod module;
+mod pending;
 mod service;
 mod state;
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use edgehive_beehive::{Module, ModuleContext, ModuleFuture};
-use edgehive_grpc::Channel;
+use edgehive_grpc::{Channel, code};
 use edgehive_metamanager::MetaDb;
 use edgehive_model::Message;
 use edgehive_model::constants::op;
@@ -16,11 +16,11 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde_json::Value;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, method};
 use crate::convert::{self, device_protocol};
+use crate::pending::{MapperCall, ObjectKey, ProtocolQueue};
 use crate::state::{DmiCache, MapperRecord, TokenBucket};
 
 /// The module's name.
@@ -34,10 +34,6 @@ pub const RESOURCE_TYPE_DEVICEMAPPER: &str = "devicemapper";
 pub const RESOURCE_TYPE_DEVICE: &str = "device";
 /// See [`RESOURCE_TYPE_DEVICE`].
 pub const RESOURCE_TYPE_DEVICEMODEL: &str = "devicemodel";
-
-/// Calls queued for one mapper before new ones are dropped (a mapper that
-/// hangs; it gets everything again when it re-registers).
-const MAPPER_QUEUE: usize = 1024;
 
 /// The DMI module's settings (`modules.deviceTwin.dmiSockPath` and ours).
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +56,11 @@ pub struct DmiConfig {
     pub report_burst: u32,
     /// Largest DMI message, either way.
     pub max_message: usize,
+    /// First wait before a failed call to a mapper is tried again; it
+    /// doubles (with jitter) up to [`DmiConfig::retry_max`].
+    pub retry_initial: Duration,
+    /// See [`DmiConfig::retry_initial`].
+    pub retry_max: Duration,
 }
 
 impl Default for DmiConfig {
@@ -76,6 +77,8 @@ impl Default for DmiConfig {
             report_qps: 10_000.0,
             report_burst: 20_000,
             max_message: 4 << 20,
+            retry_initial: Duration::from_millis(200),
+            retry_max: Duration::from_secs(10),
         }
     }
 }
@@ -89,6 +92,7 @@ pub struct DmiMetrics {
     pub(crate) reports_dropped: Counter,
     pub(crate) rate_limited: Counter,
     pub(crate) mapper_call_failures: Counter,
+    pub(crate) pending_changes: Gauge,
 }
 
 impl DmiMetrics {
@@ -104,6 +108,7 @@ impl DmiMetrics {
     /// encode(&mut text, &registry).unwrap();
     /// assert!(text.contains("\nedgehive_dmi_registered_mappers 0\n"));
     /// assert!(text.contains("\nedgehive_dmi_mapper_call_failures_total 0\n"));
+    /// assert!(text.contains("\nedgehive_dmi_pending_changes 0\n"));
     /// ```
     pub fn register(&self, registry: &mut Registry) {
         let r = registry.sub_registry_with_prefix("dmi");
@@ -117,6 +122,11 @@ impl DmiMetrics {
         );
         r.register("rate_limited", "DMI calls refused by the rate limit", self.rate_limited.clone());
         r.register("mapper_call_failures", "Calls to mappers that failed", self.mapper_call_failures.clone());
+        r.register(
+            "pending_changes",
+            "Device and model changes waiting for their mapper (the latest per object)",
+            self.pending_changes.clone(),
+        );
     }
 
     /// Mappers registered now.
@@ -143,6 +153,11 @@ impl DmiMetrics {
     pub fn mapper_call_failures(&self) -> u64 {
         self.mapper_call_failures.get()
     }
+
+    /// Device and model changes waiting for their mapper.
+    pub fn pending_changes(&self) -> i64 {
+        self.pending_changes.get()
+    }
 }
 
 /// State the gRPC handlers and the module share.
@@ -154,6 +169,8 @@ pub(crate) struct Shared {
     cache: Mutex<DmiCache>,
     pub(crate) register_limit: Mutex<TokenBucket>,
     pub(crate) report_limit: Mutex<TokenBucket>,
+    /// Each protocol's changes waiting for its mapper.
+    queues: Mutex<HashMap<String, Arc<ProtocolQueue>>>,
 }
 
 impl Shared {
@@ -161,6 +178,16 @@ impl Shared {
         // A handler that panicked left consistent maps (each change is one
         // insert or remove): keep going.
         self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// `protocol`'s mapper registered: its worker retries at once, and
+    /// with data the waiting changes the registration covers are dropped.
+    /// Called with the cache locked, right after the registration's data
+    /// was taken from it: a change whose cache update came later is queued
+    /// after this and still delivered.
+    pub(crate) fn mapper_registered(&self, protocol: &str, with_data: bool) -> usize {
+        let queue = lock(&self.queues).get(protocol).cloned();
+        queue.map_or(0, |q| q.registered(with_data))
     }
 }
 
@@ -185,7 +212,17 @@ impl Dmi {
         let now = tokio::time::Instant::now();
         let register_limit = Mutex::new(TokenBucket::new(cfg.register_qps, cfg.register_burst, now));
         let report_limit = Mutex::new(TokenBucket::new(cfg.report_qps, cfg.report_burst, now));
-        Dmi { shared: Arc::new(Shared { cfg, db, metrics, cache: Mutex::default(), register_limit, report_limit }) }
+        Dmi {
+            shared: Arc::new(Shared {
+                cfg,
+                db,
+                metrics,
+                cache: Mutex::default(),
+                register_limit,
+                report_limit,
+                queues: Mutex::default(),
+            }),
+        }
     }
 
     /// The metrics.
@@ -218,7 +255,7 @@ impl Module for Dmi {
             let stop = cancel.child_token();
             let _stop_guard = stop.clone().drop_guard();
             let serving = tokio::spawn(server.serve(stop.clone()));
-            let mut workers = MapperWorkers { shared: Arc::clone(&shared), queues: HashMap::new(), stop: stop.clone() };
+            let mut workers = MapperWorkers { shared: Arc::clone(&shared), stop: stop.clone() };
             while let Some(msg) = ctx.receive_until(&cancel).await {
                 handle_object(&shared, &mut workers, &msg);
             }
@@ -277,129 +314,161 @@ async fn load_from_store(shared: &Arc<Shared>) {
     shared.metrics.registered_mappers.set(i64::try_from(cache.mapper_count()).unwrap_or(i64::MAX));
 }
 
-/// One call to a mapper.
-#[derive(Debug)]
-enum MapperCall {
-    RegisterDevice(api::Device),
-    UpdateDevice(api::Device),
-    RemoveDevice { name: String, namespace: String },
-    CreateModel(api::DeviceModel),
-    UpdateModel(api::DeviceModel),
-    RemoveModel { name: String, namespace: String },
-}
-
-/// A queue and a task per protocol, so calls to one mapper stay in order
-/// and a mapper that hangs holds up only its own devices.
+/// A queue of waiting changes and a task per protocol, so calls to one
+/// mapper stay in order and a mapper that hangs or fails holds up only its
+/// own devices.
 struct MapperWorkers {
     shared: Arc<Shared>,
-    queues: HashMap<String, mpsc::Sender<MapperCall>>,
     stop: CancellationToken,
 }
 
 impl MapperWorkers {
-    fn send(&mut self, protocol: &str, call: MapperCall) {
+    fn send(&mut self, protocol: &str, key: ObjectKey, call: MapperCall) {
         if protocol.is_empty() {
             return;
         }
-        let tx = self.queues.entry(protocol.to_owned()).or_insert_with(|| {
-            let (tx, rx) = mpsc::channel(MAPPER_QUEUE);
-            tokio::spawn(mapper_worker(Arc::clone(&self.shared), protocol.to_owned(), rx, self.stop.clone()));
-            tx
-        });
-        if let Err(e) = tx.try_send(call) {
-            self.shared.metrics.mapper_call_failures.inc();
-            tracing::warn!(protocol, error = %e, "mapper call queue full, call dropped (the mapper gets all its devices when it registers again)");
-        }
+        let queue = {
+            let mut queues = lock(&self.shared.queues);
+            Arc::clone(queues.entry(protocol.to_owned()).or_insert_with(|| {
+                let q = ProtocolQueue::new(self.shared.metrics.pending_changes.clone());
+                let worker = mapper_worker(Arc::clone(&self.shared), protocol.to_owned(), Arc::clone(&q));
+                let stop = self.stop.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        () = stop.cancelled() => {}
+                        () = worker => {}
+                    }
+                });
+                q
+            }))
+        };
+        queue.push(key, call);
     }
 }
 
-async fn mapper_worker(
-    shared: Arc<Shared>,
-    protocol: String,
-    mut rx: mpsc::Receiver<MapperCall>,
-    stop: CancellationToken,
-) {
+/// The wait before a failed call is tried again: `initial` doubling up to
+/// `max`, each wait cut by up to a quarter at random so that mappers that
+/// fail together do not retry together.
+#[derive(Debug)]
+struct Backoff {
+    initial: Duration,
+    max: Duration,
+    next: Duration,
+    jitter: std::collections::hash_map::RandomState,
+    n: u64,
+}
+
+impl Backoff {
+    fn new(initial: Duration, max: Duration) -> Backoff {
+        Backoff { initial, max, next: initial, jitter: Default::default(), n: 0 }
+    }
+
+    fn reset(&mut self) {
+        self.next = self.initial;
+    }
+
+    fn wait(&mut self) -> Duration {
+        use std::hash::BuildHasher as _;
+        let base = self.next.min(self.max);
+        self.next = base.saturating_mul(2).min(self.max);
+        self.n += 1;
+        let cut = u32::try_from(self.jitter.hash_one(self.n) % 1000).unwrap_or(0);
+        base - base / 4 * cut / 1000
+    }
+}
+
+async fn mapper_worker(shared: Arc<Shared>, protocol: String, queue: Arc<ProtocolQueue>) {
     let mut channel: Option<Channel> = None;
+    let mut backoff = Backoff::new(shared.cfg.retry_initial, shared.cfg.retry_max);
     loop {
-        let call = tokio::select! {
-            _ = stop.cancelled() => return,
-            c = rx.recv() => match c { Some(c) => c, None => return },
-        };
+        let taken = queue.next().await;
         let Some(socket) = shared.cache().mapper_socket(&protocol) else {
-            tracing::debug!(%protocol, ?call, "no mapper registered for the protocol; it gets the data when it registers");
+            tracing::debug!(%protocol, call = ?taken.call, "no mapper registered for the protocol; it gets the data when it registers");
             continue;
         };
         if channel.as_ref().is_none_or(|c| c.path() != std::path::Path::new(&socket)) {
             channel = Some(Channel::new(&socket));
         }
         let Some(ch) = channel.as_ref() else { continue };
-        let t = shared.cfg.call_timeout;
-        let (what, result) = match &call {
-            MapperCall::RegisterDevice(d) => (
-                d.name.as_str(),
-                ch.call::<_, api::RegisterDeviceResponse>(
-                    method::REGISTER_DEVICE,
-                    &api::RegisterDeviceRequest { device: Some(d.clone()) },
-                    t,
-                )
-                .await
-                .map(drop),
-            ),
-            MapperCall::UpdateDevice(d) => (
-                d.name.as_str(),
-                ch.call::<_, api::UpdateDeviceResponse>(
-                    method::UPDATE_DEVICE,
-                    &api::UpdateDeviceRequest { device: Some(d.clone()) },
-                    t,
-                )
-                .await
-                .map(drop),
-            ),
-            MapperCall::RemoveDevice { name, namespace } => (
-                name.as_str(),
-                ch.call::<_, api::RemoveDeviceResponse>(
-                    method::REMOVE_DEVICE,
-                    &api::RemoveDeviceRequest { device_name: name.clone(), device_namespace: namespace.clone() },
-                    t,
-                )
-                .await
-                .map(drop),
-            ),
-            MapperCall::CreateModel(m) => (
-                m.name.as_str(),
-                ch.call::<_, api::CreateDeviceModelResponse>(
-                    method::CREATE_DEVICE_MODEL,
-                    &api::CreateDeviceModelRequest { model: Some(m.clone()) },
-                    t,
-                )
-                .await
-                .map(drop),
-            ),
-            MapperCall::UpdateModel(m) => (
-                m.name.as_str(),
-                ch.call::<_, api::UpdateDeviceModelResponse>(
-                    method::UPDATE_DEVICE_MODEL,
-                    &api::UpdateDeviceModelRequest { model: Some(m.clone()) },
-                    t,
-                )
-                .await
-                .map(drop),
-            ),
-            MapperCall::RemoveModel { name, namespace } => (
-                name.as_str(),
-                ch.call::<_, api::RemoveDeviceModelResponse>(
-                    method::REMOVE_DEVICE_MODEL,
-                    &api::RemoveDeviceModelRequest { model_name: name.clone(), model_namespace: namespace.clone() },
-                    t,
-                )
-                .await
-                .map(drop),
-            ),
-        };
-        if let Err(e) = result {
-            shared.metrics.mapper_call_failures.inc();
-            tracing::warn!(%protocol, object = what, %socket, error = %e, "call to the mapper failed; it gets the object again when it registers");
+        match call_mapper(ch, &taken.call, shared.cfg.call_timeout).await {
+            Ok(()) => backoff.reset(),
+            // The mapper refuses this object as it is (bad settings, an
+            // unknown device, a call it does not serve): asking again gets the
+            // same answer and would hold up the protocol's other changes; a
+            // newer version of the object is sent when it comes.
+            Err(e)
+                if e.code().is_some_and(|c| {
+                    [code::INVALID_ARGUMENT, code::NOT_FOUND, code::ALREADY_EXISTS, code::UNIMPLEMENTED].contains(&c)
+                }) =>
+            {
+                shared.metrics.mapper_call_failures.inc();
+                backoff.reset();
+                tracing::warn!(%protocol, kind = taken.key.kind, object = %taken.key.name, %socket, error = %e, "the mapper refused the object; not tried again until it changes");
+            }
+            Err(e) => {
+                shared.metrics.mapper_call_failures.inc();
+                let wait = backoff.wait();
+                tracing::warn!(%protocol, kind = taken.key.kind, object = %taken.key.name, %socket, error = %e, retry_in = ?wait, "call to the mapper failed; it is tried again");
+                queue.put_back(taken);
+                if queue.backoff(wait).await {
+                    backoff.reset();
+                }
+            }
         }
+    }
+}
+
+/// Makes `call` on the mapper at `ch`.
+async fn call_mapper(ch: &Channel, call: &MapperCall, t: Duration) -> Result<(), edgehive_grpc::GrpcError> {
+    match call {
+        MapperCall::RegisterDevice(d) => ch
+            .call::<_, api::RegisterDeviceResponse>(
+                method::REGISTER_DEVICE,
+                &api::RegisterDeviceRequest { device: Some(d.clone()) },
+                t,
+            )
+            .await
+            .map(drop),
+        MapperCall::UpdateDevice(d) => ch
+            .call::<_, api::UpdateDeviceResponse>(
+                method::UPDATE_DEVICE,
+                &api::UpdateDeviceRequest { device: Some(d.clone()) },
+                t,
+            )
+            .await
+            .map(drop),
+        MapperCall::RemoveDevice { name, namespace } => ch
+            .call::<_, api::RemoveDeviceResponse>(
+                method::REMOVE_DEVICE,
+                &api::RemoveDeviceRequest { device_name: name.clone(), device_namespace: namespace.clone() },
+                t,
+            )
+            .await
+            .map(drop),
+        MapperCall::CreateModel(m) => ch
+            .call::<_, api::CreateDeviceModelResponse>(
+                method::CREATE_DEVICE_MODEL,
+                &api::CreateDeviceModelRequest { model: Some(m.clone()) },
+                t,
+            )
+            .await
+            .map(drop),
+        MapperCall::UpdateModel(m) => ch
+            .call::<_, api::UpdateDeviceModelResponse>(
+                method::UPDATE_DEVICE_MODEL,
+                &api::UpdateDeviceModelRequest { model: Some(m.clone()) },
+                t,
+            )
+            .await
+            .map(drop),
+        MapperCall::RemoveModel { name, namespace } => ch
+            .call::<_, api::RemoveDeviceModelResponse>(
+                method::REMOVE_DEVICE_MODEL,
+                &api::RemoveDeviceModelRequest { model_name: name.clone(), model_namespace: namespace.clone() },
+                t,
+            )
+            .await
+            .map(drop),
     }
 }
 
@@ -414,6 +483,7 @@ fn handle_object(shared: &Arc<Shared>, workers: &mut MapperWorkers, msg: &Messag
         return;
     };
     let operation = msg.route.operation.as_str();
+    let key = |kind: &'static str| ObjectKey { kind, namespace: namespace.to_owned(), name: name.to_owned() };
     let obj = msg.content.decode::<Value>().ok().filter(|v| convert::object_name(v) == name);
     match (kind, operation) {
         (RESOURCE_TYPE_DEVICE, op::INSERT | op::UPDATE) => {
@@ -436,13 +506,14 @@ fn handle_object(shared: &Arc<Shared>, workers: &mut MapperWorkers, msg: &Messag
                 // Moved to another protocol: the old mapper lets go of it.
                 workers.send(
                     &old_protocol,
+                    key(RESOURCE_TYPE_DEVICE),
                     MapperCall::RemoveDevice { name: name.to_owned(), namespace: namespace.to_owned() },
                 );
-                workers.send(&protocol, MapperCall::RegisterDevice(device));
+                workers.send(&protocol, key(RESOURCE_TYPE_DEVICE), MapperCall::RegisterDevice(device));
             } else if operation == op::INSERT || old.is_none() {
-                workers.send(&protocol, MapperCall::RegisterDevice(device));
+                workers.send(&protocol, key(RESOURCE_TYPE_DEVICE), MapperCall::RegisterDevice(device));
             } else {
-                workers.send(&protocol, MapperCall::UpdateDevice(device));
+                workers.send(&protocol, key(RESOURCE_TYPE_DEVICE), MapperCall::UpdateDevice(device));
             }
         }
         (RESOURCE_TYPE_DEVICE, op::DELETE) => {
@@ -451,8 +522,11 @@ fn handle_object(shared: &Arc<Shared>, workers: &mut MapperWorkers, msg: &Messag
                 tracing::debug!(resource, "DMI: delete of a device not known here");
                 return;
             };
-            workers
-                .send(&protocol, MapperCall::RemoveDevice { name: name.to_owned(), namespace: namespace.to_owned() });
+            workers.send(
+                &protocol,
+                key(RESOURCE_TYPE_DEVICE),
+                MapperCall::RemoveDevice { name: name.to_owned(), namespace: namespace.to_owned() },
+            );
         }
         (RESOURCE_TYPE_DEVICEMODEL, op::INSERT | op::UPDATE) => {
             let Some(obj) = obj else {
@@ -464,9 +538,9 @@ fn handle_object(shared: &Arc<Shared>, workers: &mut MapperWorkers, msg: &Messag
             let old = shared.cache().put_model(obj);
             match converted {
                 Ok(m) if operation == op::INSERT || old.is_none() => {
-                    workers.send(&protocol, MapperCall::CreateModel(m))
+                    workers.send(&protocol, key(RESOURCE_TYPE_DEVICEMODEL), MapperCall::CreateModel(m))
                 }
-                Ok(m) => workers.send(&protocol, MapperCall::UpdateModel(m)),
+                Ok(m) => workers.send(&protocol, key(RESOURCE_TYPE_DEVICEMODEL), MapperCall::UpdateModel(m)),
                 Err(e) => tracing::warn!(resource, error = %e, "DMI: model cannot be sent to a mapper"),
             }
         }
@@ -481,6 +555,7 @@ fn handle_object(shared: &Arc<Shared>, workers: &mut MapperWorkers, msg: &Messag
             if let Some(protocol) = protocol {
                 workers.send(
                     &protocol,
+                    key(RESOURCE_TYPE_DEVICEMODEL),
                     MapperCall::RemoveModel { name: name.to_owned(), namespace: namespace.to_owned() },
                 );
             }

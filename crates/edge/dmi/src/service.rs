@@ -113,9 +113,21 @@ async fn mapper_register(
     shared.metrics.registrations.inc();
     tracing::info!(mapper = %mapper.name, protocol = %mapper.protocol, socket, with_data = req.with_data, "mapper registered");
     if !req.with_data {
+        shared.mapper_registered(&mapper.protocol, false);
         return Ok(api::MapperRegisterResponse::default());
     }
-    let data = shared.cache().register_data(&mapper.protocol);
+    let data = {
+        let cache = shared.cache();
+        let data = cache.register_data(&mapper.protocol);
+        // What the mapper gets now need not be sent again; taken under the
+        // same lock, so no change in between is lost (see mapper_registered).
+        let dropped = shared.mapper_registered(&mapper.protocol, true);
+        if dropped > 0 {
+            tracing::debug!(mapper = %mapper.name, dropped, "waiting changes covered by the registration");
+        }
+        drop(cache);
+        data
+    };
     for (device, why) in &data.skipped {
         tracing::warn!(mapper = %mapper.name, device, reason = %why, "device not sent to its mapper");
     }

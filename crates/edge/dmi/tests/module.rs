@@ -390,11 +390,23 @@ async fn the_clouds_devices_reach_their_mapper_and_a_mapper_that_was_down_gets_t
     let resp = register(&ch, &register_request("modbus-mapper", "modbus", &msock, true)).await.unwrap();
     assert_eq!(resp.device_list.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["thermo-1"]);
 
-    // From now on each change is a call.
+    // From now on each change is a call. (A call that was failing as the
+    // mapper registered may still reach it once: not counted here.)
+    let fresh = |c: &Calls| -> Vec<(String, String)> {
+        let c = c.lock().unwrap();
+        c.iter()
+            .filter(|(m, n)| m != "CreateDeviceModel" && !(m == "RegisterDevice" && n == "thermo-1"))
+            .cloned()
+            .collect()
+    };
     edge.ctx
         .send("dmi", from_twin(op::INSERT, "default/device/thermo-2", &device("thermo-2", "modbus")))
         .await
         .unwrap();
+    // Delivered before the update is sent (an update of a registration not
+    // yet delivered is folded into it).
+    let c = Arc::clone(&calls);
+    eventually("thermo-2 is registered", WAIT, || !fresh(&c).is_empty()).await;
     let mut changed = device("thermo-2", "modbus");
     changed["spec"]["properties"][0]["desired"]["value"] = json!("25");
     edge.ctx.send("dmi", from_twin(op::UPDATE, "default/device/thermo-2", &changed)).await.unwrap();
@@ -419,8 +431,8 @@ async fn the_clouds_devices_reach_their_mapper_and_a_mapper_that_was_down_gets_t
         .unwrap();
     let expected = [("RegisterDevice", "thermo-2"), ("UpdateDevice", "thermo-2"), ("RemoveDevice", "thermo-1")];
     let c = Arc::clone(&calls);
-    eventually("the mapper gets the changes", WAIT, || c.lock().unwrap().len() >= expected.len()).await;
-    let got: Vec<(String, String)> = calls.lock().unwrap().clone();
+    eventually("the mapper gets the changes", WAIT, || fresh(&c).len() >= expected.len()).await;
+    let got = fresh(&calls);
     let want: Vec<(String, String)> = expected.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect();
     assert_eq!(got, want);
 
@@ -535,5 +547,235 @@ async fn registrations_are_bounded_in_size_and_number_and_one_mapper_holds_a_pro
     assert_eq!(edge.db.list_type("devicemapper").unwrap().rows.len(), 64);
     assert_eq!(edge.metrics.registered_mappers(), 64);
     assert_eq!(refused(register(&ch, &register_request("extra", "px", sock, false)).await), code::RESOURCE_EXHAUSTED);
+    edge.stop.cancel();
+}
+
+/// The first property's desired value of a device the mapper got.
+fn desired_of(d: &api::Device) -> String {
+    d.spec
+        .as_ref()
+        .and_then(|s| s.properties.first())
+        .and_then(|p| p.desired.as_ref())
+        .map(|t| t.value.clone())
+        .unwrap_or_default()
+}
+
+fn with_desired(name: &str, protocol: &str, value: &str) -> Value {
+    let mut d = device(name, protocol);
+    d["spec"]["properties"][0]["desired"]["value"] = json!(value);
+    d
+}
+
+/// A mapper whose UpdateDevice fails its first `failures` calls; it
+/// records each call's (method, device, desired value).
+type Seen = Arc<Mutex<Vec<(String, String, String)>>>;
+
+fn flaky_mapper(sock: &Path, failures: usize) -> (Seen, CancellationToken) {
+    let seen: Seen = Arc::default();
+    let (s1, s2) = (Arc::clone(&seen), Arc::clone(&seen));
+    let left = Arc::new(Mutex::new(failures));
+    let server =
+        Server::new()
+            .unary(method::REGISTER_DEVICE, move |r: api::RegisterDeviceRequest| {
+                let d = r.device.unwrap_or_default();
+                s1.lock().unwrap().push(("RegisterDevice".into(), d.name.clone(), desired_of(&d)));
+                async { Ok(api::RegisterDeviceResponse::default()) }
+            })
+            .unary(method::UPDATE_DEVICE, move |r: api::UpdateDeviceRequest| {
+                let d = r.device.unwrap_or_default();
+                s2.lock().unwrap().push(("UpdateDevice".into(), d.name.clone(), desired_of(&d)));
+                let fail = {
+                    let mut left = left.lock().unwrap();
+                    let fail = *left > 0;
+                    *left = left.saturating_sub(1);
+                    fail
+                };
+                async move {
+                    if fail { Err(edgehive_grpc::Status::internal("busy")) } else { Ok(api::UpdateDeviceResponse {}) }
+                }
+            });
+    let stop = CancellationToken::new();
+    tokio::spawn(server.bind(sock).expect("bind the flaky mapper").serve(stop.clone()));
+    (seen, stop)
+}
+
+/// A mapper that was merely busy or not listening yet is not registered
+/// again, so the edge must try again itself: the change waits, latest per
+/// object, and is delivered on a retry.
+#[tokio::test]
+async fn a_mapper_that_fails_or_is_not_listening_yet_gets_the_change_on_a_retry() {
+    let edge = start_edge(TempDir::new("dmi-retry"), |_| {});
+    wait_for_socket(&edge.sock).await;
+    let ch = Channel::new(&edge.sock);
+    let metrics = Arc::clone(&edge.metrics);
+
+    // Registered, then not listening yet: the calls fail and wait.
+    let msock = edge.dir.join("late.sock");
+    register(&ch, &register_request("modbus-mapper", "modbus", &msock, false)).await.unwrap();
+    edge.ctx.send("dmi", from_twin(op::INSERT, "default/devicemodel/thermo-model", &model())).await.unwrap();
+    edge.ctx
+        .send("dmi", from_twin(op::INSERT, "default/device/thermo-1", &with_desired("thermo-1", "modbus", "20")))
+        .await
+        .unwrap();
+    edge.ctx
+        .send("dmi", from_twin(op::UPDATE, "default/device/thermo-1", &with_desired("thermo-1", "modbus", "30")))
+        .await
+        .unwrap();
+    eventually("calls to the mapper that is not listening fail", WAIT, || metrics.mapper_call_failures() >= 1).await;
+    assert!(metrics.pending_changes() >= 1, "the changes wait");
+    // It comes up, without registering again: the retries reach it.
+    let (calls, late_stop) = fake_mapper(&msock);
+    let c = Arc::clone(&calls);
+    eventually("the late mapper gets the model and the device", WAIT, || c.lock().unwrap().len() >= 2).await;
+    let got: Vec<(String, String)> = calls.lock().unwrap().clone();
+    assert_eq!(
+        got,
+        [
+            ("CreateDeviceModel".to_owned(), "thermo-model".to_owned()),
+            ("RegisterDevice".to_owned(), "thermo-1".to_owned())
+        ],
+        "in order of arrival; the update it never saw folded into the registration"
+    );
+    eventually("nothing waits", WAIT, || metrics.pending_changes() == 0).await;
+
+    // A mapper that refuses its first two updates gets the desired value on the third try.
+    let fsock = edge.dir.join("flaky.sock");
+    let (seen, flaky_stop) = flaky_mapper(&fsock, 2);
+    register(&ch, &register_request("flaky-mapper", "flaky", &fsock, false)).await.unwrap();
+    edge.ctx
+        .send("dmi", from_twin(op::INSERT, "default/device/f-1", &with_desired("f-1", "flaky", "20")))
+        .await
+        .unwrap();
+    let s = Arc::clone(&seen);
+    eventually("the device is registered", WAIT, || !s.lock().unwrap().is_empty()).await;
+    let failures = metrics.mapper_call_failures();
+    edge.ctx
+        .send("dmi", from_twin(op::UPDATE, "default/device/f-1", &with_desired("f-1", "flaky", "25")))
+        .await
+        .unwrap();
+    let s = Arc::clone(&seen);
+    eventually("the update is tried three times", WAIT, || s.lock().unwrap().len() >= 4).await;
+    eventually("nothing waits", WAIT, || metrics.pending_changes() == 0).await;
+    let got = seen.lock().unwrap().clone();
+    let update = ("UpdateDevice".to_owned(), "f-1".to_owned(), "25".to_owned());
+    assert_eq!(
+        got,
+        [("RegisterDevice".to_owned(), "f-1".to_owned(), "20".to_owned()), update.clone(), update.clone(), update]
+    );
+    assert_eq!(metrics.mapper_call_failures() - failures, 2);
+    late_stop.cancel();
+    flaky_stop.cancel();
+    edge.stop.cancel();
+}
+
+/// 2,000 updates of one device while its mapper is busy with the first:
+/// the mapper ends with the last desired value in a handful of calls.
+#[tokio::test]
+async fn a_burst_of_updates_to_a_slow_mapper_ends_with_the_last_value_in_few_calls() {
+    let edge = start_edge(TempDir::new("dmi-burst"), |c| c.call_timeout = Duration::from_secs(60));
+    wait_for_socket(&edge.sock).await;
+    let ch = Channel::new(&edge.sock);
+    let seen: Seen = Arc::default();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (s1, s2, g) = (Arc::clone(&seen), Arc::clone(&seen), Arc::clone(&gate));
+    // Busy: its first update waits until the test has sent the burst.
+    let server = Server::new()
+        .unary(method::REGISTER_DEVICE, move |r: api::RegisterDeviceRequest| {
+            let d = r.device.unwrap_or_default();
+            s1.lock().unwrap().push(("RegisterDevice".into(), d.name.clone(), desired_of(&d)));
+            async { Ok(api::RegisterDeviceResponse::default()) }
+        })
+        .unary(method::UPDATE_DEVICE, move |r: api::UpdateDeviceRequest| {
+            let d = r.device.unwrap_or_default();
+            let g = Arc::clone(&g);
+            let s = Arc::clone(&s2);
+            async move {
+                let _permit = g.acquire().await.unwrap();
+                s.lock().unwrap().push(("UpdateDevice".into(), d.name.clone(), desired_of(&d)));
+                Ok(api::UpdateDeviceResponse {})
+            }
+        });
+    let msock = edge.dir.join("slow.sock");
+    let mapper_stop = CancellationToken::new();
+    tokio::spawn(server.bind(&msock).unwrap().serve(mapper_stop.clone()));
+    register(&ch, &register_request("slow-mapper", "modbus", &msock, false)).await.unwrap();
+    edge.ctx
+        .send("dmi", from_twin(op::INSERT, "default/device/thermo-1", &with_desired("thermo-1", "modbus", "0")))
+        .await
+        .unwrap();
+    for i in 1..=2000 {
+        let d = with_desired("thermo-1", "modbus", &i.to_string());
+        edge.ctx.send("dmi", from_twin(op::UPDATE, "default/device/thermo-1", &d)).await.unwrap();
+    }
+    let metrics = Arc::clone(&edge.metrics);
+    assert!(metrics.pending_changes() <= 1, "one device, at most one change waits: {}", metrics.pending_changes());
+    gate.add_permits(1 << 20);
+    let s = Arc::clone(&seen);
+    eventually("the mapper gets the last desired value", WAIT, || {
+        s.lock().unwrap().last().is_some_and(|(_, _, v)| v == "2000")
+    })
+    .await;
+    eventually("nothing waits", WAIT, || metrics.pending_changes() == 0).await;
+    let got = seen.lock().unwrap().clone();
+    assert!(got.len() < 50, "far fewer calls than updates: {}", got.len());
+    assert_eq!(metrics.mapper_call_failures(), 0);
+    mapper_stop.cancel();
+    edge.stop.cancel();
+}
+
+/// A mapper that refuses every call keeps its changes waiting (bounded by
+/// its objects, none dropped) and holds up no other protocol's mapper.
+#[tokio::test]
+async fn a_failing_mapper_keeps_its_changes_and_delays_no_other_mapper() {
+    let edge = start_edge(TempDir::new("dmi-failing"), |_| {});
+    wait_for_socket(&edge.sock).await;
+    let ch = Channel::new(&edge.sock);
+    let fsock = edge.dir.join("failing.sock");
+    let (seen, failing_stop) = flaky_mapper(&fsock, usize::MAX);
+    register(&ch, &register_request("failing-mapper", "failing", &fsock, false)).await.unwrap();
+    // The devices' model (of another protocol; a registration sends it along).
+    edge.ctx.send("dmi", from_twin(op::INSERT, "default/devicemodel/thermo-model", &model())).await.unwrap();
+    let msock = edge.dir.join("mapper.sock");
+    let (calls, mapper_stop) = fake_mapper(&msock);
+    register(&ch, &register_request("modbus-mapper", "modbus", &msock, false)).await.unwrap();
+
+    // Registered once each (that works), then updated over and over (that fails).
+    for i in 0..20 {
+        let name = format!("f-{i}");
+        edge.ctx
+            .send("dmi", from_twin(op::INSERT, &format!("default/device/{name}"), &device(&name, "failing")))
+            .await
+            .unwrap();
+    }
+    let s = Arc::clone(&seen);
+    eventually("the failing mapper's devices are registered", WAIT, || s.lock().unwrap().len() >= 20).await;
+    for round in 0..50 {
+        for i in 0..20 {
+            let name = format!("f-{i}");
+            let d = with_desired(&name, "failing", &round.to_string());
+            edge.ctx.send("dmi", from_twin(op::UPDATE, &format!("default/device/{name}"), &d)).await.unwrap();
+        }
+    }
+    let metrics = Arc::clone(&edge.metrics);
+    eventually("the failing mapper's calls fail", WAIT, || metrics.mapper_call_failures() >= 2).await;
+    edge.ctx
+        .send("dmi", from_twin(op::INSERT, "default/device/thermo-1", &device("thermo-1", "modbus")))
+        .await
+        .unwrap();
+    let c = Arc::clone(&calls);
+    eventually("the modbus mapper is called", WAIT, || {
+        c.lock().unwrap().iter().any(|(m, n)| m == "RegisterDevice" && n == "thermo-1")
+    })
+    .await;
+    // The failing mapper's changes still wait, one per device at most.
+    let pending = metrics.pending_changes();
+    assert!((1..=20).contains(&pending), "one change per device at most: {pending}");
+    // It registers again with data: what that covers waits no more (but
+    // the one call in flight, which is put back when it fails).
+    let resp = register(&ch, &register_request("failing-mapper", "failing", &fsock, true)).await.unwrap();
+    assert_eq!(resp.device_list.len(), 20);
+    eventually("the covered changes are dropped", WAIT, || metrics.pending_changes() <= 1).await;
+    failing_stop.cancel();
+    mapper_stop.cancel();
     edge.stop.cancel();
 }

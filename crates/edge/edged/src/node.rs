@@ -150,17 +150,7 @@ fn now_rfc3339(micros: bool) -> String {
 /// RFC 3339 formatting drops trailing zeros, which kubectl and the Go
 /// decoder refuse in a `MicroTime`.
 fn format_time(t: time::OffsetDateTime, micros: bool) -> String {
-    let t = t.to_offset(time::UtcOffset::UTC);
-    let date = format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    );
-    if micros { format!("{date}.{:06}Z", t.microsecond()) } else { format!("{date}Z") }
+    if micros { edgehive_model::timestamp::micro_time(t) } else { edgehive_model::timestamp::rfc3339(t) }
 }
 
 impl NodeAgentConfig {

@@ -47,8 +47,6 @@ const EDGEHUB: &str = source::WEBSOCKET;
 const EDGED: &str = source::EDGED;
 /// The module that keeps devices; absent is fine.
 const TWIN: &str = source::TWIN;
-/// KubeEdge's resource type of a DeviceModel.
-const DEVICE_MODEL: &str = "devicemodel";
 
 /// Sources of messages made on the edge; anything else came from the cloud.
 const EDGE_SOURCES: [&str; 9] = [
@@ -432,7 +430,7 @@ fn inventory_message(node: &str, items: &[edgehive_model::inventory::Item]) -> M
 /// A Device or DeviceModel from the cloud: DeviceTwin's, not edged's
 /// (KubeEdge's MetaManager hands them to `twin`).
 fn is_device_object(m: &Message) -> bool {
-    key_and_type(m).is_some_and(|(_, ty)| ty == rt::DEVICE || ty == DEVICE_MODEL)
+    key_and_type(m).is_some_and(|(_, ty)| ty == rt::DEVICE || ty == rt::DEVICE_MODEL)
 }
 
 fn from_cloud(m: &Message) -> bool {

@@ -23,6 +23,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub struct Cloud {
+    /// The cloud's bus, to send CloudHub what another module would.
+    pub ctx: edgehive_beehive::Context,
     pub store: Store,
     pub hub: Arc<CloudHub>,
     pub controller: Arc<EdgeController>,
@@ -82,6 +84,7 @@ impl Cloud {
         b.register(controller.clone()).unwrap();
         b.register(sync.clone()).unwrap();
         let hive = b.build();
+        let ctx = hive.context();
         let mut metrics = prometheus_client::registry::Registry::with_prefix("edgehive");
         hub.metrics().register(&mut metrics);
         controller.metrics().register(&mut metrics);
@@ -93,6 +96,7 @@ impl Cloud {
             }
         });
         Cloud {
+            ctx,
             store,
             hub,
             controller,
