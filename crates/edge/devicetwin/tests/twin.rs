@@ -48,9 +48,13 @@ fn stand_in(
 
 impl Edge {
     fn start(db: &Path) -> Edge {
-        let meta = Arc::new(MetaDb::open(db).unwrap());
         let mut cfg = TwinConfig::new("edge-1");
         cfg.flush_interval = Duration::from_millis(20);
+        Edge::start_with(db, cfg)
+    }
+
+    fn start_with(db: &Path, cfg: TwinConfig) -> Edge {
+        let meta = Arc::new(MetaDb::open(db).unwrap());
         let twin = Arc::new(DeviceTwin::new(cfg, db, meta).unwrap());
         let (bus, hub, dmi): (Seen, Seen, Seen) = Default::default();
         let mut b = Beehive::builder();
@@ -316,4 +320,47 @@ async fn a_wake_up_from_metamanager_reads_the_store_again() {
     let tables = TwinDb::open(&db).unwrap().load().unwrap();
     assert_eq!(tables.keys().collect::<Vec<_>>(), ["missed"]);
     assert_eq!(tables["missed"].twins["level"].expected_value(), Some("3"));
+}
+
+/// Reports go to the cloud a few a flush, devices in turn: a flood of
+/// changes neither starves the node's other messages nor any device.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_are_paced_and_every_device_gets_its_turn() {
+    let dir = TempDir::new("devicetwin-paced");
+    let mut cfg = TwinConfig::new("edge-1");
+    cfg.flush_interval = Duration::from_millis(20);
+    cfg.reports_per_flush = 3;
+    let edge = Edge::start_with(&dir.path().join("edgecore.db"), cfg);
+    for i in 0..50 {
+        let mut m = device_message(op::INSERT, "20");
+        let mut v = m.content.to_value();
+        v["metadata"]["name"] = json!(format!("d{i:02}"));
+        m = m.with_content(Content::from_serialize(&v).unwrap());
+        m.route.resource = format!("default/device/d{i:02}").into();
+        edge.send(m).await;
+    }
+    for round in 0..3 {
+        for i in 0..50 {
+            let body = json!({"twin": {"temperature": {"actual": {"value": format!("{round}{i}")}}}}).to_string();
+            edge.mqtt(&format!("$hw/events/device/d{i:02}/twin/update"), &body).await;
+        }
+    }
+    let start = tokio::time::Instant::now();
+    edge.connection(true).await;
+    eventually("every device is reported", DEADLINE, || {
+        let r = edge.reports();
+        (0..50).all(|i| r.iter().any(|(res, _)| res == &format!("device/d{i:02}/twin/edge_updated")))
+    })
+    .await;
+    // Three a flush: 50 reports take at least 16 flushes of 20 ms (a slow
+    // machine only makes this longer).
+    assert!(start.elapsed() >= Duration::from_millis(16 * 20), "{:?}: not paced", start.elapsed());
+    // Each device once, with its latest value: merged while it waited.
+    let r = edge.reports();
+    assert_eq!(r.len(), 50, "{r:?}");
+    for (res, body) in &r {
+        let i: usize = res.trim_start_matches("device/d")[..2].parse().unwrap();
+        assert_eq!(body["twin"]["temperature"]["actual"]["value"], format!("2{i}"), "{res}");
+    }
+    edge.stop().await;
 }
