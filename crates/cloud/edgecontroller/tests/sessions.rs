@@ -965,14 +965,27 @@ async fn device_membership_updates_reach_their_node() {
         .with_route("devicecontroller", "twin", "node/a/membership", "update")
         .with_content(Content::from_serialize(&json!({"added_devices": [{"id": "d", "name": "d"}]})).unwrap());
     let id = m.header.msg_id.clone();
-    cloud.ctx.send("cloudhub", m).await.unwrap();
-    let mut got = None;
-    eventually("the membership update reaches node a", WAIT, || {
-        got = a.receipts("membership").into_iter().find(|m| m.header.msg_id == id);
-        got.is_some()
-    })
-    .await;
-    let got = got.unwrap();
+    // Sent once, without ACK: one sent before the node's session is in
+    // place is dropped (as KubeEdge drops it), so it is sent until it lands.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let got = loop {
+        cloud.ctx.send("cloudhub", m.clone()).await.unwrap();
+        let mut got = None;
+        let landed = tokio::time::timeout(Duration::from_millis(500), async {
+            loop {
+                got = a.receipts("membership").into_iter().find(|m| m.header.msg_id == id);
+                if got.is_some() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        if landed.is_ok() {
+            break got.unwrap();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the membership update never reached node a");
+    };
     assert_eq!((got.route.group.as_str(), got.route.resource.as_str()), ("twin", "membership"));
     assert_eq!(got.content.to_value()["added_devices"][0]["id"], "d");
 }
