@@ -28,6 +28,9 @@
 //!
 //! Each part runs `--runs` times (3) on fresh processes; every run is
 //! printed, and the worst is the one to report (BENCHMARKS.md's rules).
+//! `EDGEHIVE_BENCH_EDGE_BIN=target/edge/edgehive` runs the edge with the
+//! edge-only build (`cargo build --profile edge -p edgehive
+//! --no-default-features --features edge`).
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::disallowed_methods)]
 
 use std::collections::HashMap;
@@ -110,8 +113,18 @@ fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_edgehive")
 }
 
+/// The edge's binary: `EDGEHIVE_BENCH_EDGE_BIN` (e.g. the edge-only build,
+/// `target/edge/edgehive`), else the full one.
+fn edge_bin() -> String {
+    std::env::var("EDGEHIVE_BENCH_EDGE_BIN").unwrap_or_else(|_| bin().to_owned())
+}
+
 fn spawn(args: &[String], log: &Path) -> Child {
-    Command::new(bin())
+    spawn_bin(bin(), args, log)
+}
+
+fn spawn_bin(bin: &str, args: &[String], log: &Path) -> Child {
+    Command::new(bin)
         .args(args)
         .env("EDGEHIVE_LOG", "warn")
         .stdout(Stdio::null())
@@ -193,7 +206,8 @@ impl Env {
         );
         let config = edge_dir.join("edge.yaml");
         std::fs::write(&config, yaml).unwrap();
-        let edge = Proc(spawn(
+        let edge = Proc(spawn_bin(
+            &edge_bin(),
             &["edge".into(), "--config".into(), config.display().to_string()],
             &dir.path().join("edge.log"),
         ));

@@ -200,7 +200,11 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     ws.ping_keepalive = true;
     // EdgeController reconciles the inventories edges send, and the API
     // reaches pods through stream sessions (docs/protocol.md).
-    let features = vec![edgehive_viaduct::features::INVENTORY.to_owned(), edgehive_viaduct::stream::FEATURE.to_owned()];
+    let features = vec![
+        edgehive_viaduct::features::INVENTORY.to_owned(),
+        edgehive_viaduct::features::DEVICE_REPORTS.to_owned(),
+        edgehive_viaduct::stream::FEATURE.to_owned(),
+    ];
     let stream_stats = Arc::new(edgehive_viaduct::StreamStats::default());
     ws.features = features.clone();
     ws.conn.stream_stats = Some(Arc::clone(&stream_stats));

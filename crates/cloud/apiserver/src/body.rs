@@ -8,6 +8,7 @@
 //! the decoder's message.
 
 use bytes::Bytes;
+use edgehive_model::json::type_name;
 use edgehive_store::resources::ResourceDef;
 use edgehive_store::{EventType, Object, WatchEvent};
 use http::{HeaderMap, Request, header};
@@ -246,26 +247,7 @@ pub(crate) fn summarize(bytes: &[u8]) -> String {
 /// `&`, U+2028 and U+2029 escaped.
 pub(crate) fn go_json(v: &Value) -> String {
     // serde_json's map is ordered by key here (no `preserve_order`).
-    let text = v.to_string();
-    if !text.contains(['<', '>', '&', '\u{2028}', '\u{2029}']) {
-        return text;
-    }
-    text.replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
-        .replace('\u{2028}', "\\u2028")
-        .replace('\u{2029}', "\\u2029")
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
+    edgehive_model::json::go_html_escape(v.to_string())
 }
 
 /// Whether `dryRun=All` was asked for; other values are refused.

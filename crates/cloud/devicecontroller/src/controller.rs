@@ -57,6 +57,10 @@ pub(crate) struct Controller {
     devices: HashMap<Key, Dev>,
     models: HashMap<Key, Object>,
     by_node: HashMap<String, BTreeSet<Key>>,
+    /// Which device holds a name on a node: ids on the edge are names
+    /// (KubeEdge v1.15), so one device per (node, name) is sent there; a
+    /// same-name device of another namespace waits until the place is free.
+    holders: HashMap<(String, String), Key>,
     waiting: HashMap<Key, Waiting>,
     last_write: HashMap<Key, Instant>,
     /// The status each device's last write left, by resourceVersion: the
@@ -139,6 +143,7 @@ impl Controller {
             devices: HashMap::new(),
             models: HashMap::new(),
             by_node: HashMap::new(),
+            holders: HashMap::new(),
             waiting: HashMap::new(),
             last_write: HashMap::new(),
             written: HashMap::new(),
@@ -183,14 +188,13 @@ impl Controller {
     }
 
     async fn send(&self, msg: Message) {
-        match tokio::time::timeout(SEND_DEADLINE, self.ctx.send(source::CLOUDHUB, msg)).await {
-            Ok(Ok(())) => {
+        match self.ctx.send_within(source::CLOUDHUB, msg, SEND_DEADLINE).await {
+            Ok(()) => {
                 self.metrics.downstream.inc();
             }
-            Ok(Err(e)) => {
+            Err(e) => {
                 tracing::warn!(module = "devicecontroller", error = %e, "downstream message not taken by cloudhub")
             }
-            Err(_) => tracing::warn!(module = "devicecontroller", "cloudhub did not take a downstream message in time"),
         }
     }
 
@@ -259,16 +263,18 @@ impl Controller {
         let added = old.as_ref().is_none_or(|o| o.node != new.node);
         if !new.node.is_empty() {
             self.by_node.entry(new.node.clone()).or_default().insert(key.clone());
-        }
-        // Ids on the edge are names (KubeEdge v1.15): a second Device of
-        // the same name on one node would overwrite the first there.
-        let clash = self.by_node.get(&new.node).and_then(|keys| keys.iter().find(|k| k.1 == key.1 && k.0 != key.0));
-        if let Some(other) = clash.filter(|_| !new.node.is_empty()) {
-            self.metrics.refused.inc();
-            tracing::warn!(module = "devicecontroller", node = %new.node, namespace = %key.0, device = %key.1,
-                other_namespace = %other.0, "not sent: the node has a device of this name from another namespace already");
-        } else if spec_changed && !new.node.is_empty() {
-            self.send_device(&new, added).await;
+            // A second Device of the same name on one node would overwrite
+            // the first there: it waits for the place.
+            let holder = self.holders.entry((new.node.clone(), key.1.clone())).or_insert_with(|| key.clone()).clone();
+            if holder != key {
+                if added {
+                    self.metrics.refused.inc();
+                    tracing::warn!(module = "devicecontroller", node = %new.node, namespace = %key.0, device = %key.1,
+                        other_namespace = %holder.0, "not sent: the node has a device of this name from another namespace; sent when that one leaves");
+                }
+            } else if spec_changed {
+                self.send_device(&new, added).await;
+            }
         }
         self.devices.insert(key, new);
         self.metrics.bound_devices.set(self.by_node.values().map(|s| s.len() as i64).sum());
@@ -320,6 +326,12 @@ impl Controller {
                 self.by_node.remove(&d.node);
             }
         }
+        let place = (d.node.clone(), key.1.clone());
+        if self.holders.get(&place) != Some(key) {
+            // It waited for a name another device holds: never sent there.
+            return;
+        }
+        self.holders.remove(&place);
         self.send(membership(&d.node, &[], &[d])).await;
         self.send(delete_message(&d.node, DEVICE, &d.obj)).await;
         let model_used = self.by_node.get(&d.node).is_some_and(|keys| {
@@ -328,13 +340,26 @@ impl Controller {
         if !model_used && let Some(model) = self.models.get(&(key.0.clone(), d.model.clone())) {
             self.send(delete_message(&d.node, DEVICE_MODEL, model)).await;
         }
+        // A device of the same name that waited takes the place.
+        let next = self.by_node.get(&d.node).and_then(|keys| keys.iter().find(|k| k.1 == key.1)).cloned();
+        if let Some(next) = next {
+            self.holders.insert(place, next.clone());
+            if let Some(dev) = self.devices.get(&next) {
+                tracing::info!(module = "devicecontroller", node = %d.node, namespace = %next.0, device = %next.1, "the name is free on the node: sent");
+                self.send_device(dev, true).await;
+            }
+        }
     }
 
     /// A node (re)connected: offer it everything it should hold; CloudHub
     /// sends only what is newer than its success points.
     async fn resync_node(&self, node: &str) {
         let Some(keys) = self.by_node.get(node) else { return };
-        let devs: Vec<&Dev> = keys.iter().filter_map(|k| self.devices.get(k)).collect();
+        let devs: Vec<&Dev> = keys
+            .iter()
+            .filter(|k| self.holders.get(&(node.to_owned(), k.1.clone())) == Some(*k))
+            .filter_map(|k| self.devices.get(k))
+            .collect();
         if devs.is_empty() {
             return;
         }
@@ -363,6 +388,10 @@ impl Controller {
         // `membership/detail` (KubeEdge v1.15 takes no action on it).
         let parts: Vec<&str> = rest.split('/').collect();
         let parsed = match parts.as_slice() {
+            ["devices", "reports"] => {
+                self.batch(&node, &m);
+                return;
+            }
             ["device", id, "twin", "edge_updated"] => Some((*id, status::parse_twin_report(&m.content.to_value()))),
             ["device", id, "state", "update"] => Some((*id, status::parse_state_report(&m.content.to_value()))),
             ["membership", "detail"] => None,
@@ -384,21 +413,40 @@ impl Controller {
         self.take(key, report);
     }
 
-    /// The device `id` (a name, as KubeEdge v1.15's ids are) bound to `node`.
-    fn device_of(&self, node: &str, id: &str, m: &Message) -> Option<Key> {
-        let mine: Vec<&Key> =
-            self.by_node.get(node).map(|keys| keys.iter().filter(|k| k.1 == id).collect()).unwrap_or_default();
-        match mine.as_slice() {
-            [k] => Some((*k).clone()),
-            [] => {
-                self.refuse(node, m, &format!("no device {id:?} is bound to node {node}"));
-                None
+    /// A batch of reports (the `device-reports` feature): each entry is
+    /// taken as its own twin and state reports would be, and a bad entry is
+    /// refused alone.
+    fn batch(&mut self, node: &str, m: &Message) {
+        let entries = match status::parse_batch(&m.content.to_value()) {
+            Ok(e) => e,
+            Err(e) => {
+                self.refuse(node, m, &e);
+                return;
             }
-            _ => {
-                self.refuse(node, m, &format!("device name {id:?} is bound to node {node} in several namespaces"));
-                None
-            }
+        };
+        self.metrics.batches.inc();
+        for entry in entries {
+            let (id, report) = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    self.refuse(node, m, &e);
+                    continue;
+                }
+            };
+            let Some(key) = self.device_of(node, &id, m) else { continue };
+            self.metrics.reports.inc();
+            self.take(key, report);
         }
+    }
+
+    /// The device `id` (a name, as KubeEdge v1.15's ids are) the node
+    /// holds: the one of that name sent to it.
+    fn device_of(&self, node: &str, id: &str, m: &Message) -> Option<Key> {
+        let held = self.holders.get(&(node.to_owned(), id.to_owned())).cloned();
+        if held.is_none() {
+            self.refuse(node, m, &format!("no device {id:?} is bound to node {node}"));
+        }
+        held
     }
 
     fn refuse(&self, node: &str, m: &Message, why: &str) {

@@ -13,6 +13,8 @@ pub struct Metrics {
     pub(crate) downstream: Counter,
     /// Reports taken from edges.
     pub(crate) reports: Counter,
+    /// `devices/reports` batches taken from edges.
+    pub(crate) batches: Counter,
     /// Reports refused: malformed, or of a device not bound to the sender.
     pub(crate) refused: Counter,
     /// Status writes.
@@ -42,6 +44,7 @@ impl Metrics {
         r.register("bound_devices", "Devices bound to a node", self.bound_devices.clone());
         r.register("downstream", "Messages handed to CloudHub", self.downstream.clone());
         r.register("reports", "Device reports taken from edges", self.reports.clone());
+        r.register("batches", "devices/reports batches taken from edges", self.batches.clone());
         r.register(
             "refused",
             "Device reports refused: malformed, or of a device not bound to the sender",

@@ -141,18 +141,9 @@ fn body(content: &Value) -> Result<Value, String> {
     match content {
         Value::String(s) => serde_json::from_str(s).map_err(|e| format!("report is not JSON: {e}")),
         Value::Object(_) => Ok(content.clone()),
-        other => Err(format!("report is neither an object nor a JSON string: {}", kind(other))),
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+        other => {
+            Err(format!("report is neither an object nor a JSON string: {}", edgehive_model::json::type_name(other)))
+        }
     }
 }
 
@@ -199,6 +190,46 @@ pub fn parse_state_report(content: &Value) -> Result<Pending, String> {
         return Err(format!("state longer than {MAX_NAME} bytes"));
     }
     Ok(Pending { twins: BTreeMap::new(), state: Some(state), last_online })
+}
+
+/// The most entries one `devices/reports` batch may hold (the edge sends
+/// at most 256).
+pub const MAX_BATCH: usize = 1024;
+
+/// Reads a `devices/reports` batch: `{"devices": [{"id", "twin"?,
+/// "state"?}]}`, `twin` and `state` being the bodies of the two KubeEdge
+/// reports. The outer error refuses the whole message; an entry's error
+/// refuses that entry alone (it names the device when it can).
+#[allow(clippy::type_complexity)]
+pub fn parse_batch(content: &Value) -> Result<Vec<Result<(String, Pending), String>>, String> {
+    let body = body(content)?;
+    let Some(devices) = body.get("devices").and_then(Value::as_array) else {
+        return Err("batch without a \"devices\" list".into());
+    };
+    if devices.len() > MAX_BATCH {
+        return Err(format!("batch of {} devices is over {MAX_BATCH}", devices.len()));
+    }
+    Ok(devices.iter().map(batch_entry).collect())
+}
+
+fn batch_entry(entry: &Value) -> Result<(String, Pending), String> {
+    let id = match entry.get("id") {
+        Some(Value::String(id)) if !id.is_empty() && id.len() <= MAX_NAME => id.clone(),
+        Some(Value::String(id)) => return Err(format!("device id {id:?} is empty or longer than {MAX_NAME} bytes")),
+        _ => return Err("batch entry without a device id".into()),
+    };
+    let (twin, state) = (entry.get("twin"), entry.get("state"));
+    if twin.is_none() && state.is_none() {
+        return Err(format!("device {id:?}: batch entry with neither a twin nor a state report"));
+    }
+    let mut pending = Pending::default();
+    if let Some(t) = twin {
+        pending.merge(parse_twin_report(t).map_err(|e| format!("device {id:?}: {e}"))?);
+    }
+    if let Some(s) = state {
+        pending.merge(parse_state_report(s).map_err(|e| format!("device {id:?}: {e}"))?);
+    }
+    Ok((id, pending))
 }
 
 fn side_json(side: &Side, ty: Option<&str>) -> Value {
@@ -358,5 +389,34 @@ mod tests {
             assert!(e.contains(why), "{content}: {e}");
         }
         assert!(parse_state_report(&json!({"device": {}})).unwrap_err().contains("without a state"));
+    }
+
+    #[test]
+    fn a_batch_is_read_entry_by_entry_and_a_bad_entry_is_refused_alone() {
+        let twin = json!({"event_id": "", "timestamp": 1, "twin": {"t": {"actual": {"value": "5"}}}});
+        let entries = parse_batch(&json!({"devices": [
+            {"id": "a", "twin": twin},
+            {"id": "b", "state": {"device": {"state": "online"}}},
+            {"id": "c", "twin": {"twin": {"t": {"actual": {"value": 5}}}}},
+            {"id": "d"},
+            {"twin": twin},
+            {"id": "", "twin": twin},
+            {"id": "e", "twin": twin, "state": "{\"state\":\"offline\"}"},
+        ]}))
+        .unwrap();
+        assert_eq!(entries.len(), 7);
+        let (id, a) = entries[0].as_ref().unwrap();
+        assert_eq!((id.as_str(), a.twins["t"].actual.as_ref().unwrap().value.as_str()), ("a", "5"));
+        assert_eq!(entries[1].as_ref().unwrap().1.state.as_deref(), Some("online"));
+        assert!(entries[2].as_ref().unwrap_err().contains("device \"c\": not a twin update"));
+        assert!(entries[3].as_ref().unwrap_err().contains("neither a twin nor a state"));
+        assert!(entries[4].as_ref().unwrap_err().contains("without a device id"));
+        assert!(entries[5].as_ref().unwrap_err().contains("empty"));
+        let (_, e) = entries[6].as_ref().unwrap();
+        assert_eq!((e.twins.len(), e.state.as_deref()), (1, Some("offline")));
+        // The message as a whole: not a batch, or too big a one.
+        assert!(parse_batch(&json!({"devices": {}})).unwrap_err().contains("without a \"devices\" list"));
+        let many: Vec<Value> = (0..=MAX_BATCH).map(|i| json!({"id": format!("d{i}"), "twin": twin})).collect();
+        assert!(parse_batch(&json!({ "devices": many })).unwrap_err().contains("over 1024"));
     }
 }

@@ -280,6 +280,43 @@ async fn reports_for_another_nodes_device_or_malformed_are_refused() {
     assert_eq!(cloud.status("thermo").await, Value::Null, "thermo untouched");
 }
 
+/// A batch (`devices/reports`) is taken entry by entry: a forged or
+/// malformed entry is refused alone, the node's own devices land.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_taken_entry_by_entry() {
+    let cloud = Cloud::start(DeviceControllerConfig {
+        min_write_interval: Duration::from_millis(50),
+        ..DeviceControllerConfig::default()
+    })
+    .await;
+    cloud.store.create(&DEVICE_MODELS, model()).await.unwrap();
+    cloud.store.create(&DEVICES, device("thermo", "edge-1", "20")).await.unwrap();
+    cloud.store.create(&DEVICES, device("other", "edge-2", "20")).await.unwrap();
+    cloud.store.create(&DEVICES, device("third", "edge-2", "20")).await.unwrap();
+    seen_until(&cloud, 9).await;
+
+    let twin = |v: &str| twin_report(v).to_value();
+    // Not a batch at all: refused whole.
+    cloud.report("edge-2", "devices/reports", Content::from_serialize(&json!({"devices": 5})).unwrap()).await;
+    // edge-2 hides edge-1's device among its own, with a malformed entry.
+    let batch = json!({"devices": [
+        {"id": "thermo", "twin": twin("666")},
+        {"id": "other", "twin": twin("7")},
+        {"id": "other", "twin": {"twin": {"temperature": {"actual": {"value": 1}}}}},
+        {"id": "third", "twin": twin("8"), "state": {"device": {"state": "online"}}},
+    ]});
+    cloud.report("edge-2", "devices/reports", Content::from_serialize(&batch).unwrap()).await;
+    eventually("edge-2's own devices are written", DEADLINE, || {
+        futures_poll(cloud.status("other")).pointer("/twins/0/reported/value") == Some(&json!("7"))
+            && futures_poll(cloud.status("third")).get("state") == Some(&json!("online"))
+    })
+    .await;
+    assert_eq!(cloud.status("third").await.pointer("/twins/0/reported/value"), Some(&json!("8")));
+    assert_eq!(cloud.metric("refused_total"), 3);
+    assert_eq!(cloud.metric("batches_total"), 1);
+    assert_eq!(cloud.status("thermo").await, Value::Null, "thermo untouched");
+}
+
 /// Runs a store read to completion from a sync closure (the test's
 /// `eventually` takes one); the store answers without blocking on I/O
 /// this test controls.
@@ -338,5 +375,20 @@ async fn a_second_device_of_the_same_name_on_a_node_is_not_sent() {
         "temperature": {"actual": {"value": "5"}}, "nonsense": {"actual": {"value": "6"}}}}))
     .unwrap();
     cloud.report("edge-1", "device/thermo/twin/edge_updated", report).await;
-    eventually("ambiguous: refused", DEADLINE, || cloud.metric("refused_total") == 2).await;
+    // The report is of the device the node holds: default/thermo.
+    eventually("the held device's report is written", DEADLINE, || {
+        futures_poll(cloud.status("thermo")).pointer("/twins/0/reported/value") == Some(&json!("5"))
+    })
+    .await;
+    assert_eq!(cloud.status("thermo").await["twins"].as_array().unwrap().len(), 1);
+    assert_eq!(cloud.metric("refused_total"), 1);
+    // The first leaves: the one that waited is sent in its place.
+    cloud.take();
+    cloud.store.delete(&DEVICES, "default", "thermo", &Default::default()).await.unwrap();
+    let seen = seen_until(&cloud, 4).await;
+    let r = routes(&seen);
+    assert!(r.iter().any(|(_, res, op)| res == "node/edge-1/default/device/thermo" && op == "delete"), "{r:?}");
+    assert!(r.iter().any(|(_, res, op)| res == "node/edge-1/other/device/thermo" && op == "insert"), "{r:?}");
+    let sent = seen.iter().find(|m| m.route.resource == "node/edge-1/other/device/thermo").unwrap();
+    assert_eq!(sent.content.to_value().pointer("/spec/properties/0/desired/value"), Some(&json!("99")));
 }

@@ -174,12 +174,11 @@ impl Controller {
     }
 
     async fn send(&self, msg: Message) {
-        match tokio::time::timeout(SEND_DEADLINE, self.ctx.send(source::CLOUDHUB, msg)).await {
-            Ok(Ok(())) => {
+        match self.ctx.send_within(source::CLOUDHUB, msg, SEND_DEADLINE).await {
+            Ok(()) => {
                 self.metrics.downstream.inc();
             }
-            Ok(Err(e)) => tracing::warn!(error = %e, "downstream message not taken by cloudhub"),
-            Err(_) => tracing::warn!("cloudhub did not take a downstream message in time"),
+            Err(e) => tracing::warn!(error = %e, "downstream message not taken by cloudhub"),
         }
     }
 

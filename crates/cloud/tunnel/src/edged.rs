@@ -105,7 +105,7 @@ impl EdgedRequest {
                 .then_some(self.method),
         };
         let json = serde_json::to_string(&connector).unwrap_or_default();
-        TunnelMessage::new(connect_id, self.kind, Bytes::from(go_json_escape(&json)))
+        TunnelMessage::new(connect_id, self.kind, Bytes::from(edgehive_model::json::go_html_escape(json)))
     }
 
     /// The URL the edge requests (`url.URL.String()`).
@@ -116,24 +116,6 @@ impl EdgedRequest {
             format!("http://{}{}?{}", self.host, self.path, self.raw_query)
         }
     }
-}
-
-/// Go's `json.Marshal` escapes `<`, `>`, `&`, U+2028 and U+2029 in strings
-/// (for HTML); those characters occur only inside strings, so replacing
-/// them in the encoded text gives Go's bytes.
-fn go_json_escape(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    for c in json.chars() {
-        match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// Go's `url.QueryEscape`.

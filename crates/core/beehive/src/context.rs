@@ -72,6 +72,16 @@ impl Context {
         tx.send(msg).await.map_err(|e| self.mailbox_fail(e, module))
     }
 
+    /// Sends to a module, waiting at most `wait` for room in its mailbox; a
+    /// mailbox still full then is `Full`, and the message is handed back.
+    pub async fn send_within(&self, module: &str, msg: Message, wait: Duration) -> Result<(), SendError> {
+        let tx = match self.bus.module(module).and_then(|e| e.sender()) {
+            Ok(tx) => tx,
+            Err(kind) => return Err(self.fail(kind, module, msg)),
+        };
+        tx.send_until(msg, Instant::now() + wait).await.map_err(|e| self.mailbox_fail(e, module))
+    }
+
     fn mailbox_fail(&self, e: MailboxError, target: &str) -> SendError {
         match e {
             MailboxError::Full(m) => self.fail(SendErrorKind::Full, target, m),

@@ -117,6 +117,12 @@ async fn try_send_on_full_mailbox_hands_message_back() {
     assert_eq!(stats.full, 1);
     let slow = stats.module("slow").unwrap();
     assert_eq!((slow.queue_depth, slow.capacity), (4, 4));
+    // `send_within` waits for room only so long, then hands it back too.
+    let msg = pod_msg("late");
+    let id = msg.header.msg_id.clone();
+    let err = ctx.send_within("slow", msg, Duration::from_millis(20)).await.unwrap_err();
+    assert_eq!(err.kind, SendErrorKind::Full);
+    assert_eq!(err.into_message().header.msg_id, id);
     stop.cancel();
     h.await.unwrap();
 }
@@ -136,11 +142,18 @@ async fn send_waits_for_room_then_delivers() {
     let blocked = tokio::spawn(async move { ctx2.send("a", pod_msg("3")).await });
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!blocked.is_finished(), "send must wait while the mailbox is full");
+    let ctx3 = ctx.clone();
+    let within = tokio::spawn(async move { ctx3.send_within("a", pod_msg("4"), Duration::from_secs(30)).await });
     let (stop, h) = start(hive);
     blocked.await.unwrap().unwrap();
-    for want in ["1", "2", "3"] {
-        assert_eq!(rx.recv().await.unwrap().route.resource, format!("default/pod/{want}"));
+    within.await.unwrap().unwrap();
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        got.push(rx.recv().await.unwrap().route.resource.to_string());
     }
+    // The two waiting senders may take the room in either order.
+    got[2..].sort();
+    assert_eq!(got, ["default/pod/1", "default/pod/2", "default/pod/3", "default/pod/4"]);
     stop.cancel();
     h.await.unwrap();
 }

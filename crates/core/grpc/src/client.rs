@@ -153,17 +153,27 @@ impl Channel {
     async fn exchange(&self, method: &str, frame: Bytes, deadline: Duration) -> Result<Bytes, GrpcError> {
         let transport =
             |e: &dyn std::fmt::Display| GrpcError::Transport { method: method.to_owned(), detail: e.to_string() };
-        let request = http::Request::builder()
-            .method(http::Method::POST)
-            .uri(format!("http://localhost{method}"))
-            .header(http::header::CONTENT_TYPE, "application/grpc")
-            .header(http::header::TE, "trailers")
-            .header("grpc-timeout", format!("{}m", deadline.as_millis().clamp(1, 99_999_999)))
-            .body(Full::new(frame))
-            .map_err(|e| transport(&e))?;
+        let request = || {
+            http::Request::builder()
+                .method(http::Method::POST)
+                .uri(format!("http://localhost{method}"))
+                .header(http::header::CONTENT_TYPE, "application/grpc")
+                .header(http::header::TE, "trailers")
+                .header("grpc-timeout", format!("{}m", deadline.as_millis().clamp(1, 99_999_999)))
+                .body(Full::new(frame.clone()))
+                .map_err(|e| transport(&e))
+        };
+        let dials = self.dials();
         let mut send = self.sender().await?;
-        let response = match send.send_request(request).await {
+        let response = match send.send_request(request()?).await {
             Ok(r) => r,
+            // Not sent: the server closed a connection kept from an earlier
+            // call (an idle one, or the server restarted). Once more on a new one.
+            Err(e) if e.is_canceled() && self.dials() == dials => {
+                *self.conn.lock().await = None;
+                let mut send = self.sender().await?;
+                send.send_request(request()?).await.map_err(|e| transport(&e))?
+            }
             Err(e) => {
                 // A dead connection: the next call dials again.
                 *self.conn.lock().await = None;

@@ -15,7 +15,10 @@
 //! one closes), each with at most 16 calls in flight, and a call without a
 //! `grpc-timeout` still ends after 30 s — so headers sent and a body
 //! trickled forever hold a stream for that long, not for ever. A `grpc-timeout` longer than that
-//! governs the handler but not the reading of the request body.
+//! governs the handler but not the reading of the request body. A
+//! connection with no call in flight for 60 s is closed (HTTP/2 GOAWAY;
+//! gRPC clients connect again when they next call), so connections that
+//! never call cannot hold the 64 places.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -50,6 +53,13 @@ const MAX_STREAMS: u32 = 16;
 /// A call's deadline when the caller sends no `grpc-timeout`, and the
 /// longest time a request body may take to arrive ([`Server::call_deadline`]).
 const CALL_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long a connection may go without a call in flight before it is
+/// closed ([`Server::idle_timeout`]).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long an idle connection being closed gets to take its GOAWAY.
+const IDLE_CLOSE_GRACE: Duration = Duration::from_millis(500);
 
 /// A gRPC status: what a method answers instead of a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +132,7 @@ pub struct Server {
     max_message: usize,
     max_connections: usize,
     call_deadline: Duration,
+    idle_timeout: Duration,
 }
 
 impl std::fmt::Debug for Server {
@@ -133,6 +144,7 @@ impl std::fmt::Debug for Server {
             .field("max_message", &self.max_message)
             .field("max_connections", &self.max_connections)
             .field("call_deadline", &self.call_deadline)
+            .field("idle_timeout", &self.idle_timeout)
             .finish()
     }
 }
@@ -152,7 +164,15 @@ impl Server {
             max_message: MAX_MESSAGE,
             max_connections: MAX_CONNECTIONS,
             call_deadline: CALL_DEADLINE,
+            idle_timeout: IDLE_TIMEOUT,
         }
+    }
+
+    /// Sets how long a connection may go without a call in flight (from
+    /// its start, or its last call's end) before it is closed.
+    pub fn idle_timeout(mut self, d: Duration) -> Server {
+        self.idle_timeout = d;
+        self
     }
 
     /// Sets how many connections are served at once (at least one); the
@@ -227,6 +247,7 @@ impl Server {
                 methods: self.routes,
                 max_message: self.max_message,
                 call_deadline: self.call_deadline,
+                idle_timeout: self.idle_timeout,
             }),
         })
     }
@@ -246,6 +267,7 @@ struct Routes {
     methods: HashMap<String, Handler>,
     max_message: usize,
     call_deadline: Duration,
+    idle_timeout: Duration,
 }
 
 impl std::fmt::Debug for Routes {
@@ -314,27 +336,66 @@ fn is_transient(e: &io::Error) -> bool {
         || e.raw_os_error().is_some_and(|n| n == 24 || n == 23)
 }
 
+/// A connection's calls in flight, and when the last one ended.
+struct Activity {
+    calls: usize,
+    since: tokio::time::Instant,
+}
+
+/// Ends a call in [`Activity`] however the call's future ends.
+struct CallGuard(Arc<std::sync::Mutex<Activity>>);
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        let mut a = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        a.calls -= 1;
+        a.since = tokio::time::Instant::now();
+    }
+}
+
 async fn serve_connection(stream: tokio::net::UnixStream, routes: Arc<Routes>, cancel: CancellationToken) {
+    let idle = routes.idle_timeout;
+    let activity = Arc::new(std::sync::Mutex::new(Activity { calls: 0, since: tokio::time::Instant::now() }));
+    let calls = activity.clone();
     let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
         let routes = routes.clone();
-        async move { Ok::<_, Infallible>(routes.handle(req).await) }
+        calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).calls += 1;
+        let guard = CallGuard(calls.clone());
+        async move {
+            let resp = routes.handle(req).await;
+            drop(guard);
+            Ok::<_, Infallible>(resp)
+        }
     });
     let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
         .max_frame_size(1 << 20)
         .max_concurrent_streams(MAX_STREAMS)
         .serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
-    tokio::select! {
-        r = conn.as_mut() => {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, "gRPC connection ended");
+    let mut check = tokio::time::Instant::now() + idle;
+    let grace = loop {
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "gRPC connection ended");
+                }
+                return;
+            }
+            _ = cancel.cancelled() => break SHUTDOWN_GRACE,
+            () = tokio::time::sleep_until(check) => {
+                let a = activity.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if a.calls == 0 && a.since + idle <= tokio::time::Instant::now() {
+                    tracing::debug!(idle_s = idle.as_secs(), "gRPC connection idle; closed");
+                    // No call to finish: only the GOAWAY to send.
+                    break IDLE_CLOSE_GRACE;
+                }
+                check = a.since.max(tokio::time::Instant::now()) + idle;
             }
         }
-        _ = cancel.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
-        }
-    }
+    };
+    conn.as_mut().graceful_shutdown();
+    // A peer that neither reads nor closes does not hold the place.
+    let _ = tokio::time::timeout(grace, conn).await;
 }
 
 impl Routes {

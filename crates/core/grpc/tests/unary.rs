@@ -375,3 +375,50 @@ async fn stalled_callers_meet_the_servers_deadline_and_connections_past_the_cap_
     cancel.cancel();
     task.await.unwrap().unwrap();
 }
+
+/// An attacker fills every place with connections that never say a word:
+/// each is closed once idle, and a good client is served. A connection
+/// that called and then went quiet is closed too (its caller reconnects).
+#[tokio::test]
+async fn connections_without_a_call_are_closed_once_idle() {
+    const CAP: usize = 2;
+    let dir = TempDir::new("grpc-idle");
+    let sock = dir.path().join("idle.sock");
+    let bound = Server::new()
+        .max_connections(CAP)
+        .idle_timeout(Duration::from_millis(300))
+        .unary(ECHO, |r: Echo| async move { Ok(r) })
+        .bind(&sock)
+        .unwrap();
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(bound.serve(cancel.clone()));
+
+    let mut silent = Vec::new();
+    for _ in 0..CAP {
+        silent.push(tokio::net::UnixStream::connect(&sock).await.unwrap());
+    }
+    // The server closes each: reading reaches the end (after its SETTINGS).
+    for mut s in silent {
+        let mut buf = Vec::new();
+        tokio::time::timeout(SECOND, tokio::io::AsyncReadExt::read_to_end(&mut s, &mut buf))
+            .await
+            .expect("a silent connection is closed once idle")
+            .unwrap();
+    }
+    let ch = Channel::new(&sock);
+    let r = ch.call::<_, Echo>(ECHO, &Echo { text: "good".into(), n: 1 }, SECOND).await.unwrap();
+    assert_eq!(r.text, "good");
+
+    // A caller that goes quiet after a call is closed as well.
+    let (mut send, conn) = raw_connection::<http_body_util::Full<Bytes>>(&sock).await;
+    let msg = prost::Message::encode_to_vec(&Echo { text: "once".into(), n: 0 });
+    let resp =
+        send.send_request(raw_request(ECHO, http_body_util::Full::new(frame(&msg, msg.len() as u32)))).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    tokio::time::timeout(SECOND, conn).await.expect("an idle connection is closed").unwrap();
+    // The channel's connection went idle too: its next call connects again.
+    let r = ch.call::<_, Echo>(ECHO, &Echo { text: "again".into(), n: 2 }, SECOND).await.unwrap();
+    assert_eq!(r.text, "again");
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+}

@@ -161,6 +161,9 @@ pub mod well_known {
     /// In the `cloud_connected` event's list: the cloud reconciles the
     /// edge store's inventory (MetaManager sends it).
     pub const INVENTORY_AGREED: &str = "inventory";
+    /// In the `cloud_connected` event's list: the cloud takes many devices'
+    /// twin and state reports in one `devices/reports` message.
+    pub const DEVICE_REPORTS_AGREED: &str = "device-reports";
 
     /// Whether the beehive `type` of a `cloud_connected` event lists `what`.
     pub fn connection_has(message_type: &str, what: &str) -> bool {

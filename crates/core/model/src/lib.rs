@@ -11,6 +11,7 @@ mod error;
 pub mod event_correlator;
 mod id;
 pub mod inventory;
+pub mod json;
 mod message;
 pub mod resource;
 pub mod session;

@@ -19,6 +19,9 @@ pub const HEADER: &str = "Edgehive-Features";
 /// The edge sends its store's inventory after connecting, and the cloud
 /// reconciles it (docs/protocol.md, "Inventory").
 pub const INVENTORY: &str = "inventory";
+/// The edge sends many devices' twin and state reports in one message
+/// (docs/protocol.md, "Device report batches").
+pub const DEVICE_REPORTS: &str = "device-reports";
 /// Longest feature name.
 pub const MAX_NAME: usize = 32;
 /// Most names one offer may list; the rest are ignored.

@@ -120,59 +120,69 @@ impl TwinDb {
     pub fn apply(&self, writes: &[Write]) -> Result<(), DbError> {
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let tx = conn.transaction().map_err(|e| self.err(e))?;
-        for w in writes {
-            let id = match w {
-                Write::Put(d) => &d.id,
-                Write::Remove(id) => id,
-            };
-            tx.execute("DELETE FROM device_attr WHERE deviceid = ?1", [id]).map_err(|e| self.err(e))?;
-            tx.execute("DELETE FROM device_twin WHERE deviceid = ?1", [id]).map_err(|e| self.err(e))?;
-            let Write::Put(d) = w else {
-                tx.execute("DELETE FROM device WHERE id = ?1", [id]).map_err(|e| self.err(e))?;
-                continue;
-            };
-            tx.execute(
+        {
+            // Prepared once per connection, not once per row.
+            let prepare = |sql: &str| tx.prepare_cached(sql).map_err(|e| self.err(e));
+            let mut del_attrs = prepare("DELETE FROM device_attr WHERE deviceid = ?1")?;
+            let mut del_twins = prepare("DELETE FROM device_twin WHERE deviceid = ?1")?;
+            let mut del_device = prepare("DELETE FROM device WHERE id = ?1")?;
+            let mut put_device = prepare(
                 "INSERT OR REPLACE INTO device (id, name, description, state, last_online) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![d.id, d.name, d.description, d.state, d.last_online],
-            )
-            .map_err(|e| self.err(e))?;
-            for (name, a) in &d.attributes {
-                tx.execute(
-                    "INSERT INTO device_attr (deviceid, name, value, optional, attr_type, metadata)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![
-                        d.id,
-                        name,
-                        a.value,
-                        a.optional.unwrap_or(false),
-                        a.metadata.as_ref().map(|m| m.ty.as_str()).unwrap_or_default(),
-                        json_or_empty(&a.metadata)
-                    ],
-                )
-                .map_err(|e| self.err(e))?;
-            }
-            for (name, t) in &d.twins {
-                let value = |v: &Option<TwinValue>| v.as_ref().and_then(|v| v.value.clone()).unwrap_or_default();
-                let meta = |v: &Option<TwinValue>| json_or_empty(&v.as_ref().and_then(|v| v.metadata.clone()));
-                tx.execute(
-                    "INSERT INTO device_twin (deviceid, name, expected, actual, expected_meta, actual_meta,
-                        expected_version, actual_version, optional, attr_type, metadata)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                    params![
-                        d.id,
-                        name,
-                        value(&t.expected),
-                        value(&t.actual),
-                        meta(&t.expected),
-                        meta(&t.actual),
-                        json_or_empty(&t.expected_version),
-                        json_or_empty(&t.actual_version),
-                        t.optional.unwrap_or(false),
-                        t.metadata.as_ref().map(|m| m.ty.as_str()).unwrap_or_default(),
-                        json_or_empty(&t.metadata),
-                    ],
-                )
-                .map_err(|e| self.err(e))?;
+            )?;
+            let mut put_attr = prepare(
+                "INSERT INTO device_attr (deviceid, name, value, optional, attr_type, metadata)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?;
+            let mut put_twin = prepare(
+                "INSERT INTO device_twin (deviceid, name, expected, actual, expected_meta, actual_meta,
+                    expected_version, actual_version, optional, attr_type, metadata)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )?;
+            for w in writes {
+                let id = match w {
+                    Write::Put(d) => &d.id,
+                    Write::Remove(id) => id,
+                };
+                del_attrs.execute([id]).map_err(|e| self.err(e))?;
+                del_twins.execute([id]).map_err(|e| self.err(e))?;
+                let Write::Put(d) = w else {
+                    del_device.execute([id]).map_err(|e| self.err(e))?;
+                    continue;
+                };
+                put_device
+                    .execute(params![d.id, d.name, d.description, d.state, d.last_online])
+                    .map_err(|e| self.err(e))?;
+                for (name, a) in &d.attributes {
+                    put_attr
+                        .execute(params![
+                            d.id,
+                            name,
+                            a.value,
+                            a.optional.unwrap_or(false),
+                            a.metadata.as_ref().map(|m| m.ty.as_str()).unwrap_or_default(),
+                            json_or_empty(&a.metadata)
+                        ])
+                        .map_err(|e| self.err(e))?;
+                }
+                for (name, t) in &d.twins {
+                    let value = |v: &Option<TwinValue>| v.as_ref().and_then(|v| v.value.clone()).unwrap_or_default();
+                    let meta = |v: &Option<TwinValue>| json_or_empty(&v.as_ref().and_then(|v| v.metadata.clone()));
+                    put_twin
+                        .execute(params![
+                            d.id,
+                            name,
+                            value(&t.expected),
+                            value(&t.actual),
+                            meta(&t.expected),
+                            meta(&t.actual),
+                            json_or_empty(&t.expected_version),
+                            json_or_empty(&t.actual_version),
+                            t.optional.unwrap_or(false),
+                            t.metadata.as_ref().map(|m| m.ty.as_str()).unwrap_or_default(),
+                            json_or_empty(&t.metadata),
+                        ])
+                        .map_err(|e| self.err(e))?;
+                }
             }
         }
         tx.commit().map_err(|e| self.err(e))

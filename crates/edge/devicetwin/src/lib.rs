@@ -11,7 +11,9 @@
 //!   go back on KubeEdge's result, document and delta topics.
 //! - Changed actual values and states are reported to the cloud
 //!   (`device/{id}/twin/edge_updated`, `device/{id}/state/update`), merged
-//!   per device between flushes. While the cloud is away they wait (one
+//!   per device between flushes; an edgehive cloud that agreed
+//!   `device-reports` takes many devices' reports in one message
+//!   (`devices/reports`, docs/protocol.md). While the cloud is away they wait (one
 //!   entry per device, the latest values); when it returns, every device's
 //!   values are reported again, so nothing a mapper reported offline is
 //!   lost and nothing stale wins.
@@ -47,6 +49,12 @@ pub const DMI: &str = "dmi";
 /// The largest `$hw/events/...` payload taken (twin values are at most 512
 /// bytes each; a bigger body is a mistake or an attack).
 pub const MAX_PAYLOAD: usize = 256 * 1024;
+/// The most devices one `devices/reports` message carries.
+pub const BATCH_DEVICES: usize = 256;
+/// A `devices/reports` message is closed once it holds this many bytes.
+pub const BATCH_BYTES: usize = 512 * 1024;
+/// The resource of a batch of reports (edgehive's `device-reports` feature).
+pub const BATCH_RESOURCE: &str = "devices/reports";
 /// Longest wait for room in another module's mailbox.
 const SEND_DEADLINE: Duration = Duration::from_secs(5);
 
@@ -60,7 +68,8 @@ pub struct TwinConfig {
     /// The most devices one node keeps; more are refused.
     pub max_devices: usize,
     /// The most report messages sent to the cloud a flush (4: 20 a second
-    /// at 200 ms, of EdgeHub's 30 for the whole node).
+    /// at 200 ms, of EdgeHub's 30 for the whole node). With a cloud that
+    /// agreed `device-reports`, each carries up to [`BATCH_DEVICES`] devices.
     pub reports_per_flush: usize,
 }
 
@@ -153,6 +162,8 @@ struct State {
     twins: Twins,
     models: HashMap<(String, String), Value>,
     connected: bool,
+    /// The cloud takes `devices/reports` batches.
+    batched: bool,
     dirty: HashSet<String>,
     removed: HashSet<String>,
     /// Twins to report, per device, merged.
@@ -204,6 +215,7 @@ impl State {
             twins: Twins::new(&m.cfg.node_name, loaded),
             models: HashMap::new(),
             connected: false,
+            batched: false,
             dirty: HashSet::new(),
             removed: HashSet::new(),
             reports: BTreeMap::new(),
@@ -295,6 +307,7 @@ impl State {
                 self.take(out, false).await;
             }
             self.connected = up;
+            self.batched = up && well_known::connection_has(&m.header.message_type, well_known::DEVICE_REPORTS_AGREED);
             return;
         }
         if src == source::BUS || src == source::EVENTBUS || src == DMI {
@@ -467,13 +480,12 @@ impl State {
         }
     }
 
-    /// Sends what waits for the cloud; what EdgeHub does not take waits on.
     /// Sends what waits for the cloud, at most `reports_per_flush` messages
     /// a flush, taking devices in turn from where the last flush stopped:
     /// EdgeHub sends 30 messages a second (KubeEdge's `messageQPS`) for the
     /// whole node, and a flood of reports would starve the rest (status,
-    /// leases; ACKs wait behind a report EdgeHub holds). Nothing is lost by
-    /// waiting: a device's reports merge, the latest value wins.
+    /// leases). Nothing is lost by waiting: a device's reports merge, the
+    /// latest value wins. What EdgeHub does not take waits for the next flush.
     async fn report(&mut self) {
         let mut ids: Vec<String> = self.reports.keys().chain(self.states.keys()).cloned().collect();
         ids.sort();
@@ -481,20 +493,25 @@ impl State {
         // In turn: the devices after the last one sent first.
         let split = self.report_cursor.as_ref().map_or(0, |c| ids.partition_point(|id| id <= c));
         ids.rotate_left(split);
+        if self.batched {
+            self.report_batches(ids).await;
+        } else {
+            self.report_each(ids).await;
+        }
+        self.metrics.pending_reports.set((self.reports.len() + self.states.len()) as i64);
+    }
+
+    /// KubeEdge's form: one message per twin report and per state report.
+    async fn report_each(&mut self, ids: Vec<String>) {
         let mut budget = self.reports_per_flush;
         for id in ids {
             if budget == 0 {
                 break;
             }
             if let Some(twins) = self.reports.remove(&id) {
-                let body = serde_json::json!({
-                    "event_id": edgehive_model::new_msg_id().as_str(),
-                    "timestamp": BaseMessage::now("").timestamp,
-                    "twin": twins,
-                });
                 let msg = Message::new()
                     .with_route(MODULE, group::RESOURCE, format!("device/{id}/twin/edge_updated"), op::UPDATE)
-                    .with_content(Content::from_serialize(&body).unwrap_or_default());
+                    .with_content(Content::from_serialize(&twin_update(&twins)).unwrap_or_default());
                 budget -= 1;
                 if !self.upstream(msg).await {
                     // EdgeHub did not take it: it and the rest wait.
@@ -522,7 +539,59 @@ impl State {
             }
             self.report_cursor = Some(id);
         }
-        self.metrics.pending_reports.set((self.reports.len() + self.states.len()) as i64);
+    }
+
+    /// edgehive's form: `{"devices": [{"id", "twin"?, "state"?}, ...]}`,
+    /// each entry holding what the two KubeEdge messages would.
+    async fn report_batches(&mut self, ids: Vec<String>) {
+        let mut ids = ids.into_iter().peekable();
+        for _ in 0..self.reports_per_flush {
+            if ids.peek().is_none() {
+                break;
+            }
+            let mut body = String::from("{\"devices\":[");
+            let mut taken: Vec<(String, Option<BTreeMap<String, MsgTwin>>, Option<String>)> = Vec::new();
+            while taken.len() < BATCH_DEVICES && body.len() < BATCH_BYTES {
+                let Some(id) = ids.next() else { break };
+                let twins = self.reports.remove(&id);
+                let state = self.states.remove(&id);
+                let mut entry = serde_json::Map::new();
+                entry.insert("id".into(), Value::String(id.clone()));
+                if let Some(t) = &twins {
+                    entry.insert("twin".into(), serde_json::to_value(twin_update(t)).unwrap_or_default());
+                }
+                if let Some(p) = &state {
+                    // The mapper's body, checked as JSON when it came.
+                    entry.insert("state".into(), serde_json::from_str(p).unwrap_or_else(|_| Value::String(p.clone())));
+                }
+                if !taken.is_empty() {
+                    body.push(',');
+                }
+                body.push_str(&Value::Object(entry).to_string());
+                taken.push((id, twins, state));
+            }
+            body.push_str("]}");
+            let Ok(content) = Content::from_json(body) else { break };
+            let msg =
+                Message::new().with_route(MODULE, group::RESOURCE, BATCH_RESOURCE, op::UPDATE).with_content(content);
+            if !self.upstream(msg).await {
+                // EdgeHub did not take it: these and the rest wait.
+                for (id, twins, state) in taken {
+                    if let Some(t) = twins {
+                        self.reports.insert(id.clone(), t);
+                    }
+                    if let Some(p) = state {
+                        self.states.insert(id, p);
+                    }
+                }
+                break;
+            }
+            self.metrics.reports_sent.inc_by(taken.len() as u64);
+            self.metrics.batches_sent.inc();
+            if let Some((id, _, _)) = taken.pop() {
+                self.report_cursor = Some(id);
+            }
+        }
     }
 
     async fn upstream(&self, msg: Message) -> bool {
@@ -535,6 +604,15 @@ impl State {
             Err(_) => false,
         }
     }
+}
+
+/// The body of a `device/{id}/twin/edge_updated` report.
+fn twin_update(twins: &BTreeMap<String, MsgTwin>) -> Value {
+    serde_json::json!({
+        "event_id": edgehive_model::new_msg_id().as_str(),
+        "timestamp": BaseMessage::now("").timestamp,
+        "twin": twins,
+    })
 }
 
 /// `{ns}/devicemodel/{name}` → (ns, name).

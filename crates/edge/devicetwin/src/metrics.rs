@@ -13,6 +13,7 @@ pub struct TwinMetrics {
     pub(crate) published: Counter,
     pub(crate) publish_dropped: Counter,
     pub(crate) reports_sent: Counter,
+    pub(crate) batches_sent: Counter,
     pub(crate) pending_reports: Gauge,
     pub(crate) flushes: Counter,
     pub(crate) flush_failures: Counter,
@@ -27,7 +28,12 @@ impl TwinMetrics {
         r.register("refused", "Requests and messages refused as malformed or not this node's", self.refused.clone());
         r.register("published", "Answers and events handed to EventBus", self.published.clone());
         r.register("publish_dropped", "Answers EventBus's full mailbox did not take", self.publish_dropped.clone());
-        r.register("reports_sent", "Twin and state reports sent to the cloud", self.reports_sent.clone());
+        r.register(
+            "reports_sent",
+            "Twin and state reports sent to the cloud (a device's entry in a batch counts once)",
+            self.reports_sent.clone(),
+        );
+        r.register("batches_sent", "devices/reports messages sent to the cloud", self.batches_sent.clone());
         r.register("pending_reports", "Devices with reports waiting for the cloud", self.pending_reports.clone());
         r.register("flushes", "Writes of changed devices to the device tables", self.flushes.clone());
         r.register("flush_failures", "Failed writes of the device tables", self.flush_failures.clone());

@@ -463,6 +463,7 @@ impl Twins {
                 cur.metadata = Some(m.clone());
             }
             if let Some(o) = t.optional {
+                changed |= cur.optional != Some(o);
                 cur.optional = Some(o);
             }
             result.insert(key.clone(), cur.shown());
@@ -471,7 +472,11 @@ impl Twins {
                 report.insert(key, cur.shown());
             }
         }
-        out.dirty.push(id.to_owned());
+        // The same values again (a mapper polling a steady device) change
+        // only timestamps: the row is not rewritten for them.
+        if !docs.is_empty() {
+            out.dirty.push(id.to_owned());
+        }
         out.publish(topic, &TwinResult { base: BaseMessage::now(&event), twin: result });
         if !docs.is_empty() {
             out.publish(

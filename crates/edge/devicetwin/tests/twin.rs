@@ -93,10 +93,16 @@ impl Edge {
     }
 
     async fn connection(&self, up: bool) {
+        self.connection_agreeing(up, "").await;
+    }
+
+    /// EdgeHub's connection event, listing what the link agreed.
+    async fn connection_agreeing(&self, up: bool, agreed: &str) {
         let text = if up { well_known::CLOUD_CONNECTED } else { "cloud_disconnected" };
-        let m = Message::new()
+        let mut m = Message::new()
             .with_route(source::EDGEHUB, group::META, well_known::NODE_CONNECTION, op::CONNECT)
             .with_content(Content::string(text));
+        m.header.message_type = edgehive_model::Text::copy_from(agreed);
         self.send(m).await;
     }
 
@@ -362,5 +368,52 @@ async fn reports_are_paced_and_every_device_gets_its_turn() {
         let i: usize = res.trim_start_matches("device/d")[..2].parse().unwrap();
         assert_eq!(body["twin"]["temperature"]["actual"]["value"], format!("2{i}"), "{res}");
     }
+    edge.stop().await;
+}
+
+/// With a cloud that agreed `device-reports`, many devices' reports go in
+/// one message, up to 256 devices each, every device once with its latest
+/// twin values and state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_an_agreeing_cloud_reports_go_in_batches() {
+    let dir = TempDir::new("devicetwin-batched");
+    let mut cfg = TwinConfig::new("edge-1");
+    cfg.flush_interval = Duration::from_millis(20);
+    cfg.reports_per_flush = 1;
+    let edge = Edge::start_with(&dir.path().join("edgecore.db"), cfg);
+    let n = 300;
+    for i in 0..n {
+        let mut m = device_message(op::INSERT, "20");
+        let mut v = m.content.to_value();
+        v["metadata"]["name"] = json!(format!("d{i:03}"));
+        m = m.with_content(Content::from_serialize(&v).unwrap());
+        m.route.resource = format!("default/device/d{i:03}").into();
+        edge.send(m).await;
+    }
+    for round in 0..2 {
+        for i in 0..n {
+            let body = json!({"twin": {"temperature": {"actual": {"value": format!("{round}-{i}")}}}}).to_string();
+            edge.mqtt(&format!("$hw/events/device/d{i:03}/twin/update"), &body).await;
+        }
+    }
+    edge.mqtt("$hw/events/device/d007/state/update", r#"{"state":"online"}"#).await;
+    edge.connection_agreeing(true, "session-liveness,device-reports").await;
+    eventually("every device is reported", DEADLINE, || {
+        edge.reports().iter().map(|(_, b)| b["devices"].as_array().map_or(0, Vec::len)).sum::<usize>() >= n
+    })
+    .await;
+    let r = edge.reports();
+    assert!(r.iter().all(|(res, _)| res == "devices/reports"), "{r:?}");
+    assert_eq!(r.iter().map(|(_, b)| b["devices"].as_array().unwrap().len()).collect::<Vec<_>>(), [256, n - 256]);
+    let mut ids = std::collections::BTreeSet::new();
+    for entry in r.iter().flat_map(|(_, b)| b["devices"].as_array().unwrap().iter()) {
+        let id = entry["id"].as_str().unwrap();
+        assert!(ids.insert(id.to_owned()), "{id} twice");
+        let i: usize = id[1..].parse().unwrap();
+        assert_eq!(entry["twin"]["twin"]["temperature"]["actual"]["value"], format!("1-{i}"), "{id}");
+        assert_eq!(entry.get("state").is_some(), id == "d007", "{id}");
+    }
+    let d007 = r.iter().flat_map(|(_, b)| b["devices"].as_array().unwrap()).find(|e| e["id"] == "d007").unwrap();
+    assert_eq!(d007["state"]["device"]["state"], "online");
     edge.stop().await;
 }

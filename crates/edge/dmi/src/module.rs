@@ -301,7 +301,7 @@ async fn load_from_store(shared: &Arc<Shared>) {
                 _ => match serde_json::from_str::<Value>(&value) {
                     Ok(v) if !convert::object_name(&v).is_empty() => {
                         if resource_type == RESOURCE_TYPE_DEVICE {
-                            cache.put_device(v);
+                            cache.put_device(&v);
                         } else {
                             cache.put_model(v);
                         }
@@ -493,8 +493,8 @@ fn handle_object(shared: &Arc<Shared>, workers: &mut MapperWorkers, msg: &Messag
             };
             let protocol = device_protocol(&obj).to_owned();
             let converted = convert::convert_device(&obj);
-            let old = shared.cache().put_device(obj);
-            let old_protocol = old.as_ref().map(|o| device_protocol(o).to_owned());
+            let old = shared.cache().put_device(&obj);
+            let old_protocol = old.as_ref().map(|o| o.protocol.clone());
             let device = match converted {
                 Ok(d) => d,
                 Err(e) => {
@@ -518,7 +518,8 @@ fn handle_object(shared: &Arc<Shared>, workers: &mut MapperWorkers, msg: &Messag
         }
         (RESOURCE_TYPE_DEVICE, op::DELETE) => {
             let old = shared.cache().remove_device(name);
-            let Some(protocol) = old.as_ref().or(obj.as_ref()).map(|o| device_protocol(o).to_owned()) else {
+            let protocol = old.map(|o| o.protocol).or_else(|| obj.as_ref().map(|o| device_protocol(o).to_owned()));
+            let Some(protocol) = protocol else {
                 tracing::debug!(resource, "DMI: delete of a device not known here");
                 return;
             };

@@ -21,7 +21,6 @@ use edgehive_model::{Content, Message};
 use serde_json::{Map, Value, json};
 
 use crate::api::{self, method};
-use crate::convert;
 use crate::module::{RESOURCE_TYPE_DEVICEMAPPER, Shared, lock};
 use crate::state::{MAX_MAPPERS, MapperRecord};
 
@@ -163,8 +162,8 @@ async fn save_mapper(shared: &Arc<Shared>, record: &MapperRecord, displaced: &[S
 }
 
 /// Checks that `device` is known and its protocol has a mapper; returns
-/// its object.
-fn known_device(shared: &Shared, device: &str) -> Result<Value, Status> {
+/// the names of its properties.
+fn known_device(shared: &Shared, device: &str) -> Result<Box<[Box<str>]>, Status> {
     let cache = shared.cache();
     let refuse = |status: Status| {
         shared.metrics.reports_dropped.inc();
@@ -174,14 +173,14 @@ fn known_device(shared: &Shared, device: &str) -> Result<Value, Status> {
     let Some(obj) = cache.device(device) else {
         return refuse(Status::not_found(format!("device {device:?} is not on this node")));
     };
-    let protocol = convert::device_protocol(obj);
+    let protocol = obj.protocol.as_str();
     if !cache.has_mapper(protocol) {
         return refuse(Status::new(
             edgehive_grpc::code::FAILED_PRECONDITION,
             format!("no mapper of protocol {protocol:?} (device {device:?}) is registered"),
         ));
     }
-    Ok(obj.clone())
+    Ok(obj.properties.clone())
 }
 
 async fn report_device_status(
@@ -191,17 +190,10 @@ async fn report_device_status(
 ) -> Result<api::ReportDeviceStatusResponse, Status> {
     limited(shared, &shared.report_limit, &format!("report status of {}", req.device_name))?;
     shared.metrics.reports.inc();
-    let device = known_device(shared, &req.device_name)?;
-    let properties: Vec<&str> = device
-        .pointer("/spec/properties")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|p| p.get("name").and_then(Value::as_str))
-        .collect();
+    let properties = known_device(shared, &req.device_name)?;
     let mut twin = Map::new();
     for t in req.reported_device.map(|d| d.twins).unwrap_or_default() {
-        if !properties.contains(&t.property_name.as_str()) {
+        if !properties.iter().any(|p| **p == *t.property_name) {
             shared.metrics.reports_dropped.inc();
             tracing::warn!(device = %req.device_name, property = %t.property_name, "reported property is not the device's, dropped");
             continue;

@@ -2,7 +2,7 @@
 //! the link to the cloud, sends keepalives, routes what the cloud sends to
 //! the edge modules and writes what they send to the cloud.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +23,10 @@ use crate::outbox::{Outbox, Refused};
 
 /// EdgeHub's module name: edge modules send to `websocket` what goes to the cloud.
 pub const MODULE: &str = source::WEBSOCKET;
+
+/// Upstream messages read past one the rate limit holds (see
+/// `Link::connected`).
+const LINE: usize = 256;
 
 /// Edge modules told of connection changes (KubeEdge: twin, meta, bus;
 /// here also edged, which reports the node's status).
@@ -99,7 +103,10 @@ impl EdgeHubConfig {
             handshake_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(15),
             ping_keepalive: true,
-            features: vec![edgehive_viaduct::features::INVENTORY.to_owned()],
+            features: vec![
+                edgehive_viaduct::features::INVENTORY.to_owned(),
+                edgehive_viaduct::features::DEVICE_REPORTS.to_owned(),
+            ],
         }
     }
 
@@ -368,6 +375,9 @@ impl Link {
         if rx.peer().agreed(edgehive_viaduct::features::INVENTORY) {
             agreed.push(well_known::INVENTORY_AGREED);
         }
+        if rx.peer().agreed(edgehive_viaduct::features::DEVICE_REPORTS) {
+            agreed.push(well_known::DEVICE_REPORTS_AGREED);
+        }
         self.metrics.connected.set(1);
         self.publish(well_known::CLOUD_CONNECTED, &agreed.join(",")).await;
         if !pings && let Err(e) = self.keepalive(&tx).await {
@@ -375,19 +385,29 @@ impl Link {
         }
         let mut beat = tokio::time::interval_at(Instant::now() + self.cfg.heartbeat, self.cfg.heartbeat);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // What the rate limit holds back: the message next in line, then
+        // the ones read behind it. The mailbox is read while the line is
+        // shorter than `LINE`, so an ACK or an answer behind a held report
+        // is written at once (it is exempt); past that the mailbox waits.
         let mut held: Option<Message> = None;
+        let mut line: VecDeque<Message> = VecDeque::new();
         let mut wake: Option<Instant> = None;
         loop {
-            if held.is_none()
-                && let Some(m) = self.outbox.pop()
-            {
-                self.metrics.outbox_depth.set(self.outbox.len() as i64);
-                held = Some(m);
+            if held.is_none() {
+                if let Some(m) = self.outbox.pop() {
+                    self.metrics.outbox_depth.set(self.outbox.len() as i64);
+                    held = Some(m);
+                } else {
+                    held = line.pop_front();
+                }
             }
-            if let Some(m) = held.take() {
+            // Woken by something else while the limit still holds it: no new try.
+            let limited = wake.is_some_and(|at| at > Instant::now());
+            if !limited && let Some(m) = held.take() {
                 match self.limiter.try_take() {
                     Ok(()) => {
                         if let Err(end) = self.write(&tx, m).await {
+                            self.set_aside(None, &mut line);
                             return end;
                         }
                         continue;
@@ -399,7 +419,9 @@ impl Link {
                     }
                 }
             }
+            self.metrics.upstream_line.set(line.len() as i64);
             let waiting = held.is_some();
+            let room = line.len() < LINE;
             let event = tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => Event::Stop,
@@ -407,7 +429,7 @@ impl Link {
                 m = rx.recv() => Event::Down(m),
                 _ = beat.tick() => Event::Beat,
                 () = sleep_until_opt(wake), if waiting => Event::Wake,
-                m = self.ctx.receive(), if !waiting => Event::Up(m),
+                m = self.ctx.receive(), if room => Event::Up(m),
             };
             match event {
                 Event::Stop => {
@@ -415,21 +437,18 @@ impl Link {
                     return End::Stop;
                 }
                 Event::Certs => {
-                    if let Some(m) = held.take() {
-                        self.outbox.unpop(m);
-                    }
+                    self.set_aside(held.take(), &mut line);
                     tx.close();
                     return End::Renewed;
                 }
                 Event::Down(Some(m)) => self.downstream(m).await,
                 Event::Down(None) => {
-                    if let Some(m) = held.take() {
-                        self.outbox.unpop(m);
-                    }
+                    self.set_aside(held.take(), &mut line);
                     return End::Lost(closed_reason(&rx));
                 }
                 Event::Beat => {
                     if !pings && let Err(e) = self.keepalive(&tx).await {
+                        self.set_aside(held.take(), &mut line);
                         return e;
                     }
                 }
@@ -438,14 +457,31 @@ impl Link {
                 Event::Up(Some(m)) => {
                     if exempt(&m) {
                         if let Err(end) = self.write(&tx, m).await {
+                            self.set_aside(held.take(), &mut line);
                             return end;
                         }
-                    } else {
+                    } else if held.is_none() {
                         held = Some(m);
+                    } else {
+                        line.push_back(m);
                     }
                 }
             }
         }
+    }
+
+    /// The link is gone with messages still in line: the held one goes
+    /// back to the front of the outbox, and the rest are handled as if
+    /// they had come while disconnected (status reports wait, requests are
+    /// told, the rest is counted).
+    fn set_aside(&mut self, held: Option<Message>, line: &mut VecDeque<Message>) {
+        if let Some(m) = held {
+            self.outbox.unpop(m);
+        }
+        for m in line.drain(..) {
+            self.offline(m);
+        }
+        self.metrics.upstream_line.set(0);
     }
 
     async fn keepalive(&self, tx: &ConnTx) -> Result<(), End> {

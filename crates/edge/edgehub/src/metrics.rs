@@ -39,6 +39,8 @@ pub struct EdgeHubMetrics {
     pub(crate) outbox_overflow: Counter,
     /// Status reports waiting for the link.
     pub(crate) outbox_depth: Gauge,
+    /// Upstream messages read behind one the rate limit holds.
+    pub(crate) upstream_line: Gauge,
     /// Requests answered "not connected".
     pub(crate) refused_disconnected: Counter,
     /// Other messages not sent because the link was down (the cloud re-sends
@@ -68,6 +70,11 @@ impl EdgeHubMetrics {
         let r = registry.sub_registry_with_prefix("edgehub");
         r.register("connected", "1 while the edge is connected to the cloud", self.connected.clone());
         r.register("outbox_depth", "Status reports waiting for the link", self.outbox_depth.clone());
+        r.register(
+            "upstream_line",
+            "Upstream messages waiting behind one the rate limit holds",
+            self.upstream_line.clone(),
+        );
         r.register("connects", "Connections made to the cloud", self.connects.clone());
         r.register("dial_failures", "Failed connection attempts", self.dial_failures.clone());
         r.register("disconnects", "Connections lost", self.disconnects.clone());

@@ -84,7 +84,14 @@ impl Outbox {
         if self.by_key.contains_key(&key) {
             return;
         }
-        let seq = self.order.first_key_value().map_or(self.seq + 1, |(s, _)| s.saturating_sub(1));
+        let seq = match self.order.first_key_value() {
+            Some((s, _)) => s.saturating_sub(1),
+            // Empty: a number the next `push` will not take too.
+            None => {
+                self.seq += 1;
+                self.seq
+            }
+        };
         self.by_key.insert(key, seq);
         self.order.insert(seq, m);
     }
@@ -110,6 +117,16 @@ mod tests {
         Message::new()
             .with_route(source::EDGED, group::META, resource, op::UPDATE)
             .with_content(Content::string(&n.to_string()))
+    }
+
+    #[test]
+    fn a_report_put_back_into_an_empty_outbox_is_not_overwritten_by_the_next() {
+        let mut o = Outbox::new(10);
+        o.unpop(status("default/podstatus/a", 1));
+        assert_eq!(o.push(status("default/podstatus/b", 1)), Ok(false));
+        assert_eq!(o.len(), 2);
+        assert_eq!(o.pop().unwrap().route.resource, "default/podstatus/a");
+        assert_eq!(o.pop().unwrap().route.resource, "default/podstatus/b");
     }
 
     #[test]

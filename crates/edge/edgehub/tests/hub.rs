@@ -288,6 +288,43 @@ async fn upstream_messages_are_rate_limited_but_acks_are_not() {
 }
 
 #[tokio::test]
+async fn an_ack_passes_reports_the_rate_limit_holds() {
+    let cloud = Cloud::new();
+    let mut server = cloud.server("127.0.0.1:0".parse().unwrap(), false).await;
+    let mut cfg = config(&[server.local_addr()]);
+    // One report now, the next in 100 s: the rest are held for the test.
+    cfg.message_qps = 0.01;
+    cfg.message_burst = 1;
+    cfg.heartbeat = Duration::from_secs(60);
+    let e = edge(&cloud, cfg);
+    let (tx, mut rx) = accept(&mut server).await.split();
+    let _keepalive = next(&mut rx).await;
+    for i in 0..20 {
+        e.ctx.send(edgehive_edgehub::MODULE, status(&format!("p{i}"), 1)).await.unwrap();
+    }
+    assert_eq!(next(&mut rx).await.route.resource, "default/podstatus/p0");
+    eventually("the reports behind the held one are read", || e.metric("edgehive_edgehub_upstream_line") == 18).await;
+    // The ACK sent after them is written at once, ahead of them.
+    let ack = Message::new()
+        .with_route(source::METAMANAGER, group::RESOURCE, "default/pod/p", op::RESPONSE)
+        .with_parent("cloud-msg")
+        .with_content(Content::string("OK"));
+    e.ctx.send(edgehive_edgehub::MODULE, ack).await.unwrap();
+    let got = next(&mut rx).await;
+    assert_eq!(got.route.operation, op::RESPONSE);
+    assert_eq!(got.parent_id().map(|t| t.as_str()), Some("cloud-msg"));
+    assert!(e.metric("edgehive_edgehub_throttled_total") >= 1);
+    // Lost with reports in line: they wait in the outbox, none dropped.
+    tx.close();
+    drop(rx);
+    drop(server);
+    eventually("the held reports wait for the next link", || {
+        e.metric("edgehive_edgehub_connected") == 0 && e.metric("edgehive_edgehub_outbox_depth") == 19
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_renewed_certificate_is_used_at_once() {
     let cloud = Cloud::new();
     let mut server = cloud.server("127.0.0.1:0".parse().unwrap(), false).await;

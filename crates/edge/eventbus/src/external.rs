@@ -14,6 +14,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use rumqttc::{AsyncClient, Event, EventLoop, MqttOptions, Packet, QoS, Request, SubscribeFilter};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -122,8 +124,7 @@ async fn run_subscriber(
     cancel: CancellationToken,
 ) {
     let node = deliver.node().to_owned();
-    let mut backoff = Backoff::new();
-    let mut connected = false;
+    let mut link = Link::new(&node, "sub", &metrics.sub_connected, &metrics.sub_connects, &metrics.sub_disconnects);
     // SUBSCRIBE requests that did not fit in the request queue yet.
     let mut to_send: VecDeque<Vec<SubscribeFilter>> = VecDeque::new();
     loop {
@@ -133,10 +134,7 @@ async fn run_subscriber(
         };
         match event {
             Ok(Event::Incoming(Packet::ConnAck(_))) => {
-                connected = true;
-                backoff.reset();
-                metrics.sub_connected.set(1);
-                metrics.sub_connects.inc();
+                link.connack();
                 subscriptions.take_resync();
                 to_send = batches(subscriptions.all());
                 tracing::info!(node = %node, module = "eventbus", client = "sub", filters = subscriptions.len(), "connected to the external MQTT broker");
@@ -151,24 +149,14 @@ async fn run_subscriber(
             }
             Ok(_) => {}
             Err(e) => {
-                if connected {
-                    tracing::warn!(node = %node, module = "eventbus", client = "sub", error = %e, "lost the external MQTT broker; reconnecting");
-                } else {
-                    tracing::debug!(node = %node, module = "eventbus", client = "sub", error = %e, "cannot reach the external MQTT broker");
-                }
-                connected = false;
                 to_send.clear();
-                metrics.sub_connected.set(0);
-                metrics.sub_disconnects.inc();
-                let delay = backoff.next_delay(fastrand::f64());
-                tokio::select! {
-                    _ = cancel.cancelled() => break,
-                    _ = tokio::time::sleep(delay) => {}
+                if !link.lost(&e, &cancel).await {
+                    break;
                 }
                 continue;
             }
         }
-        if connected && subscriptions.take_resync() {
+        if link.connected && subscriptions.take_resync() {
             to_send = batches(subscriptions.all());
         }
         while let Some(batch) = to_send.pop_front() {
@@ -180,7 +168,7 @@ async fn run_subscriber(
             }
         }
     }
-    metrics.sub_connected.set(0);
+    link.up.set(0);
 }
 
 fn batches(filters: Vec<String>) -> VecDeque<Vec<SubscribeFilter>> {
@@ -202,8 +190,7 @@ async fn run_publisher(
     metrics: Arc<EventBusMetrics>,
     cancel: CancellationToken,
 ) {
-    let mut backoff = Backoff::new();
-    let mut connected = false;
+    let mut link = Link::new(&node, "pub", &metrics.pub_connected, &metrics.pub_connects, &metrics.pub_disconnects);
     let mut carried: VecDeque<Request> = VecDeque::new();
     loop {
         let event = tokio::select! {
@@ -212,38 +199,75 @@ async fn run_publisher(
         };
         match event {
             Ok(Event::Incoming(Packet::ConnAck(_))) => {
-                connected = true;
-                backoff.reset();
-                metrics.pub_connected.set(1);
-                metrics.pub_connects.inc();
+                link.connack();
                 let resent = carried.len();
                 events.pending.extend(carried.drain(..));
                 tracing::info!(node = %node, module = "eventbus", client = "pub", resent, "connected to the external MQTT broker");
             }
             Ok(_) => {}
             Err(e) => {
-                if connected {
-                    tracing::warn!(node = %node, module = "eventbus", client = "pub", error = %e, "lost the external MQTT broker; reconnecting");
-                } else {
-                    tracing::debug!(node = %node, module = "eventbus", client = "pub", error = %e, "cannot reach the external MQTT broker");
-                }
-                connected = false;
-                metrics.pub_connected.set(0);
-                metrics.pub_disconnects.inc();
                 let over = carry_over(&mut events.pending, &mut carried, queue);
                 if over > 0 {
                     metrics.dropped_queue_full.inc_by(over as u64);
                     tracing::warn!(node = %node, module = "eventbus", dropped = over, "publishes dropped: more were waiting for the external MQTT broker than mqttSessionQueueSize");
                 }
-                let delay = backoff.next_delay(fastrand::f64());
-                tokio::select! {
-                    _ = cancel.cancelled() => break,
-                    _ = tokio::time::sleep(delay) => {}
+                if !link.lost(&e, &cancel).await {
+                    break;
                 }
             }
         }
     }
-    metrics.pub_connected.set(0);
+    link.up.set(0);
+}
+
+/// One client's link to the broker: its state, metrics, logs, and the
+/// backoff between attempts.
+struct Link<'a> {
+    node: &'a str,
+    client: &'static str,
+    connected: bool,
+    backoff: Backoff,
+    up: &'a Gauge,
+    connects: &'a Counter,
+    disconnects: &'a Counter,
+}
+
+impl<'a> Link<'a> {
+    fn new(
+        node: &'a str,
+        client: &'static str,
+        up: &'a Gauge,
+        connects: &'a Counter,
+        disconnects: &'a Counter,
+    ) -> Self {
+        Link { node, client, connected: false, backoff: Backoff::new(), up, connects, disconnects }
+    }
+
+    fn connack(&mut self) {
+        self.connected = true;
+        self.backoff.reset();
+        self.up.set(1);
+        self.connects.inc();
+    }
+
+    /// The connection failed or was lost: logs it and waits the backoff.
+    /// False when cancelled meanwhile.
+    async fn lost(&mut self, e: &rumqttc::ConnectionError, cancel: &CancellationToken) -> bool {
+        let (node, client) = (self.node, self.client);
+        if self.connected {
+            tracing::warn!(node = %node, module = "eventbus", client, error = %e, "lost the external MQTT broker; reconnecting");
+        } else {
+            tracing::debug!(node = %node, module = "eventbus", client, error = %e, "cannot reach the external MQTT broker");
+        }
+        self.connected = false;
+        self.up.set(0);
+        self.disconnects.inc();
+        let delay = self.backoff.next_delay(fastrand::f64());
+        tokio::select! {
+            _ = cancel.cancelled() => false,
+            _ = tokio::time::sleep(delay) => true,
+        }
+    }
 }
 
 /// Moves the publishes a lost connection left in `pending` to `carried`

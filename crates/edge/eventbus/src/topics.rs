@@ -275,22 +275,7 @@ pub(crate) fn filter_matches(filter: &str, topic: &str) -> bool {
 /// Numbers are written as serde_json keeps them (Go would rewrite a
 /// fraction such as `1.0` as `1`).
 pub(crate) fn go_json(value: &serde_json::Value) -> String {
-    let text = serde_json::to_string(&sorted(value)).unwrap_or_else(|_| "null".to_owned());
-    if !text.contains(['<', '>', '&', '\u{2028}', '\u{2029}']) {
-        return text;
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
-    out
+    edgehive_model::json::go_html_escape(serde_json::to_string(&sorted(value)).unwrap_or_else(|_| "null".to_owned()))
 }
 
 /// A copy with every object's keys in order (whether or not serde_json's

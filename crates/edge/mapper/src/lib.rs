@@ -6,7 +6,8 @@
 //! registers with the edge (MapperRegister, withData) and gets its
 //! protocol's devices; for each property it reads the device every
 //! `collectCycle`, reports the value to the edge every `reportCycle`
-//! (ReportDeviceStatus), pushes each reading to the property's
+//! (ReportDeviceStatus; the properties due together go in one call per
+//! device, at most one call in flight per device), pushes each reading to the property's
 //! `pushMethod`, and writes a new desired value to the device. When the
 //! edge restarts (its socket is a new file) or a report cannot reach it,
 //! the mapper registers again, with backoff.
@@ -176,6 +177,8 @@ impl Mapper {
         }
         let stop = self.cancel.child_token();
         let driver = Arc::new(tokio::sync::Mutex::new(Driver::new(&config.connection)));
+        let reports = Arc::new(Reports::default());
+        tokio::spawn(run_reporter(Arc::clone(self), config.name.clone(), Arc::clone(&reports), stop.clone()));
         for (property, write) in config.properties.iter().zip(writes) {
             tokio::spawn(run_property(
                 Arc::clone(self),
@@ -184,6 +187,7 @@ impl Mapper {
                 write,
                 Arc::clone(&driver),
                 Arc::clone(&latest),
+                Arc::clone(&reports),
                 stop.clone(),
             ));
         }
@@ -253,10 +257,10 @@ impl Mapper {
         self.edge.call(method::MAPPER_REGISTER, &req, self.cfg.call_timeout).await
     }
 
-    async fn report(&self, device: &str, twin: api::Twin) {
+    async fn report(&self, device: &str, twins: Vec<api::Twin>) {
         let req = api::ReportDeviceStatusRequest {
             device_name: device.to_owned(),
-            reported_device: Some(api::DeviceStatus { twins: vec![twin] }),
+            reported_device: Some(api::DeviceStatus { twins }),
             ..Default::default()
         };
         let r = self
@@ -338,8 +342,41 @@ async fn registration_loop(mapper: Arc<Mapper>) {
     }
 }
 
+/// A device's twins waiting to be reported, the latest per property.
+#[derive(Debug, Default)]
+struct Reports {
+    due: Mutex<std::collections::BTreeMap<String, api::Twin>>,
+    ready: Notify,
+}
+
+/// How long the reporter waits after the first twin is due for the
+/// device's other properties whose cycle ends at the same time.
+const REPORT_GATHER: Duration = Duration::from_millis(10);
+
+/// A device's reporter: sends what its properties have due in one
+/// ReportDeviceStatus call, one call at a time; what comes due meanwhile
+/// merges (a property's latest value wins) and goes in the next call.
+async fn run_reporter(mapper: Arc<Mapper>, device: String, reports: Arc<Reports>, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            () = reports.ready.notified() => {}
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            () = tokio::time::sleep(REPORT_GATHER) => {}
+        }
+        let twins: Vec<api::Twin> = std::mem::take(&mut *lock(&reports.due)).into_values().collect();
+        if !twins.is_empty() {
+            mapper.report(&device, twins).await;
+        }
+    }
+}
+
 /// One property's loop: write a pending desired value, read every
-/// collect cycle, push each reading, report every report cycle.
+/// collect cycle, push each reading, hand a report to the device's
+/// reporter every report cycle.
+#[allow(clippy::too_many_arguments)]
 async fn run_property(
     mapper: Arc<Mapper>,
     device: String,
@@ -347,16 +384,21 @@ async fn run_property(
     mut pending_write: Option<String>,
     driver: Arc<tokio::sync::Mutex<Driver>>,
     latest: Arc<Mutex<HashMap<String, String>>>,
+    reports: Arc<Reports>,
     stop: CancellationToken,
 ) {
-    let mut collect = tokio::time::interval(p.collect);
+    let start = tokio::time::Instant::now();
+    let mut collect = tokio::time::interval_at(start, p.collect);
     collect.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut next_report = tokio::time::Instant::now();
+    let mut next_report = start;
     loop {
-        tokio::select! {
+        // The tick's scheduled time, not the time it was woken: with the
+        // wake-up's jitter, a report cycle equal to the collect cycle would
+        // skip about a third of its reports.
+        let at = tokio::select! {
             _ = stop.cancelled() => return,
-            _ = collect.tick() => {}
-        }
+            at = collect.tick() => at,
+        };
         if let Some(value) = pending_write.as_deref() {
             match driver.lock().await.write(&p.name, &p.visitor, value).await {
                 Ok(()) => {
@@ -385,9 +427,8 @@ async fn run_property(
             let reading = Reading { device_name: &device, property_name: &p.name, value: &value, timestamp: now_ms };
             mapper.pusher.push(method, &reading).await;
         }
-        let now = tokio::time::Instant::now();
-        if now >= next_report {
-            next_report = now + p.report;
+        if at >= next_report {
+            next_report = at + p.report;
             let twin = api::Twin {
                 property_name: p.name.clone(),
                 observed_desired: Some(api::TwinProperty {
@@ -399,7 +440,8 @@ async fn run_property(
                     metadata: HashMap::from([("timestamp".to_owned(), now_ms.to_string())]),
                 }),
             };
-            mapper.report(&device, twin).await;
+            lock(&reports.due).insert(p.name.clone(), twin);
+            reports.ready.notify_one();
         }
     }
 }
