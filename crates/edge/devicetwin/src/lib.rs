@@ -550,7 +550,7 @@ impl State {
                 break;
             }
             let mut body = String::from("{\"devices\":[");
-            let mut taken: Vec<(String, Option<BTreeMap<String, MsgTwin>>, Option<String>)> = Vec::new();
+            let mut taken: Vec<Taken> = Vec::new();
             while taken.len() < BATCH_DEVICES && body.len() < BATCH_BYTES {
                 let Some(id) = ids.next() else { break };
                 let twins = self.reports.remove(&id);
@@ -605,6 +605,9 @@ impl State {
         }
     }
 }
+
+/// A device's reports taken into a batch: its id, twins and state.
+type Taken = (String, Option<BTreeMap<String, MsgTwin>>, Option<String>);
 
 /// The body of a `device/{id}/twin/edge_updated` report.
 fn twin_update(twins: &BTreeMap<String, MsgTwin>) -> Value {
