@@ -24,7 +24,7 @@
 //!    bytes (a counting proxy between edge and cloud: TLS bytes on the
 //!    wire), and the cloud's Device status writes. Two variants: values
 //!    that never change (`min == max`) and values that change every second
-//!    (a random float).
+//!    (a random whole number).
 //!
 //! Each part runs `--runs` times (3) on fresh processes; every run is
 //! printed, and the worst is the one to report (BENCHMARKS.md's rules).
@@ -484,7 +484,7 @@ async fn latency_run(run: usize, patches: usize, reports: usize) {
 
 fn virtual_device(name: &str, changing: bool) -> Value {
     let config =
-        if changing { json!({"min": 0, "max": 1000000, "dataType": "float"}) } else { json!({"min": 5, "max": 5}) };
+        if changing { json!({"min": 0, "max": 1000000, "dataType": "int"}) } else { json!({"min": 5, "max": 5}) };
     let visitor = json!({"protocolName": "virtualprotocol", "configData": config});
     json!({
         "apiVersion": "devices.kubeedge.io/v1beta1", "kind": "Device",

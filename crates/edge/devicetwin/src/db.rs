@@ -119,7 +119,11 @@ impl TwinDb {
     /// Writes `writes` in one transaction.
     pub fn apply(&self, writes: &[Write]) -> Result<(), DbError> {
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        // IMMEDIATE: the write lock is taken at BEGIN, where the busy
+        // timeout applies. A deferred transaction that reads first would
+        // fail at once with SQLITE_BUSY when the other module's connection
+        // (MetaManager and DeviceTwin share the file) wrote meanwhile.
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(|e| self.err(e))?;
         {
             // Prepared once per connection, not once per row.
             let prepare = |sql: &str| tx.prepare_cached(sql).map_err(|e| self.err(e));

@@ -278,7 +278,11 @@ impl MetaDb {
     /// it changed anything (a put older than the stored object does not).
     pub fn apply(&self, ops: &[Op]) -> Result<Vec<bool>, DbError> {
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        // IMMEDIATE: the write lock is taken at BEGIN, where the busy
+        // timeout applies. A deferred transaction that reads first would
+        // fail at once with SQLITE_BUSY when the other module's connection
+        // (MetaManager and DeviceTwin share the file) wrote meanwhile.
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(|e| self.err(e))?;
         let mut changed = Vec::with_capacity(ops.len());
         {
             let mut get = tx.prepare_cached("SELECT value FROM meta WHERE key = ?1").map_err(|e| self.err(e))?;
