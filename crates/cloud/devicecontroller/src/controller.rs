@@ -486,7 +486,7 @@ impl Controller {
     /// Starts the writes that are due.
     fn flush(&mut self) {
         let now = Instant::now();
-        let due: Vec<Key> = self
+        let mut due: Vec<(Option<Instant>, Key)> = self
             .waiting
             .iter()
             .filter(|(k, w)| {
@@ -497,9 +497,14 @@ impl Controller {
                 };
                 !self.in_flight.contains(*k) && self.last_write.get(*k).is_none_or(|t| now.duration_since(*t) >= wait)
             })
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| (self.last_write.get(k).copied(), k.clone()))
             .collect();
-        for key in due {
+        // More due than may be in flight: the longest unwritten go first
+        // (never written, then the oldest write), so none is starved.
+        if due.len() > self.cfg.writes_in_flight.saturating_sub(self.in_flight.len()) {
+            due.sort_unstable();
+        }
+        for (_, key) in due {
             if self.in_flight.len() >= self.cfg.writes_in_flight {
                 break;
             }

@@ -317,6 +317,44 @@ async fn a_batch_is_taken_entry_by_entry() {
     assert_eq!(cloud.status("thermo").await, Value::Null, "thermo untouched");
 }
 
+/// More devices due than writes may be in flight: each is written in
+/// turn, none starved (values change on every report).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_more_due_than_in_flight_every_device_is_written() {
+    let cloud = Cloud::start(DeviceControllerConfig {
+        min_write_interval: Duration::from_millis(300),
+        writes_in_flight: 1,
+        ..DeviceControllerConfig::default()
+    })
+    .await;
+    cloud.store.create(&DEVICE_MODELS, model()).await.unwrap();
+    let n = 40;
+    for i in 0..n {
+        cloud.store.create(&DEVICES, device(&format!("d{i:02}"), "edge-1", "20")).await.unwrap();
+    }
+    seen_until(&cloud, 3 * n).await;
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let mut round = 0;
+    loop {
+        round += 1;
+        for i in 0..n {
+            let r = twin_report(&format!("{round}"));
+            cloud.report("edge-1", &format!("device/d{i:02}/twin/edge_updated"), r).await;
+        }
+        let mut unwritten = 0;
+        for i in 0..n {
+            if cloud.status(&format!("d{i:02}")).await == Value::Null {
+                unwritten += 1;
+            }
+        }
+        if unwritten == 0 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{unwritten} of {n} devices never written");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Runs a store read to completion from a sync closure (the test's
 /// `eventually` takes one); the store answers without blocking on I/O
 /// this test controls.
