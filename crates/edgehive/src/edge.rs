@@ -222,7 +222,8 @@ async fn serve(cfg: EdgeConfig) -> anyhow::Result<ExitCode> {
             &cfg.database,
             Arc::clone(&db),
         )
-        .context("open the device tables")?;
+        .context("open the device tables")?
+        .with_link_state(hub.link_state());
         let twin = Arc::new(twin);
         builder.register(twin.clone()).context("register devicetwin")?;
         // DMI: mappers register on its socket and get their devices.

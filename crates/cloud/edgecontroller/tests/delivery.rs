@@ -527,3 +527,83 @@ async fn update_cfg_and_wait(cloud: &Cloud, edge: &Edge) {
     })
     .await;
 }
+
+/// A Device's status is the cloud's record of what its edge reported; a
+/// status write is not sent back down, by DeviceController or by the sync.
+/// With 1,000 devices whose values change every second, resending on every
+/// status write sent each Device to its node again at every tick.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_is_resent_for_a_new_spec_and_not_for_a_status_write() {
+    use edgehive_store::resources::DEVICES;
+    let cloud = Cloud::start(fast_resend()).await;
+    cloud.edge_node("edge-1").await;
+    let edge = Edge::connect(&cloud, "edge-1").await;
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    let device = cloud
+        .store
+        .create(
+            &DEVICES,
+            json!({"apiVersion": "devices.kubeedge.io/v1beta1", "kind": "Device",
+            "metadata": {"name": "thermo", "namespace": "default"},
+            "spec": {"nodeName": "edge-1", "deviceModelRef": {"name": "m"}}}),
+        )
+        .await
+        .unwrap();
+    // Sent as DeviceController sends it.
+    let sent = edgehive_model::Message::new()
+        .with_route("devicecontroller", "resource", "node/edge-1/default/device/thermo", "insert")
+        .with_resource_version(device.rev().to_string())
+        .with_content(
+            edgehive_model::Content::from_json(String::from_utf8(device.json().unwrap().to_vec()).unwrap()).unwrap(),
+        );
+    cloud.ctx.send("cloudhub", sent).await.unwrap();
+    let uid = device.uid().unwrap().to_owned();
+    let want = device.rev().to_string();
+    eventually_async("its point stored", WAIT, || {
+        let (cloud, uid, want) = (&cloud, uid.clone(), want.clone());
+        async move { cloud.object_sync_rv("edge-1", &uid).await.as_deref() == Some(want.as_str()) }
+    })
+    .await;
+
+    let write_status = |value: &'static str| {
+        let store = cloud.store.clone();
+        async move {
+            store
+                .update_with::<_, edgehive_store::StoreError>(&DEVICES, "default", "thermo", |cur| {
+                    let mut d = cur.to_value()?;
+                    d["status"] = json!({"twins": [{"propertyName": "t", "reported": {"value": value}}]});
+                    Ok(Some(d))
+                })
+                .await
+                .unwrap()
+        }
+    };
+    let ticks = cloud.metric("edgehive_synccontroller_ticks_total");
+    for v in ["20", "21", "22"] {
+        write_status(v).await;
+    }
+    eventually("three sync ticks", WAIT, || cloud.metric("edgehive_synccontroller_ticks_total") >= ticks + 3).await;
+    assert_eq!(edge.receipts("default/device/thermo").len(), 1, "status writes are not sent");
+
+    // A new desired value is a new spec: the node gets it from the sync.
+    let changed = cloud
+        .store
+        .update_with::<_, edgehive_store::StoreError>(&DEVICES, "default", "thermo", |cur| {
+            let mut d = cur.to_value()?;
+            d["spec"]["properties"] = json!([{"name": "t", "desired": {"value": "25"}}]);
+            Ok(Some(d))
+        })
+        .await
+        .unwrap();
+    eventually("the new spec at the edge", WAIT, || {
+        edge.has("default/device/thermo").is_some_and(|(rv, _)| rv == changed.rev().to_string())
+    })
+    .await;
+    // And a status write after it, again, nothing.
+    let after = write_status("23").await;
+    assert!(after.rev() > changed.rev());
+    let ticks = cloud.metric("edgehive_synccontroller_ticks_total");
+    eventually("three sync ticks", WAIT, || cloud.metric("edgehive_synccontroller_ticks_total") >= ticks + 3).await;
+    assert_eq!(edge.receipts("default/device/thermo").len(), 2, "one resend, for the spec");
+    cloud.stop().await;
+}

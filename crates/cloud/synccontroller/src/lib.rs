@@ -16,6 +16,11 @@
 //! is only withheld, which is safe even when this view of the pods lags the
 //! store's.
 //!
+//! A Device's status is written by the cloud (DeviceController, from the
+//! edge's reports) and never sent down, so a Device is behind at a node only
+//! when its spec (its generation) is newer than the node's point: status
+//! writes, up to one a second per changing device, send nothing.
+//!
 //! It learns success points from the store's ObjectSync and
 //! ClusterObjectSync objects (written by CloudHub), and connections from
 //! CloudHub's `connected`/`disconnected` messages.
@@ -33,7 +38,7 @@ use edgehive_beehive::{Context, Module, ModuleContext, ModuleFuture};
 use edgehive_model::{Content, Message, Text, op, source};
 use edgehive_store::informer::{Change, inform};
 use edgehive_store::objectsync::{PointWrite, SyncRecord};
-use edgehive_store::resources::{self, CLUSTER_OBJECT_SYNCS, CONFIGMAPS, NODES, OBJECT_SYNCS, PODS, SECRETS};
+use edgehive_store::resources::{self, CLUSTER_OBJECT_SYNCS, CONFIGMAPS, DEVICES, NODES, OBJECT_SYNCS, PODS, SECRETS};
 use edgehive_store::{Object, Store, StoreError};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
@@ -170,7 +175,7 @@ impl Runner {
         let (tx, mut changes) = mpsc::channel(4096);
         let stop = cancel.child_token();
         let mut tasks = Vec::new();
-        for res in [&NODES, &OBJECT_SYNCS, &CLUSTER_OBJECT_SYNCS, &PODS, &CONFIGMAPS, &SECRETS] {
+        for res in [&NODES, &OBJECT_SYNCS, &CLUSTER_OBJECT_SYNCS, &PODS, &CONFIGMAPS, &SECRETS, &DEVICES] {
             tasks.push(tokio::spawn(inform(self.store.clone(), "synccontroller", res, tx.clone(), stop.clone())));
         }
         drop(tx);
@@ -220,6 +225,16 @@ impl Runner {
                     self.needs = Index::default();
                     self.pods_listed = true;
                 }
+                if std::ptr::eq(resource, &DEVICES) {
+                    // Devices deleted while the watch was down.
+                    let listed: std::collections::HashSet<&str> = objects.iter().filter_map(Object::uid).collect();
+                    for uid in self.state.spec_uids() {
+                        if !listed.contains(uid.as_str()) {
+                            self.state.spec_gone(&uid);
+                            self.state.object_changed(&uid);
+                        }
+                    }
+                }
                 for o in &objects {
                     self.upsert(o);
                 }
@@ -260,6 +275,13 @@ impl Runner {
                 ),
                 None => tracing::warn!(key = obj.key(), "skipping a success point that does not parse"),
             }
+        } else if std::ptr::eq(res, &DEVICES) {
+            // Without a generation, every write counts.
+            if let Some(uid) = obj.uid()
+                && generation(obj).is_none_or(|g| self.state.spec_seen(uid, g, obj.rev()))
+            {
+                self.state.object_changed(uid);
+            }
         } else if let Some(uid) = obj.uid() {
             self.state.object_changed(uid);
         }
@@ -279,6 +301,9 @@ impl Runner {
                 self.state.remove_point(node, uid);
             }
         } else if let Some(uid) = obj.uid() {
+            if std::ptr::eq(res, &DEVICES) {
+                self.state.spec_gone(uid);
+            }
             self.state.object_changed(uid);
         }
     }
@@ -347,14 +372,14 @@ impl Runner {
                         self.metrics.deletes.inc();
                         delete_message(node, &uid, point)
                     }
-                    Some(o) if o.rev() > point.rv && !self.needed(node, &uid, point, o) => {
+                    Some(o) if self.behind(&uid, point, o) && !self.needed(node, &uid, point, o) => {
                         // Not resent, not kept dirty: EdgeController deletes
                         // it at the node; a later change looks again.
                         self.metrics.withheld.inc();
                         tracing::debug!(%node, kind = %point.kind, name = %point.name, "not resent: the node no longer needs it");
                         continue;
                     }
-                    Some(o) if o.rev() > point.rv => {
+                    Some(o) if self.behind(&uid, point, o) => {
                         self.metrics.updates.inc();
                         match update_message(node, o) {
                             Some(m) => m,
@@ -379,6 +404,21 @@ impl Runner {
 }
 
 impl Runner {
+    /// Whether a node's copy at `point` is older than `current`: any newer
+    /// version for most kinds; for a Device, only a newer spec (the status
+    /// is not sent, see the module's documentation).
+    fn behind(&self, uid: &str, point: &Point, current: &Object) -> bool {
+        if current.rev() <= point.rv {
+            return false;
+        }
+        if &*point.kind == "Device"
+            && let Some(spec_rv) = generation(current).and_then(|g| self.state.spec_rv(uid, g))
+        {
+            return point.rv < spec_rv;
+        }
+        true
+    }
+
     /// Whether `node` still needs the object of `point` (`current`): a pod
     /// bound to it (the same pod, by uid), a configmap or secret its pods
     /// use, or a Device bound to it. A
@@ -443,6 +483,11 @@ fn update_message(node: &str, o: &Object) -> Option<Message> {
             .with_resource_version(o.rev().to_string())
             .with_content(content),
     )
+}
+
+/// An object's `metadata.generation`.
+fn generation(o: &Object) -> Option<i64> {
+    o.value().ok().and_then(|v| v.pointer("/metadata/generation")?.as_i64())
 }
 
 /// Whether the Device `device` is bound to `node` (`spec.nodeName`).

@@ -33,6 +33,11 @@ pub struct SyncState {
     by_node: HashMap<Text, HashSet<Text>>,
     dirty: HashSet<Text>,
     connected: HashSet<Text>,
+    /// Objects whose status changes often (Devices): uid → the generation
+    /// last seen and the resourceVersion it was first seen at. A status
+    /// write moves the resourceVersion, not the generation, and an edge
+    /// that holds the spec of that generation has all it is sent.
+    specs: HashMap<Text, (i64, u64)>,
 }
 
 impl SyncState {
@@ -65,6 +70,40 @@ impl SyncState {
         if let Some((uid, _)) = self.points.get_key_value(uid) {
             self.dirty.insert(uid.clone());
         }
+    }
+
+    /// A version of an object whose status is not sent (a Device) was
+    /// seen: `generation` at `rv`. Whether the spec changed (or the object
+    /// is new here), so that nodes holding it may be behind.
+    pub fn spec_seen(&mut self, uid: &str, generation: i64, rv: u64) -> bool {
+        match self.specs.get_mut(uid) {
+            Some((g, _)) if *g == generation => false,
+            Some(e) => {
+                *e = (generation, rv);
+                true
+            }
+            None => {
+                // When its spec last changed is not known: taken as now.
+                self.specs.insert(Text::copy_from(uid), (generation, rv));
+                true
+            }
+        }
+    }
+
+    /// The resourceVersion at which the spec of `generation` was first
+    /// seen, if that is the generation known for `uid`.
+    pub fn spec_rv(&self, uid: &str, generation: i64) -> Option<u64> {
+        self.specs.get(uid).filter(|(g, _)| *g == generation).map(|(_, rv)| *rv)
+    }
+
+    /// Forgets the spec of an object that went away; its uid, if known.
+    pub fn spec_gone(&mut self, uid: &str) -> Option<Text> {
+        self.specs.remove_entry(uid).map(|(k, _)| k)
+    }
+
+    /// The uids whose spec is known.
+    pub fn spec_uids(&self) -> Vec<Text> {
+        self.specs.keys().cloned().collect()
     }
 
     /// A node connected: everything it holds is checked at the next tick.
@@ -180,6 +219,20 @@ mod tests {
         s.disconnected("e1");
         s.still_dirty("u1".into());
         assert!(s.take_dirty().is_empty());
+    }
+
+    #[test]
+    fn a_spec_is_dated_by_the_version_its_generation_was_first_seen_at() {
+        let mut s = SyncState::default();
+        assert!(s.spec_seen("u1", 1, 10), "new: nodes may be behind");
+        assert!(!s.spec_seen("u1", 1, 11), "a status write");
+        assert!(!s.spec_seen("u1", 1, 12));
+        assert_eq!(s.spec_rv("u1", 1), Some(10));
+        assert_eq!(s.spec_rv("u1", 2), None, "a newer generation than known");
+        assert!(s.spec_seen("u1", 2, 13));
+        assert_eq!(s.spec_rv("u1", 2), Some(13));
+        assert_eq!(s.spec_gone("u1").as_deref(), Some("u1"));
+        assert_eq!(s.spec_rv("u1", 2), None);
     }
 
     #[test]

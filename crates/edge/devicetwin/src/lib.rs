@@ -25,7 +25,7 @@ mod metrics;
 pub mod twins;
 pub mod types;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,8 +33,9 @@ use base64::Engine as _;
 use edgehive_beehive::{Context, Module, ModuleContext, ModuleFuture};
 use edgehive_metamanager::MetaDb;
 use edgehive_model::resource_type::DEVICE_MODEL;
-use edgehive_model::{Content, Message, group, op, source, well_known};
+use edgehive_model::{Content, Message, Text, group, op, source, well_known};
 use serde_json::Value;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use db::{DbError, TwinDb};
@@ -56,6 +57,13 @@ pub const BATCH_BYTES: usize = 512 * 1024;
 /// The resource of a batch of reports (edgehive's `device-reports` feature).
 pub const BATCH_RESOURCE: &str = "devices/reports";
 /// Longest wait for room in another module's mailbox.
+/// Answers and events kept for EventBus while its mailbox is full: at most
+/// this many, and [`PUBLISH_QUEUE_BYTES`] of payload; past either, the
+/// oldest are dropped (`devicetwin_publish_dropped`).
+const PUBLISH_QUEUE: usize = 1024;
+/// See [`PUBLISH_QUEUE`].
+const PUBLISH_QUEUE_BYTES: usize = 4 << 20;
+
 const SEND_DEADLINE: Duration = Duration::from_secs(5);
 
 /// DeviceTwin's settings.
@@ -93,6 +101,7 @@ pub struct DeviceTwin {
     db: Arc<TwinDb>,
     meta: Arc<MetaDb>,
     metrics: Arc<TwinMetrics>,
+    link: Option<watch::Receiver<Option<Text>>>,
 }
 
 impl DeviceTwin {
@@ -100,7 +109,16 @@ impl DeviceTwin {
     /// tables) and MetaManager's store (the cloud's Devices).
     pub fn new(cfg: TwinConfig, db_path: &std::path::Path, meta: Arc<MetaDb>) -> Result<DeviceTwin, DbError> {
         let db = Arc::new(TwinDb::open(db_path)?);
-        Ok(DeviceTwin { cfg, db, meta, metrics: Arc::default() })
+        Ok(DeviceTwin { cfg, db, meta, metrics: Arc::default(), link: None })
+    }
+
+    /// Follows the link's state from EdgeHub (`EdgeHub::link_state`:
+    /// `Some(features agreed)` while connected) besides its
+    /// `node/connection` notices, which can be dropped when this module's
+    /// mailbox stays full; reports wait for a connected link.
+    pub fn with_link_state(mut self, link: watch::Receiver<Option<Text>>) -> DeviceTwin {
+        self.link = Some(link);
+        self
     }
 
     /// Its metrics.
@@ -130,11 +148,30 @@ impl Module for DeviceTwin {
     fn run(self: Arc<Self>, mut ctx: ModuleContext, cancel: CancellationToken) -> ModuleFuture {
         Box::pin(async move {
             let mut state = State::start(&self, ctx.context().clone()).await;
+            let mut link = self.link.clone();
+            if let Some(l) = &mut link {
+                let now = l.borrow_and_update().clone();
+                state.set_link(now.as_deref()).await;
+            }
             let mut tick = tokio::time::interval(self.cfg.flush_interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
+                let link_changed = async {
+                    match &mut link {
+                        Some(l) => l.changed().await.is_ok(),
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     () = cancel.cancelled() => break,
+                    changed = link_changed => match (changed, &mut link) {
+                        (true, Some(l)) => {
+                            let now = l.borrow_and_update().clone();
+                            state.set_link(now.as_deref()).await;
+                        }
+                        // EdgeHub is gone: the notices still say.
+                        _ => link = None,
+                    },
                     _ = tick.tick() => state.flush().await,
                     m = ctx.receive() => match m {
                         Some(m) => state.on_message(m).await,
@@ -170,6 +207,10 @@ struct State {
     reports: BTreeMap<String, BTreeMap<String, MsgTwin>>,
     /// The latest state report per device.
     states: BTreeMap<String, String>,
+    /// Answers and events for EventBus that its mailbox had no room for.
+    to_publish: VecDeque<(Message, usize)>,
+    /// Their payloads' bytes (each kept beside its message).
+    to_publish_bytes: usize,
     /// Messages sent to the cloud a flush, at most.
     reports_per_flush: usize,
     /// The last device reported: the next flush starts after it.
@@ -220,6 +261,8 @@ impl State {
             removed: HashSet::new(),
             reports: BTreeMap::new(),
             states: BTreeMap::new(),
+            to_publish: VecDeque::new(),
+            to_publish_bytes: 0,
             reports_per_flush: m.cfg.reports_per_flush.max(1),
             report_cursor: None,
         };
@@ -297,17 +340,24 @@ impl State {
         self.twins.apply_device(device, model)
     }
 
+    /// The link to the cloud is up (`Some(features agreed)`) or down. Told
+    /// twice, by EdgeHub's notice and its state: the second changes nothing.
+    async fn set_link(&mut self, agreed: Option<&str>) {
+        let up = agreed.is_some();
+        if up && !self.connected {
+            // Whatever the cloud missed while away: report it all again.
+            let out = self.twins.all_reports();
+            self.take(out, false).await;
+        }
+        self.connected = up;
+        self.batched = agreed.is_some_and(|a| well_known::connection_has(a, well_known::DEVICE_REPORTS_AGREED));
+    }
+
     async fn on_message(&mut self, m: Message) {
         let src = m.route.source.as_str();
         if src == source::EDGEHUB && m.route.resource == well_known::NODE_CONNECTION {
             let up = m.content.as_text().as_deref() == Some(well_known::CLOUD_CONNECTED);
-            if up && !self.connected {
-                // Whatever the cloud missed while away: report it all again.
-                let out = self.twins.all_reports();
-                self.take(out, false).await;
-            }
-            self.connected = up;
-            self.batched = up && well_known::connection_has(&m.header.message_type, well_known::DEVICE_REPORTS_AGREED);
+            self.set_link(up.then_some(m.header.message_type.as_str())).await;
             return;
         }
         if src == source::BUS || src == source::EVENTBUS || src == DMI {
@@ -402,6 +452,31 @@ impl State {
         }
     }
 
+    /// Hands EventBus the queued answers and events, in order, while its
+    /// mailbox has room (never waiting: EventBus also sends here, and two
+    /// modules waiting on each other's full mailboxes would stop both); the
+    /// rest wait for the next flush.
+    fn publish_queued(&mut self) {
+        while let Some((msg, len)) = self.to_publish.pop_front() {
+            self.to_publish_bytes -= len;
+            match self.ctx.try_send(source::EVENTBUS, msg) {
+                Ok(()) => {
+                    self.metrics.published.inc();
+                }
+                Err(e) if e.kind == edgehive_beehive::SendErrorKind::Full => {
+                    self.to_publish_bytes += len;
+                    self.to_publish.push_front((e.into_message(), len));
+                    break;
+                }
+                Err(e) if e.kind == edgehive_beehive::SendErrorKind::UnknownTarget => {}
+                Err(e) => {
+                    self.metrics.publish_dropped.inc();
+                    tracing::debug!(module = MODULE, error = %e, "eventbus did not take a publish");
+                }
+            }
+        }
+    }
+
     fn refused(&self, m: &Message, why: &str) {
         self.metrics.refused.inc();
         tracing::warn!(module = MODULE, node = %self.node, source = %m.route.source, resource = %m.route.resource, reason = why, "message refused");
@@ -411,20 +486,19 @@ impl State {
     async fn take(&mut self, out: Outcome, publish: bool) {
         if publish && self.has_eventbus {
             for (topic, payload) in out.publish {
+                self.to_publish_bytes += payload.len();
                 let msg = Message::new()
                     .with_route(MODULE, group::USER, topic, op::PUBLISH)
                     .with_content(Content::string(&payload));
-                match self.ctx.try_send(source::EVENTBUS, msg) {
-                    Ok(()) => {
-                        self.metrics.published.inc();
-                    }
-                    Err(e) if e.kind == edgehive_beehive::SendErrorKind::UnknownTarget => {}
-                    Err(e) => {
-                        self.metrics.publish_dropped.inc();
-                        tracing::debug!(module = MODULE, error = %e, "eventbus did not take a publish");
-                    }
+                self.to_publish.push_back((msg, payload.len()));
+                while self.to_publish.len() > PUBLISH_QUEUE || self.to_publish_bytes > PUBLISH_QUEUE_BYTES {
+                    // EventBus has taken nothing for a while: the oldest go.
+                    let Some((_, len)) = self.to_publish.pop_front() else { break };
+                    self.to_publish_bytes -= len;
+                    self.metrics.publish_dropped.inc();
                 }
             }
+            self.publish_queued();
         }
         for (id, twins) in out.report {
             self.reports.entry(id).or_default().extend(twins);
@@ -447,6 +521,7 @@ impl State {
     }
 
     async fn flush(&mut self) {
+        self.publish_queued();
         self.persist().await;
         if self.connected {
             self.report().await;
@@ -571,25 +646,39 @@ impl State {
                 taken.push((id, twins, state));
             }
             body.push_str("]}");
-            let Ok(content) = Content::from_json(body) else { break };
-            let msg =
-                Message::new().with_route(MODULE, group::RESOURCE, BATCH_RESOURCE, op::UPDATE).with_content(content);
-            if !self.upstream(msg).await {
-                // EdgeHub did not take it: these and the rest wait.
-                for (id, twins, state) in taken {
-                    if let Some(t) = twins {
-                        self.reports.insert(id.clone(), t);
-                    }
-                    if let Some(p) = state {
-                        self.states.insert(id, p);
-                    }
+            let sent = match Content::from_json(body) {
+                Ok(content) => {
+                    let msg = Message::new()
+                        .with_route(MODULE, group::RESOURCE, BATCH_RESOURCE, op::UPDATE)
+                        .with_content(content);
+                    self.upstream(msg).await
                 }
+                Err(e) => {
+                    tracing::warn!(module = MODULE, error = %e, "report batch not built; kept");
+                    false
+                }
+            };
+            if !sent {
+                // Not taken (EdgeHub full or gone): these and the rest wait.
+                self.restore(taken);
                 break;
             }
             self.metrics.reports_sent.inc_by(taken.len() as u64);
             self.metrics.batches_sent.inc();
             if let Some((id, _, _)) = taken.pop() {
                 self.report_cursor = Some(id);
+            }
+        }
+    }
+
+    /// Puts back the reports taken for a batch that was not sent.
+    fn restore(&mut self, taken: Vec<Taken>) {
+        for (id, twins, state) in taken {
+            if let Some(t) = twins {
+                self.reports.insert(id.clone(), t);
+            }
+            if let Some(p) = state {
+                self.states.insert(id, p);
             }
         }
     }

@@ -27,7 +27,11 @@ impl TwinMetrics {
         r.register("requests", "Requests on $hw/events topics (MQTT or DMI)", self.requests.clone());
         r.register("refused", "Requests and messages refused as malformed or not this node's", self.refused.clone());
         r.register("published", "Answers and events handed to EventBus", self.published.clone());
-        r.register("publish_dropped", "Answers EventBus's full mailbox did not take", self.publish_dropped.clone());
+        r.register(
+            "publish_dropped",
+            "Answers and events dropped: 1,024 or 4 MiB waited for EventBus",
+            self.publish_dropped.clone(),
+        );
         r.register(
             "reports_sent",
             "Twin and state reports sent to the cloud (a device's entry in a batch counts once)",

@@ -55,11 +55,38 @@ impl Edge {
 
     fn start_with(db: &Path, cfg: TwinConfig) -> Edge {
         let meta = Arc::new(MetaDb::open(db).unwrap());
-        let twin = Arc::new(DeviceTwin::new(cfg, db, meta).unwrap());
+        Edge::start_twin(DeviceTwin::new(cfg, db, meta).unwrap())
+    }
+
+    fn start_twin(twin: DeviceTwin) -> Edge {
+        Edge::start_gated(twin, None)
+    }
+
+    /// With an EventBus of 8 places that reads nothing until `gate` says.
+    fn start_gated(twin: DeviceTwin, gate: Option<tokio::sync::watch::Receiver<bool>>) -> Edge {
+        let twin = Arc::new(twin);
         let (bus, hub, dmi): (Seen, Seen, Seen) = Default::default();
         let mut b = Beehive::builder();
         b.register(twin.clone()).unwrap();
-        b.register(Arc::new(stand_in(source::EVENTBUS, group::BUS, bus.clone()))).unwrap();
+        match gate {
+            None => {
+                b.register(Arc::new(stand_in(source::EVENTBUS, group::BUS, bus.clone()))).unwrap();
+            }
+            Some(gate) => {
+                let seen = bus.clone();
+                let m = FnModule::new(source::EVENTBUS, group::BUS, move |mut ctx: ModuleContext, cancel| {
+                    let (seen, mut gate) = (seen.clone(), gate.clone());
+                    Box::pin(async move {
+                        let _ = gate.wait_for(|open| *open).await;
+                        while let Some(m) = ctx.receive_until(&cancel).await {
+                            seen.lock().unwrap().push(m);
+                        }
+                        Ok(())
+                    }) as ModuleFuture
+                });
+                b.register(Arc::new(m.mailbox_capacity(8))).unwrap();
+            }
+        };
         b.register(Arc::new(stand_in(source::WEBSOCKET, group::HUB, hub.clone()))).unwrap();
         b.register(Arc::new(stand_in("dmi", "dmi", dmi.clone()))).unwrap();
         let hive = b.build();
@@ -415,6 +442,68 @@ async fn with_an_agreeing_cloud_reports_go_in_batches() {
     }
     let d007 = r.iter().flat_map(|(_, b)| b["devices"].as_array().unwrap()).find(|e| e["id"] == "d007").unwrap();
     assert_eq!(d007["state"]["device"]["state"], "online");
+    edge.stop().await;
+}
+
+/// EdgeHub's notices can miss a module whose mailbox stays full; the link
+/// state it keeps cannot. Reports follow the state alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_follow_edgehubs_link_state_without_its_notices() {
+    let dir = TempDir::new("devicetwin-link");
+    let db = dir.path().join("edgecore.db");
+    let mut cfg = TwinConfig::new("edge-1");
+    cfg.flush_interval = Duration::from_millis(20);
+    let (link, state) = tokio::sync::watch::channel(None);
+    let meta = Arc::new(MetaDb::open(&db).unwrap());
+    let edge = Edge::start_twin(DeviceTwin::new(cfg, &db, meta).unwrap().with_link_state(state));
+    edge.send(device_message(op::INSERT, "20")).await;
+    let update = |v: &str| json!({"twin": {"temperature": {"actual": {"value": v}}}}).to_string();
+    edge.mqtt("$hw/events/device/thermo/twin/update", &update("21")).await;
+    link.send_replace(Some("session-liveness,device-reports".into()));
+    eventually("the report, in a batch", DEADLINE, || {
+        edge.reports().iter().any(|(res, b)| {
+            res == "devices/reports" && b["devices"][0]["twin"]["twin"]["temperature"]["actual"]["value"] == "21"
+        })
+    })
+    .await;
+    // Down: a report waits. Up again (a cloud that agreed nothing): it goes,
+    // one message per report.
+    link.send_replace(None);
+    edge.mqtt("$hw/events/device/thermo/twin/update", &update("22")).await;
+    let before = edge.reports().len();
+    link.send_replace(Some("".into()));
+    eventually("the held report", DEADLINE, || {
+        edge.reports().iter().any(|(res, b)| {
+            res == "device/thermo/twin/edge_updated" && b["twin"]["temperature"]["actual"]["value"] == "22"
+        })
+    })
+    .await;
+    assert!(edge.reports().len() > before);
+    edge.stop().await;
+}
+
+/// EventBus's mailbox full: the answers wait in order (DeviceTwin cannot
+/// wait for room, as EventBus may be waiting for room in its mailbox), and
+/// none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_wait_for_a_full_eventbus_in_order() {
+    let dir = TempDir::new("devicetwin-full-bus");
+    let db = dir.path().join("edgecore.db");
+    let mut cfg = TwinConfig::new("edge-1");
+    cfg.flush_interval = Duration::from_millis(20);
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let meta = Arc::new(MetaDb::open(&db).unwrap());
+    let edge = Edge::start_gated(DeviceTwin::new(cfg, &db, meta).unwrap(), Some(gate));
+    edge.send(device_message(op::INSERT, "20")).await;
+    let n = 100;
+    for i in 0..n {
+        edge.mqtt("$hw/events/device/thermo/twin/get", &format!(r#"{{"event_id":"g{i}"}}"#)).await;
+    }
+    open.send_replace(true);
+    let topic = "$hw/events/device/thermo/twin/get/result";
+    eventually("every answer", DEADLINE, || edge.published(topic).len() >= n).await;
+    let ids: Vec<String> = edge.published(topic).iter().map(|a| a["event_id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(ids, (0..n).map(|i| format!("g{i}")).collect::<Vec<_>>());
     edge.stop().await;
 }
 

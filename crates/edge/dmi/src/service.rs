@@ -163,7 +163,7 @@ async fn save_mapper(shared: &Arc<Shared>, record: &MapperRecord, displaced: &[S
 
 /// Checks that `device` is known and its protocol has a mapper; returns
 /// the names of its properties.
-fn known_device(shared: &Shared, device: &str) -> Result<Box<[Box<str>]>, Status> {
+fn known_device(shared: &Shared, device: &str) -> Result<std::sync::Arc<[Box<str>]>, Status> {
     let cache = shared.cache();
     let refuse = |status: Status| {
         shared.metrics.reports_dropped.inc();

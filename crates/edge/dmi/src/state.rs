@@ -98,7 +98,7 @@ pub struct CachedDevice {
     /// `spec.deviceModelRef.name`.
     pub model: String,
     /// The names of `spec.properties`.
-    pub properties: Box<[Box<str>]>,
+    pub properties: std::sync::Arc<[Box<str>]>,
     json: Box<str>,
 }
 

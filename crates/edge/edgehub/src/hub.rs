@@ -128,6 +128,8 @@ pub struct EdgeHub {
     certs: watch::Receiver<Arc<EdgeCerts>>,
     metrics: Arc<EdgeHubMetrics>,
     streams: Option<mpsc::Sender<Stream>>,
+    /// The link's state: `Some(agreed features)` while connected.
+    state: watch::Sender<Option<Text>>,
 }
 
 impl std::fmt::Debug for EdgeHub {
@@ -140,7 +142,16 @@ impl EdgeHub {
     /// A hub that connects with the certificates `certs` holds (and
     /// reconnects when a renewed one is published there).
     pub fn new(cfg: EdgeHubConfig, certs: watch::Receiver<Arc<EdgeCerts>>) -> EdgeHub {
-        EdgeHub { cfg, certs, metrics: Arc::default(), streams: None }
+        EdgeHub { cfg, certs, metrics: Arc::default(), streams: None, state: watch::Sender::new(None) }
+    }
+
+    /// The link's state, as the `node/connection` notices say it:
+    /// `Some(features agreed, comma-separated)` while connected, `None`
+    /// while not. A notice can miss a module whose mailbox stays full past
+    /// the delivery deadline; this cannot, so a module that must know
+    /// (DeviceTwin, which reports only while connected) watches it too.
+    pub fn link_state(&self) -> watch::Receiver<Option<Text>> {
+        self.state.subscribe()
     }
 
     /// Takes the stream sessions the cloud opens (logs, exec, port-forward)
@@ -182,6 +193,7 @@ impl Module for EdgeHub {
                 certs: self.certs.clone(),
                 metrics: Arc::clone(&self.metrics),
                 streams: self.streams.clone(),
+                state: self.state.clone(),
                 cfg,
                 ctx,
                 cancel,
@@ -226,6 +238,8 @@ struct Link {
     quic: HashMap<String, (usize, QuicClient)>,
     /// Where the cloud's stream sessions go.
     streams: Option<mpsc::Sender<Stream>>,
+    /// [`EdgeHub::link_state`].
+    state: watch::Sender<Option<Text>>,
 }
 
 impl Link {
@@ -344,6 +358,8 @@ impl Link {
     /// Tells the connection groups the link's state and, when connected,
     /// what it agreed (comma-separated, in the message's type).
     async fn publish(&self, state: &str, agreed: &str) {
+        let up = (state == well_known::CLOUD_CONNECTED).then(|| Text::copy_from(agreed));
+        self.state.send_replace(up);
         let mut m = Message::new()
             .with_route(source::EDGEHUB, group::META, well_known::NODE_CONNECTION, op::CONNECT)
             .with_content(Content::string(state));

@@ -61,12 +61,15 @@ struct Edge {
     /// EdgeHub's metrics, registered as `edgehive edge` does.
     metrics: prometheus_client::registry::Registry,
     certs: tokio::sync::watch::Sender<Arc<EdgeCerts>>,
+    /// `EdgeHub::link_state`.
+    link: tokio::sync::watch::Receiver<Option<edgehive_model::Text>>,
     _stop: tokio_util::sync::DropGuard,
 }
 
 fn edge(cloud: &Cloud, cfg: EdgeHubConfig) -> Edge {
     let (certs, rx) = tokio::sync::watch::channel(Arc::new(cloud.certs()));
     let hub = Arc::new(EdgeHub::new(cfg, rx));
+    let link = hub.link_state();
     let mut metrics = prometheus_client::registry::Registry::with_prefix("edgehive");
     hub.metrics().register(&mut metrics);
     let got: Arc<Mutex<Vec<Message>>> = Arc::default();
@@ -91,7 +94,7 @@ fn edge(cloud: &Cloud, cfg: EdgeHubConfig) -> Edge {
     let ctx = hive.context();
     let stop = CancellationToken::new();
     tokio::spawn(hive.run(stop.clone()));
-    Edge { ctx, got, metrics, certs, _stop: stop.drop_guard() }
+    Edge { ctx, got, metrics, certs, link, _stop: stop.drop_guard() }
 }
 
 impl Edge {
@@ -191,6 +194,10 @@ async fn it_keeps_alive_and_routes_both_ways() {
     tx.write(q.response(Content::string("answer"))).await.unwrap();
     let answer = asking.await.unwrap().unwrap();
     assert_eq!(answer.content.as_text().as_deref(), Some("answer"));
+    // The link's state says what the notices say.
+    assert!(e.link.borrow().is_some(), "connected");
+    tx.close();
+    eventually("the state says disconnected", || e.link.borrow().is_none()).await;
 }
 
 #[tokio::test]
