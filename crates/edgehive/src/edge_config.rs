@@ -162,7 +162,10 @@ mappings! {
         #[serde(rename = "mqttPubClientID")] mqtt_pub_client_id: Text, mqtt_username: Text, mqtt_password: Text,
         mqtt_mode: Option<f64>, #[serde(rename = "eventBusTLS")] event_bus_tls: EventBusTls,
     }
-    EventBusTls { enable: Option<bool> }
+    EventBusTls {
+        enable: Option<bool>, #[serde(rename = "tlsMqttCAFile")] tls_mqtt_ca_file: Text,
+        tls_mqtt_cert_file: Text, tls_mqtt_private_key_file: Text,
+    }
     DeviceTwin { enable: Option<bool>, dmi_sock_path: Text }
     Edged {
         enable: Option<bool>, hostname_override: Text, #[serde(rename = "nodeIP")] node_ip: Text,
@@ -239,11 +242,18 @@ fn edit_distance(a: &str, b: &str) -> usize {
 /// `modules.eventBus`, KubeEdge v1.15's keys and defaults.
 fn event_bus(bus: &EventBus) -> Result<edgehive_eventbus::EventBusConfig, ConfigError> {
     use edgehive_eventbus::{EventBusConfig, MqttMode};
-    if bus.event_bus_tls.enable == Some(true) {
-        return Err(err("modules.eventBus.eventBusTLS.enable", "TLS to the MQTT broker is not part of edgehive yet"));
-    }
     let at = |key: &str| format!("modules.eventBus.{key}");
     let mut cfg = EventBusConfig { enable: bus.enable.unwrap_or(true), ..EventBusConfig::default() };
+    let tls = &bus.event_bus_tls;
+    if tls.enable == Some(true) {
+        let d = edgehive_eventbus::BrokerTls::default();
+        let path = |v: &Text, default: std::path::PathBuf| v.get().map_or(default, std::path::PathBuf::from);
+        cfg.tls = Some(edgehive_eventbus::BrokerTls {
+            ca_file: path(&tls.tls_mqtt_ca_file, d.ca_file),
+            cert_file: path(&tls.tls_mqtt_cert_file, d.cert_file),
+            key_file: path(&tls.tls_mqtt_private_key_file, d.key_file),
+        });
+    }
     if let Some(mode) = number(&at("mqttMode"), bus.mqtt_mode, 0.0, 2.0)? {
         cfg.mqtt_mode = MqttMode::from_code(mode as i64)
             .ok_or_else(|| err(&at("mqttMode"), "expected 0 (internal), 1 (both) or 2 (external)"))?;
@@ -755,7 +765,6 @@ mod tests {
         let ignored: Vec<&str> = c.ignored_keys.iter().map(String::as_str).collect();
         for key in [
             "database.driverName",
-            "modules.eventBus.eventBusTLS.tlsMqttCAFile",
             "modules.edgeStream",
             "modules.edged.podSandboxImage",
             "modules.edged.registerNodeNamespace",
@@ -835,8 +844,12 @@ mod tests {
         for (extra, want) in [
             ("eventBus: {mqttMode: 3}", "modules.eventBus.mqttMode"),
             ("eventBus: {mqttQOS: 5}", "modules.eventBus.mqttQOS"),
-            ("eventBus: {eventBusTLS: {enable: true}}", "modules.eventBus.eventBusTLS.enable: TLS"),
-            ("eventBus: {mqttServerExternal: 'ssl://x:1'}", "modules.eventBus"),
+            ("eventBus: {mqttServerExternal: 'ssl://x:1'}", "modules.eventBus: modules.eventBus.eventBusTLS"),
+            ("eventBus: {mqttServerExternal: 'ws://x:1'}", "modules.eventBus: modules.eventBus.mqttServerExternal"),
+            (
+                "eventBus: {mqttServerExternal: 'ssl://x:1', eventBusTLS: {enable: true, tlsMqttCAFile: /nothere/ca.crt}}",
+                "modules.eventBus: modules.eventBus.eventBusTLS: tlsMqttCAFile /nothere/ca.crt",
+            ),
         ] {
             let e = parse_err(&format!("{MINIMAL}  {extra}\n"));
             assert!(e.starts_with(want), "{extra}: {e}");

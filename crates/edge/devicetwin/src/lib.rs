@@ -22,6 +22,7 @@
 
 pub mod db;
 mod metrics;
+pub mod smallmap;
 pub mod twins;
 pub mod types;
 
@@ -266,6 +267,7 @@ impl State {
             reports_per_flush: m.cfg.reports_per_flush.max(1),
             report_cursor: None,
         };
+        s.twins.set_answering(has_eventbus);
         // The cloud's Devices as MetaManager stored them: what was taken
         // but not applied before a crash is applied now.
         s.resync(false).await;

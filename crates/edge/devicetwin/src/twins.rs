@@ -60,7 +60,7 @@ pub struct DeviceState {
     /// Attributes.
     pub attributes: BTreeMap<String, crate::types::MsgAttr>,
     /// Twins.
-    pub twins: BTreeMap<String, MsgTwin>,
+    pub twins: crate::smallmap::SmallMap<MsgTwin>,
 }
 
 impl DeviceState {
@@ -125,12 +125,23 @@ fn last_online_now() -> String {
 pub struct Twins {
     node: String,
     devices: BTreeMap<String, DeviceState>,
+    /// Whether answers to updates are built: not when no EventBus runs
+    /// (a DMI mapper's reports, a thousand a second, are answered to no
+    /// one).
+    answering: bool,
 }
 
 impl Twins {
     /// The devices of `node`, as loaded from its tables.
     pub fn new(node: &str, devices: BTreeMap<String, DeviceState>) -> Twins {
-        Twins { node: node.to_owned(), devices }
+        Twins { node: node.to_owned(), devices, answering: true }
+    }
+
+    /// Whether updates are answered (`update/result`, `document`, `delta`,
+    /// `state/update/result`): only when someone can hear it (EventBus
+    /// runs). Other answers and refusals are built either way.
+    pub fn set_answering(&mut self, on: bool) {
+        self.answering = on;
     }
 
     /// A device.
@@ -215,7 +226,7 @@ impl Twins {
             let Some(pname) = p.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) else { continue };
             declared.push(pname.to_owned());
             let desired = p.pointer("/desired/value").and_then(Value::as_str);
-            let twin = d.twins.entry(pname.to_owned()).or_default();
+            let twin = d.twins.get_or_insert_with(pname, MsgTwin::default);
             if let Some(ty) = model_type(pname) {
                 twin.metadata = Some(TypeMetadata { ty });
             }
@@ -399,7 +410,7 @@ impl Twins {
                 return Outcome::default().error(topic, &event, 400, "The value of twin must only include upper or lowercase letters, number, english, and special letter - _ . , : / @ # and the length of value should be less than 512 bytes".into());
             }
         }
-        let added = twins.iter().filter(|(k, t)| t.is_some() && !d.twins.contains_key(*k)).count();
+        let added = twins.iter().filter(|(k, t)| t.is_some() && !d.twins.contains_key(k)).count();
         if d.twins.len() + added > MAX_TWINS {
             let reason = format!("update rejected: a device has at most {MAX_TWINS} twins");
             return Outcome::default().error(topic, &event, 400, reason);
@@ -420,6 +431,7 @@ impl Twins {
                 return Outcome::default().error(topic, &event, 400, why.to_owned());
             }
         }
+        let answering = self.answering;
         let mut out = Outcome::default();
         let mut result = BTreeMap::new();
         let mut docs = BTreeMap::new();
@@ -434,8 +446,7 @@ impl Twins {
                 }
                 continue;
             };
-            let cur =
-                d.twins.entry(key.clone()).or_insert_with(|| MsgTwin { optional: Some(true), ..MsgTwin::default() });
+            let cur = d.twins.get_or_insert_with(&key, || MsgTwin { optional: Some(true), ..MsgTwin::default() });
             let mut changed = false;
             if let Some(v) = t.actual_value() {
                 if cur.actual_value() != Some(v) {
@@ -466,7 +477,9 @@ impl Twins {
                 changed |= cur.optional != Some(o);
                 cur.optional = Some(o);
             }
-            result.insert(key.clone(), cur.shown());
+            if answering {
+                result.insert(key.clone(), cur.shown());
+            }
             if changed || last.is_none() {
                 docs.insert(key.clone(), TwinDoc { last: last.map(|l| l.shown()), current: Some(cur.shown()) });
                 report.insert(key, cur.shown());
@@ -477,17 +490,19 @@ impl Twins {
         if !docs.is_empty() {
             out.dirty.push(id.to_owned());
         }
-        out.publish(topic, &TwinResult { base: BaseMessage::now(&event), twin: result });
-        if !docs.is_empty() {
-            out.publish(
-                format!("{DEVICE_PREFIX}{id}/twin/update/document"),
-                &TwinDocument { base: BaseMessage::now(&event), twin: docs },
-            );
-        }
-        if (expected_changed || !report.is_empty())
-            && let Some(delta) = delta_of(d)
-        {
-            out.publish(format!("{DEVICE_PREFIX}{id}/twin/update/delta"), &delta);
+        if answering {
+            out.publish(topic, &TwinResult { base: BaseMessage::now(&event), twin: result });
+            if !docs.is_empty() {
+                out.publish(
+                    format!("{DEVICE_PREFIX}{id}/twin/update/document"),
+                    &TwinDocument { base: BaseMessage::now(&event), twin: docs },
+                );
+            }
+            if (expected_changed || !report.is_empty())
+                && let Some(delta) = delta_of(d)
+            {
+                out.publish(format!("{DEVICE_PREFIX}{id}/twin/update/delta"), &delta);
+            }
         }
         if !report.is_empty() {
             out.report.push((id.to_owned(), report));
@@ -514,7 +529,9 @@ impl Twins {
         let msg = state_msg(d);
         let mut out = Outcome::default();
         out.dirty.push(id.to_owned());
-        out.publish(format!("{DEVICE_PREFIX}{id}/state/update/result"), &msg);
+        if self.answering {
+            out.publish(format!("{DEVICE_PREFIX}{id}/state/update/result"), &msg);
+        }
         out.state.push((id.to_owned(), serde_json::to_string(&msg).unwrap_or_default()));
         out
     }
@@ -591,6 +608,24 @@ mod tests {
         let out = t.apply_device(&device("25"), Some(&model()));
         assert_eq!(payload(&out, "/twin/update/delta").unwrap()["delta"], json!({"temperature": "25"}));
         assert_eq!(t.get("thermo").unwrap().twins["temperature"].expected_version.unwrap().cloud, 2);
+    }
+
+    #[test]
+    fn without_an_eventbus_updates_are_taken_but_not_answered() {
+        let mut t = Twins::new("edge-1", BTreeMap::new());
+        t.set_answering(false);
+        t.apply_device(&device("20"), Some(&model()));
+        let up = r#"{"event_id":"e1","timestamp":1,"twin":{"temperature":{"actual":{"value":"21"}}}}"#;
+        let out = t.on_topic("$hw/events/device/thermo/twin/update", up);
+        assert!(out.publish.is_empty(), "{:?}", out.publish);
+        assert_eq!(out.report[0].1["temperature"].actual_value(), Some("21"));
+        assert_eq!(out.dirty, ["thermo"]);
+        let out = t.on_topic("$hw/events/device/thermo/state/update", r#"{"state":"online"}"#);
+        assert!(out.publish.is_empty());
+        assert_eq!(out.state.len(), 1);
+        // Refusals are still answered.
+        let out = t.on_topic("$hw/events/device/nothere/twin/update", up);
+        assert!(payload(&out, "/twin/update/result").is_some());
     }
 
     #[test]

@@ -54,13 +54,19 @@ pub(crate) fn server(shared: Arc<Shared>, ctx: Context) -> Server {
         })
 }
 
-fn limited(shared: &Shared, bucket: &std::sync::Mutex<crate::state::TokenBucket>, what: &str) -> Result<(), Status> {
+/// Takes a token from `bucket`; `what` names the request in the refusal
+/// (only then formatted: reports come a thousand a second).
+fn limited(
+    shared: &Shared,
+    bucket: &std::sync::Mutex<crate::state::TokenBucket>,
+    what: impl FnOnce() -> String,
+) -> Result<(), Status> {
     let mut b = lock(bucket);
     if b.allow(tokio::time::Instant::now()) {
         return Ok(());
     }
     shared.metrics.rate_limited.inc();
-    Err(Status::resource_exhausted(format!("too many requests: {what}; retry in {:?}", b.wait())))
+    Err(Status::resource_exhausted(format!("too many requests: {}; retry in {:?}", what(), b.wait())))
 }
 
 async fn mapper_register(
@@ -77,7 +83,7 @@ async fn mapper_register(
             short(&mapper.name)
         )));
     }
-    limited(shared, &shared.register_limit, &format!("register mapper {}", mapper.name))?;
+    limited(shared, &shared.register_limit, || format!("register mapper {}", mapper.name))?;
     if mapper.name.is_empty() {
         return Err(Status::invalid_argument("fail to register mapper: the name is empty"));
     }
@@ -188,7 +194,7 @@ async fn report_device_status(
     ctx: &Context,
     req: api::ReportDeviceStatusRequest,
 ) -> Result<api::ReportDeviceStatusResponse, Status> {
-    limited(shared, &shared.report_limit, &format!("report status of {}", req.device_name))?;
+    limited(shared, &shared.report_limit, || format!("report status of {}", req.device_name))?;
     shared.metrics.reports.inc();
     let properties = known_device(shared, &req.device_name)?;
     let mut twin = Map::new();
@@ -221,7 +227,7 @@ async fn report_device_states(
     ctx: &Context,
     req: api::ReportDeviceStatesRequest,
 ) -> Result<api::ReportDeviceStatesResponse, Status> {
-    limited(shared, &shared.report_limit, &format!("report state of {}", req.device_name))?;
+    limited(shared, &shared.report_limit, || format!("report state of {}", req.device_name))?;
     shared.metrics.reports.inc();
     known_device(shared, &req.device_name)?;
     if req.state.is_empty() || req.state.len() > 64 {

@@ -4,6 +4,7 @@
 //! edgecore.yaml.
 
 use std::net::{SocketAddr, ToSocketAddrs as _};
+use std::path::PathBuf;
 
 /// Which brokers the EventBus uses (`mqttMode`).
 ///
@@ -58,9 +59,32 @@ impl MqttMode {
     }
 }
 
-/// `modules.eventBus` of edgecore.yaml (KubeEdge v1.15), without
-/// `eventBusTLS`, which edgehive does not implement yet (a TLS broker URL is
-/// refused by [`EventBusConfig::validate`]).
+/// `modules.eventBus.eventBusTLS`: the files of mutual TLS with the
+/// external broker, used when its URL is `ssl://`, `tls://`, `tcps://` or
+/// `mqtts://` (as paho uses its TLS settings only for those schemes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerTls {
+    /// `tlsMqttCAFile` (`/etc/kubeedge/ca/rootCA.crt`): the CA (PEM) the
+    /// broker's certificate must chain to, for the host in the URL.
+    pub ca_file: PathBuf,
+    /// `tlsMqttCertFile` (`/etc/kubeedge/certs/server.crt`): the client
+    /// certificate (PEM chain) shown to the broker.
+    pub cert_file: PathBuf,
+    /// `tlsMqttPrivateKeyFile` (`/etc/kubeedge/certs/server.key`): its key.
+    pub key_file: PathBuf,
+}
+
+impl Default for BrokerTls {
+    fn default() -> Self {
+        BrokerTls {
+            ca_file: PathBuf::from("/etc/kubeedge/ca/rootCA.crt"),
+            cert_file: PathBuf::from("/etc/kubeedge/certs/server.crt"),
+            key_file: PathBuf::from("/etc/kubeedge/certs/server.key"),
+        }
+    }
+}
+
+/// `modules.eventBus` of edgecore.yaml (KubeEdge v1.15).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventBusConfig {
     /// `enable` (true): a disabled EventBus is registered but not started.
@@ -90,6 +114,10 @@ pub struct EventBusConfig {
     pub mqtt_username: String,
     /// `mqttPassword` (empty: none); sent only with a username, as paho does.
     pub mqtt_password: String,
+    /// `eventBusTLS` when `enable` is true. A TLS broker URL without it is
+    /// refused: KubeEdge then skips checking the broker's certificate,
+    /// which edgehive never does.
+    pub tls: Option<BrokerTls>,
 }
 
 impl Default for EventBusConfig {
@@ -106,6 +134,7 @@ impl Default for EventBusConfig {
             mqtt_pub_client_id: String::new(),
             mqtt_username: String::new(),
             mqtt_password: String::new(),
+            tls: None,
         }
     }
 }
@@ -126,29 +155,36 @@ pub enum ConfigError {
     /// `mqttQOS` above 2.
     #[error("modules.eventBus.mqttQOS: {0} is not a QoS (0, 1 or 2)")]
     BadQos(u8),
+    /// A TLS broker without `eventBusTLS`, or its files do not load.
+    #[error("modules.eventBus.eventBusTLS: {0}")]
+    Tls(String),
 }
 
-/// Where a broker is: host and port of a `tcp://` URL.
+/// Where a broker is: host and port of a `tcp://` URL, and whether it
+/// speaks TLS.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BrokerAddr {
     pub(crate) host: String,
     pub(crate) port: u16,
+    pub(crate) tls: bool,
 }
 
 impl BrokerAddr {
     /// Parses `tcp://host:port` (paho's form; `mqtt://` is taken as a synonym,
-    /// and a missing port is 1883). `ssl://`, `tls://` and `ws://` are
-    /// refused: edgehive's EventBus speaks plain TCP to the broker only.
+    /// and a missing port is 1883), or a TLS broker's `ssl://`, `tls://`,
+    /// `tcps://` or `mqtts://` (a missing port is 8883). `ws://` and
+    /// `wss://` are refused: WebSocket brokers are not implemented.
     pub(crate) fn parse(key: &'static str, url: &str) -> Result<BrokerAddr, ConfigError> {
         let bad = |reason: &str| ConfigError::BadUrl { key, url: url.to_owned(), reason: reason.to_owned() };
         let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("expected tcp://host:port"))?;
-        match scheme.to_ascii_lowercase().as_str() {
-            "tcp" | "mqtt" => {}
-            "ssl" | "tls" | "mqtts" | "ws" | "wss" => {
-                return Err(bad("only tcp:// is supported (TLS and WebSocket brokers are not implemented)"));
+        let tls = match scheme.to_ascii_lowercase().as_str() {
+            "tcp" | "mqtt" => false,
+            "ssl" | "tls" | "tcps" | "mqtts" => true,
+            "ws" | "wss" => {
+                return Err(bad("WebSocket brokers are not implemented; use tcp:// or ssl://"));
             }
             _ => return Err(bad("unknown scheme; expected tcp://host:port")),
-        }
+        };
         let rest = rest.trim_end_matches('/');
         if rest.is_empty() || rest.contains('/') || rest.contains('@') {
             return Err(bad("expected tcp://host:port"));
@@ -172,9 +208,10 @@ impl BrokerAddr {
                 .ok()
                 .filter(|p| *p != 0)
                 .ok_or_else(|| bad("the port is not a number from 1 to 65535"))?,
+            None if tls => 8883,
             None => 1883,
         };
-        Ok(BrokerAddr { host: host.to_owned(), port })
+        Ok(BrokerAddr { host: host.to_owned(), port, tls })
     }
 
     /// The address to listen on (the embedded broker). Resolves a name such
@@ -191,23 +228,46 @@ impl BrokerAddr {
 
 impl EventBusConfig {
     /// Checks what can be checked before the module starts: the broker URLs
-    /// the mode uses (the internal one must resolve) and the QoS.
+    /// the mode uses (the internal one must resolve), the QoS, and for a
+    /// TLS broker that `eventBusTLS` is set and its files load.
     ///
     /// ```
     /// use edgehive_eventbus::EventBusConfig;
     /// assert!(EventBusConfig::default().validate().is_ok());
-    /// let bad = EventBusConfig { mqtt_server_external: "ssl://broker:8883".into(), ..Default::default() };
+    /// let bad = EventBusConfig { mqtt_server_external: "ws://broker:80".into(), ..Default::default() };
     /// assert!(bad.validate().unwrap_err().to_string().contains("mqttServerExternal"));
+    /// let tls = EventBusConfig { mqtt_server_external: "ssl://broker:8883".into(), ..Default::default() };
+    /// assert!(tls.validate().unwrap_err().to_string().contains("eventBusTLS"));
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.mqtt_qos > 2 {
             return Err(ConfigError::BadQos(self.mqtt_qos));
         }
         if self.mqtt_mode.uses_external() {
-            BrokerAddr::parse("mqttServerExternal", &self.mqtt_server_external)?;
+            let addr = BrokerAddr::parse("mqttServerExternal", &self.mqtt_server_external)?;
+            match (&self.tls, addr.tls) {
+                (None, true) => {
+                    return Err(ConfigError::Tls(format!(
+                        "mqttServerExternal {:?} is a TLS broker: set eventBusTLS.enable and its CA, certificate and key files",
+                        self.mqtt_server_external
+                    )));
+                }
+                // The files load now, or the configuration is refused.
+                (Some(files), true) => {
+                    crate::external::client_tls(files)?;
+                }
+                _ => {}
+            }
         }
         if self.mqtt_mode.uses_internal() {
             let addr = BrokerAddr::parse("mqttServerInternal", &self.mqtt_server_internal)?;
+            if addr.tls {
+                return Err(ConfigError::BadUrl {
+                    key: "mqttServerInternal",
+                    url: self.mqtt_server_internal.clone(),
+                    reason: "the embedded broker listens on tcp:// only".into(),
+                });
+            }
             addr.socket_addr("mqttServerInternal", &self.mqtt_server_internal)?;
         }
         Ok(())
@@ -241,7 +301,10 @@ mod tests {
         assert_eq!((a.host.as_str(), a.port), ("broker.local", 1883));
         let a = BrokerAddr::parse("k", "tcp://[::1]:1884/").unwrap();
         assert_eq!((a.host.as_str(), a.port), ("::1", 1884));
-        for bad in ["127.0.0.1:1883", "ssl://h:8883", "tcp://", "tcp://h:0", "tcp://h:x", "tcp://h:1/p", "foo://h:1"] {
+        let a = BrokerAddr::parse("k", "ssl://broker.local").unwrap();
+        assert_eq!((a.host.as_str(), a.port, a.tls), ("broker.local", 8883, true));
+        assert!(!BrokerAddr::parse("k", "tcp://h:1").unwrap().tls);
+        for bad in ["127.0.0.1:1883", "wss://h:8883", "tcp://", "tcp://h:0", "tcp://h:x", "tcp://h:1/p", "foo://h:1"] {
             assert!(BrokerAddr::parse("mqttServerExternal", bad).is_err(), "{bad}");
         }
     }

@@ -16,13 +16,15 @@ use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
-use rumqttc::{AsyncClient, Event, EventLoop, MqttOptions, Packet, QoS, Request, SubscribeFilter};
+use rumqttc::{
+    AsyncClient, Event, EventLoop, MqttOptions, Packet, QoS, Request, SubscribeFilter, TlsConfiguration, Transport,
+};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
 use crate::bus::{Deliver, Subscriptions};
-use crate::config::{BrokerAddr, EventBusConfig};
+use crate::config::{BrokerAddr, BrokerTls, ConfigError, EventBusConfig};
 use crate::metrics::EventBusMetrics;
 use crate::topics::MAX_PACKET_BYTES;
 
@@ -54,8 +56,24 @@ pub(crate) struct Start<'a> {
 
 impl External {
     /// Starts both clients' tasks; they connect in the background.
-    pub(crate) fn start(s: Start<'_>) -> Result<(External, Vec<JoinHandle<()>>), crate::config::ConfigError> {
+    pub(crate) fn start(s: Start<'_>) -> Result<(External, Vec<JoinHandle<()>>), ConfigError> {
         let addr = BrokerAddr::parse("mqttServerExternal", &s.cfg.mqtt_server_external)?;
+        let tls = match (&s.cfg.tls, addr.tls) {
+            (Some(files), true) => Some(client_tls(files)?),
+            (None, true) => {
+                return Err(ConfigError::Tls(format!(
+                    "mqttServerExternal {:?} is a TLS broker and eventBusTLS is not enabled",
+                    s.cfg.mqtt_server_external
+                )));
+            }
+            (Some(_), false) => {
+                // As paho: TLS settings apply to a TLS URL only.
+                tracing::warn!(url = %s.cfg.mqtt_server_external,
+                    "eventBusTLS is enabled but the broker URL is not ssl://; connecting without TLS");
+                None
+            }
+            (None, false) => None,
+        };
         let options = |id: &str| {
             let mut o = MqttOptions::new(id, addr.host.clone(), addr.port);
             o.set_keep_alive(KEEP_ALIVE)
@@ -63,6 +81,9 @@ impl External {
                 .set_max_packet_size(MAX_PACKET_BYTES, MAX_PACKET_BYTES);
             if !s.cfg.mqtt_username.is_empty() {
                 o.set_credentials(s.cfg.mqtt_username.clone(), s.cfg.mqtt_password.clone());
+            }
+            if let Some(tls) = &tls {
+                o.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(Arc::clone(tls))));
             }
             o
         };
@@ -110,6 +131,44 @@ impl External {
     pub(crate) fn unsubscribe(&self, filter: &str) -> bool {
         self.sub.try_unsubscribe(filter).is_ok()
     }
+}
+
+/// The TLS client settings of `eventBusTLS`: the broker's certificate must
+/// chain to the CA file and name the URL's host; the client shows its
+/// certificate. Read once, at start: a file that does not load is a
+/// configuration error, not a retry.
+pub(crate) fn client_tls(files: &BrokerTls) -> Result<Arc<rustls::ClientConfig>, ConfigError> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let what = |key: &str, path: &std::path::Path, e: &dyn std::fmt::Display| {
+        ConfigError::Tls(format!("{key} {}: {e}", path.display()))
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    let cas = CertificateDer::pem_file_iter(&files.ca_file).map_err(|e| what("tlsMqttCAFile", &files.ca_file, &e))?;
+    for ca in cas {
+        let ca = ca.map_err(|e| what("tlsMqttCAFile", &files.ca_file, &e))?;
+        roots.add(ca).map_err(|e| what("tlsMqttCAFile", &files.ca_file, &e))?;
+    }
+    if roots.is_empty() {
+        return Err(what("tlsMqttCAFile", &files.ca_file, &"no certificate in the file"));
+    }
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.cert_file)
+        .map_err(|e| what("tlsMqttCertFile", &files.cert_file, &e))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| what("tlsMqttCertFile", &files.cert_file, &e))?;
+    if chain.is_empty() {
+        return Err(what("tlsMqttCertFile", &files.cert_file, &"no certificate in the file"));
+    }
+    let key = PrivateKeyDer::from_pem_file(&files.key_file)
+        .map_err(|e| what("tlsMqttPrivateKeyFile", &files.key_file, &e))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ConfigError::Tls(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .map_err(|e| what("tlsMqttCertFile", &files.cert_file, &e))?;
+    Ok(Arc::new(cfg))
 }
 
 /// Drives the subscribing client: on every connect it subscribes

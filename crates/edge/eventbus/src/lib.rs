@@ -34,7 +34,7 @@ mod topics;
 
 pub use broker::MAX_CONNECTIONS;
 pub use bus::EventBus;
-pub use config::{ConfigError, EventBusConfig, MqttMode};
+pub use config::{BrokerTls, ConfigError, EventBusConfig, MqttMode};
 pub use metrics::EventBusMetrics;
 pub use store::StoreError;
 pub use topics::{MAX_PAYLOAD_BYTES, MAX_STORED_TOPICS, SUB_TOPICS, twin_resource};

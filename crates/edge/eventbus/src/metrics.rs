@@ -183,6 +183,12 @@ impl EventBusMetrics {
         (self.sub_connects.get(), self.pub_connects.get())
     }
 
+    /// Failed connection attempts and lost connections of the subscribing
+    /// and the publishing client.
+    pub fn disconnects_count(&self) -> (u64, u64) {
+        (self.sub_disconnects.get(), self.pub_disconnects.get())
+    }
+
     /// Whether the subscribing and the publishing client are connected now.
     pub fn is_connected(&self) -> (bool, bool) {
         (self.sub_connected.get() == 1, self.pub_connected.get() == 1)

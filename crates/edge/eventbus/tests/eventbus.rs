@@ -103,12 +103,27 @@ struct Mosquitto {
 
 impl Mosquitto {
     async fn start(dir: &Path) -> Mosquitto {
+        Mosquitto::start_with(dir, "").await
+    }
+
+    /// With a TLS listener that requires a client certificate of `tls`'s CA.
+    async fn start_tls(dir: &Path, tls: &TlsFiles) -> Mosquitto {
+        let conf = format!(
+            "cafile {}\ncertfile {}\nkeyfile {}\nrequire_certificate true\n",
+            tls.ca.display(),
+            tls.server_cert.display(),
+            tls.server_key.display()
+        );
+        Mosquitto::start_with(dir, &conf).await
+    }
+
+    async fn start_with(dir: &Path, listener: &str) -> Mosquitto {
         let port = free_port();
         let conf = dir.join("mosquitto.conf");
         std::fs::write(
             &conf,
             format!(
-                "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type error\n"
+                "listener {port} 127.0.0.1\n{listener}allow_anonymous true\npersistence false\nlog_dest stderr\nlog_type error\n"
             ),
         )
         .unwrap();
@@ -151,8 +166,48 @@ async fn wait_listening(port: u16) {
     }
 }
 
+/// PEM files of a test CA: the broker's certificate (127.0.0.1) and a
+/// client's, and another CA's broker certificate.
+struct TlsFiles {
+    ca: PathBuf,
+    server_cert: PathBuf,
+    server_key: PathBuf,
+    client_cert: PathBuf,
+    client_key: PathBuf,
+}
+
+impl TlsFiles {
+    fn write(dir: &Path, ca: &edgehive_testkit::pki::TestCa) -> TlsFiles {
+        let file = |name: &str, pem: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, pem).unwrap();
+            p
+        };
+        let (server, client) = (ca.server(), ca.client("edge-1", None));
+        TlsFiles {
+            ca: file("ca.crt", &ca.cert_pem),
+            server_cert: file("server.crt", &server.cert_pem),
+            server_key: file("server.key", &server.key_pem),
+            client_cert: file("client.crt", &client.cert_pem),
+            client_key: file("client.key", &client.key_pem),
+        }
+    }
+
+    fn broker_tls(&self) -> edgehive_eventbus::BrokerTls {
+        edgehive_eventbus::BrokerTls {
+            ca_file: self.ca.clone(),
+            cert_file: self.client_cert.clone(),
+            key_file: self.client_key.clone(),
+        }
+    }
+}
+
 /// `mosquitto_pub` sends one message (QoS 1) from a file, so any bytes go.
 async fn mosquitto_pub(port: u16, topic: &str, payload: &[u8], dir: &Path) {
+    mosquitto_pub_with(port, &[], topic, payload, dir).await;
+}
+
+async fn mosquitto_pub_with(port: u16, extra: &[&std::ffi::OsStr], topic: &str, payload: &[u8], dir: &Path) {
     let file = dir.join(format!("payload-{}", fastrand_name()));
     std::fs::write(&file, payload).unwrap();
     let status = tokio::time::timeout(
@@ -160,6 +215,7 @@ async fn mosquitto_pub(port: u16, topic: &str, payload: &[u8], dir: &Path) {
         tokio::process::Command::new("mosquitto_pub")
             .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-q", "1", "-t", topic, "-f"])
             .arg(&file)
+            .args(extra)
             .stdout(Stdio::null())
             .status(),
     )
@@ -668,5 +724,79 @@ async fn the_embedded_broker_keeps_retained_messages_within_their_byte_budget() 
     for t in [watcher_task, attacker_task, late_task, again_task] {
         t.abort();
     }
+    edge.stop().await;
+}
+
+/// eventBusTLS: the external broker over mutual TLS. Devices' messages
+/// reach the twin through it; a broker whose certificate another CA signed
+/// is never spoken to, and a TLS URL without eventBusTLS (KubeEdge would
+/// skip the certificate check) or with files that do not load is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_broker_is_used_with_eventbustls_and_an_impostor_is_not() {
+    let dir = TempDir::new("eventbus-tls");
+    let ca = edgehive_testkit::pki::TestCa::new("mqtt-ca");
+    let files = TlsFiles::write(dir.path(), &ca);
+    let broker = Mosquitto::start_tls(dir.path(), &files).await;
+    let url = format!("ssl://127.0.0.1:{}", broker.port);
+
+    // Without eventBusTLS, and with a key file that is not there: refused.
+    let err = external(url.clone()).validate().unwrap_err().to_string();
+    assert!(err.contains("eventBusTLS") && err.contains("TLS broker"), "{err}");
+    let mut missing = files.broker_tls();
+    missing.key_file = dir.path().join("nothere.key");
+    let err = EventBusConfig { tls: Some(missing), ..external(url.clone()) }.validate().unwrap_err().to_string();
+    assert!(err.contains("tlsMqttPrivateKeyFile") && err.contains("nothere.key"), "{err}");
+
+    let cfg = EventBusConfig { tls: Some(files.broker_tls()), ..external(url.clone()) };
+    cfg.validate().unwrap();
+    let mut edge = Edge::start(cfg, &dir.path().join("edgecore.db"));
+    edge.connected().await;
+    let tls_args: Vec<&std::ffi::OsStr> = vec![
+        "--cafile".as_ref(),
+        files.ca.as_os_str(),
+        "--cert".as_ref(),
+        files.client_cert.as_os_str(),
+        "--key".as_ref(),
+        files.client_key.as_os_str(),
+    ];
+    let topic = "$hw/events/device/thermo/twin/update";
+    let end = tokio::time::Instant::now() + DEADLINE;
+    let got = loop {
+        assert!(tokio::time::Instant::now() < end, "nothing reached the twin over TLS");
+        mosquitto_pub_with(broker.port, &tls_args, topic, br#"{"twin":{}}"#, dir.path()).await;
+        if let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(500), edge.twin.recv()).await {
+            break m;
+        }
+    };
+    assert_eq!(got.route.resource, twin_resource(topic));
+    edge.stop().await;
+
+    // A broker with another CA's certificate: no connection is made.
+    let impostor_dir = TempDir::new("eventbus-tls-impostor");
+    let other = TlsFiles::write(impostor_dir.path(), &edgehive_testkit::pki::TestCa::new("other-ca"));
+    let impostor = Mosquitto::start_tls(
+        impostor_dir.path(),
+        &TlsFiles {
+            // It would take our client's certificate: only the edge's check stops it.
+            ca: files.ca.clone(),
+            server_cert: other.server_cert.clone(),
+            server_key: other.server_key.clone(),
+            client_cert: other.client_cert.clone(),
+            client_key: other.client_key.clone(),
+        },
+    )
+    .await;
+    let url = format!("ssl://127.0.0.1:{}", impostor.port);
+    let edge = Edge::start(
+        EventBusConfig { tls: Some(files.broker_tls()), ..external(url) },
+        &impostor_dir.path().join("edgecore.db"),
+    );
+    let m = edge.metrics.clone();
+    edgehive_testkit::eventually("attempts to the impostor fail", DEADLINE, || {
+        let (sub, publ) = m.disconnects_count();
+        sub >= 2 && publ >= 2
+    })
+    .await;
+    assert_eq!(edge.metrics.connects_count(), (0, 0), "never connected to the impostor");
     edge.stop().await;
 }
