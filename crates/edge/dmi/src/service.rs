@@ -18,7 +18,6 @@ use edgehive_grpc::{Server, Status};
 use edgehive_metamanager::Op;
 use edgehive_model::constants::{group, op, source};
 use edgehive_model::{Content, Message};
-use serde_json::{Map, Value, json};
 
 use crate::api::{self, method};
 use crate::module::{RESOURCE_TYPE_DEVICEMAPPER, Shared, lock};
@@ -44,7 +43,7 @@ pub(crate) fn server(shared: Arc<Shared>, ctx: Context) -> Server {
             let shared = Arc::clone(&s1);
             async move { mapper_register(&shared, req).await }
         })
-        .unary(method::REPORT_DEVICE_STATUS, move |req: api::ReportDeviceStatusRequest| {
+        .unary(method::REPORT_DEVICE_STATUS, move |req: StatusReport| {
             let (shared, ctx) = (Arc::clone(&s2), c2.clone());
             async move { report_device_status(&shared, &ctx, req).await }
         })
@@ -192,34 +191,98 @@ fn known_device(shared: &Shared, device: &str) -> Result<std::sync::Arc<[Box<str
 async fn report_device_status(
     shared: &Arc<Shared>,
     ctx: &Context,
-    req: api::ReportDeviceStatusRequest,
+    req: StatusReport,
 ) -> Result<api::ReportDeviceStatusResponse, Status> {
     limited(shared, &shared.report_limit, || format!("report status of {}", req.device_name))?;
     shared.metrics.reports.inc();
     let properties = known_device(shared, &req.device_name)?;
-    let mut twin = Map::new();
-    for t in req.reported_device.map(|d| d.twins).unwrap_or_default() {
+    let reported = req.reported_device.map(|d| d.twins).unwrap_or_default();
+    let mut twin = Vec::with_capacity(reported.len());
+    for t in &reported {
         if !properties.iter().any(|p| **p == *t.property_name) {
             shared.metrics.reports_dropped.inc();
             tracing::warn!(device = %req.device_name, property = %t.property_name, "reported property is not the device's, dropped");
             continue;
         }
-        let mut entry = Map::new();
-        if let Some(d) = t.observed_desired {
-            entry.insert("expected".into(), json!({"value": d.value}));
-        }
-        if let Some(r) = t.reported {
-            entry.insert("actual".into(), json!({"value": r.value}));
-        }
-        twin.insert(t.property_name, Value::Object(entry));
+        twin.push((
+            t.property_name.as_str(),
+            TwinEntry {
+                expected: t.observed_desired.as_ref().map(|v| ValueOnly { value: &v.value }),
+                actual: t.reported.as_ref().map(|v| ValueOnly { value: &v.value }),
+            },
+        ));
     }
     if twin.is_empty() {
         return Ok(api::ReportDeviceStatusResponse {});
     }
-    let payload = json!({"event_id": "", "timestamp": edgehive_model::now_millis(), "twin": twin});
+    let update = TwinUpdate { event_id: "", timestamp: edgehive_model::now_millis(), twin: EntryMap(twin) };
     let topic = format!("{DEVICE_ET_PREFIX}{}/twin/update", req.device_name);
-    to_twin(ctx, &topic, &payload).await?;
+    to_twin(ctx, &topic, &update).await?;
     Ok(api::ReportDeviceStatusResponse {})
+}
+
+/// What the edge reads of a `ReportDeviceStatusRequest` ([`api`]'s, less
+/// the values' `metadata` maps, which it does not use: a thousand reports a
+/// second decoded two `HashMap`s each for nothing; prost skips them unread).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct StatusReport {
+    #[prost(string, tag = "1")]
+    device_name: String,
+    #[prost(message, optional, tag = "2")]
+    reported_device: Option<ReportedTwins>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct ReportedTwins {
+    #[prost(message, repeated, tag = "1")]
+    twins: Vec<ReportedTwin>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct ReportedTwin {
+    #[prost(string, tag = "1")]
+    property_name: String,
+    #[prost(message, optional, tag = "2")]
+    observed_desired: Option<ReportedValue>,
+    #[prost(message, optional, tag = "3")]
+    reported: Option<ReportedValue>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct ReportedValue {
+    #[prost(string, tag = "1")]
+    value: String,
+}
+
+/// The body of a `$hw/events/device/{id}/twin/update` (KubeEdge's
+/// `DeviceTwinUpdate`), written straight from the request.
+#[derive(serde::Serialize)]
+struct TwinUpdate<'a> {
+    event_id: &'static str,
+    timestamp: i64,
+    twin: EntryMap<'a>,
+}
+
+/// The reported twins, by property, as a JSON object.
+struct EntryMap<'a>(Vec<(&'a str, TwinEntry<'a>)>);
+
+impl serde::Serialize for EntryMap<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
+}
+
+#[derive(serde::Serialize)]
+struct TwinEntry<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expected: Option<ValueOnly<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    actual: Option<ValueOnly<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct ValueOnly<'a> {
+    value: &'a str,
 }
 
 async fn report_device_states(
@@ -234,7 +297,7 @@ async fn report_device_states(
         shared.metrics.reports_dropped.inc();
         return Err(Status::invalid_argument("the state must be 1 to 64 characters"));
     }
-    let payload = json!({"event_id": "", "timestamp": edgehive_model::now_millis(), "state": req.state});
+    let payload = serde_json::json!({"event_id": "", "timestamp": edgehive_model::now_millis(), "state": req.state});
     let topic = format!("{DEVICE_ET_PREFIX}{}/state/update", req.device_name);
     to_twin(ctx, &topic, &payload).await?;
     Ok(api::ReportDeviceStatesResponse {})
@@ -242,10 +305,13 @@ async fn report_device_states(
 
 /// Sends what an MQTT publish on `topic` would have brought (contract
 /// message 1): source `bus`, group `user`, resource the base64url topic,
-/// operation `response`, the payload as a JSON string.
-async fn to_twin(ctx: &Context, topic: &str, payload: &Value) -> Result<(), Status> {
+/// operation `response` — but the payload as JSON itself, not as a JSON
+/// string holding it: DeviceTwin takes either, and this one needs no
+/// escaping here and no second decode there.
+async fn to_twin(ctx: &Context, topic: &str, payload: &impl serde::Serialize) -> Result<(), Status> {
     let resource = base64::engine::general_purpose::URL_SAFE.encode(topic);
-    let msg = Message::build(source::BUS, group::USER, resource, op::RESPONSE, Content::string(&payload.to_string()));
+    let content = Content::from_serialize(payload).map_err(|e| Status::internal(format!("report not encoded: {e}")))?;
+    let msg = Message::build(source::BUS, group::USER, resource, op::RESPONSE, content);
     match tokio::time::timeout(TWIN_SEND_DEADLINE, ctx.send_to_group(group::TWIN, msg)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => {
