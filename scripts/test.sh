@@ -17,7 +17,9 @@ cd "$(dirname "$0")/.."
 # is one of the clients the end-to-end tests drive. mosquitto and its
 # clients: EventBus's external broker (KubeEdge's default mqttMode), and
 # the plain MQTT clients the device tests speak KubeEdge's topics with.
-packages=(golang-go golang-github-gorilla-websocket-dev etcd-server
+# golang-google-grpc-dev: grpc-go, for a DMI mapper written the way
+# KubeEdge's mapper framework writes one.
+packages=(golang-go golang-github-gorilla-websocket-dev golang-google-grpc-dev etcd-server
           containerd runc busybox-static containernetworking-plugins iproute2
           python3-venv mosquitto mosquitto-clients)
 

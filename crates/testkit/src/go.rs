@@ -1,7 +1,7 @@
 //! Building the Go peers some tests run (programs written the way KubeEdge's
-//! EdgeHub and EdgeCore talk, with Go and gorilla/websocket from Debian's
-//! golang-go and golang-github-gorilla-websocket-dev, which scripts/test.sh
-//! installs). Each peer is one `package main` file built together with this
+//! EdgeHub, EdgeCore and mapper framework talk, with Go, gorilla/websocket
+//! and grpc-go from Debian's golang-go, golang-github-gorilla-websocket-dev
+//! and golang-google-grpc-dev, which scripts/test.sh installs). Each peer is one `package main` file built together with this
 //! crate's `go/model.go` (beehive's message and common helpers).
 
 use std::path::{Path, PathBuf};
@@ -29,7 +29,7 @@ pub fn build(source: &Path, out_dir: &Path, name: &str) -> PathBuf {
         .env("GOFLAGS", "")
         .output()
         .unwrap_or_else(|e| {
-            panic!("cannot run `go` ({e}); install golang-go and golang-github-gorilla-websocket-dev (scripts/test.sh does)")
+            panic!("cannot run `go` ({e}); install golang-go, golang-github-gorilla-websocket-dev and golang-google-grpc-dev (scripts/test.sh does)")
         });
     assert!(out.status.success(), "go build failed:\n{}", String::from_utf8_lossy(&out.stderr));
     bin

@@ -781,3 +781,64 @@ async fn a_failing_mapper_keeps_its_changes_and_delays_no_other_mapper() {
     mapper_stop.cancel();
     edge.stop.cancel();
 }
+
+/// A mapper on grpc-go (Debian's golang-google-grpc-dev), as KubeEdge's
+/// mapper framework builds one: it dials the socket with grpc-go's HTTP/2,
+/// registers with data and gets its protocol's device and model, reports a
+/// twin whose values carry metadata maps (the twin gets the values), gets
+/// NOT_FOUND as a grpc-go status for a device the node does not have, and
+/// its own grpc-go server takes the edge's UpdateDevice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_go_mapper_registers_reports_and_is_called() {
+    use tokio::io::AsyncBufReadExt as _;
+    let dir = TempDir::new("dmi-grpc-go");
+    let db = MetaDb::open(&dir.path().join("edge.db")).unwrap();
+    seed(&db);
+    drop(db);
+    let bin = edgehive_testkit::go::build(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gomapper/main.go"),
+        dir.path(),
+        "gomapper",
+    );
+    let mut edge = start_edge(dir, |_| {});
+    wait_for_socket(&edge.sock).await;
+    let mut child = tokio::process::Command::new(&bin)
+        .arg(&edge.sock)
+        .arg(edge.dir.join("go-mapper.sock"))
+        .args(["opcua", "opc-1"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let lines: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut out = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let sink = Arc::clone(&lines);
+    tokio::spawn(async move {
+        while let Ok(Some(l)) = out.next_line().await {
+            sink.lock().unwrap().push(l);
+        }
+    });
+    let seen = |prefix: &str| lines.lock().unwrap().iter().find(|l| l.starts_with(prefix)).cloned();
+    eventually("the grpc-go mapper registered and reported", WAIT, || seen("UNKNOWN").is_some()).await;
+    assert_eq!(seen("REGISTERED").unwrap(), "REGISTERED models=[thermo-model] devices=[opc-1]");
+    let unknown = seen("UNKNOWN").unwrap();
+    assert!(unknown.contains("code = NotFound") && unknown.contains("no-such-device"), "{unknown}");
+    let m = tokio::time::timeout(WAIT, edge.twin.recv()).await.unwrap().unwrap();
+    assert_eq!(decode_topic(&m), "$hw/events/device/opc-1/twin/update");
+    assert_eq!(
+        m.content.to_value()["twin"],
+        json!({"temperature": {"expected": {"value": "20"}, "actual": {"value": "21.5"}}})
+    );
+    // A new desired value reaches the mapper's grpc-go server.
+    let mut changed = device("opc-1", "opcua");
+    changed["spec"]["properties"][0]["desired"]["value"] = json!("25");
+    edge.ctx.send("dmi", from_twin(op::UPDATE, "default/device/opc-1", &changed)).await.unwrap();
+    eventually("UpdateDevice at the grpc-go mapper", WAIT, || {
+        seen("CALL /v1beta1.DeviceMapperService/UpdateDevice").is_some()
+    })
+    .await;
+    drop(child.stdin.take());
+    tokio::time::timeout(WAIT, child.wait()).await.expect("the mapper ends with its input").unwrap();
+    edge.stop.cancel();
+}
