@@ -108,6 +108,17 @@ impl Outcome {
     }
 }
 
+/// Whether the update `t` changes the twin `cur` beyond timestamps (as
+/// the update in `twin_update` applies it).
+fn changes(cur: &MsgTwin, t: &MsgTwin) -> bool {
+    let cloud_owned = cur.expected_version.is_some_and(|v| v.cloud > 0);
+    t.actual_value().is_some_and(|v| cur.actual_value() != Some(v))
+        || (!cloud_owned
+            && t.expected_value().filter(|v| !v.is_empty()).is_some_and(|v| cur.expected_value() != Some(v)))
+        || t.metadata.as_ref().filter(|m| !m.ty.is_empty()).is_some_and(|m| cur.metadata.as_ref() != Some(m))
+        || t.optional.is_some_and(|o| cur.optional != Some(o))
+}
+
 fn value_now(value: &str) -> TwinValue {
     TwinValue {
         value: Some(value.to_owned()),
@@ -383,37 +394,38 @@ impl Twins {
     }
 
     fn twin_update(&mut self, id: &str, payload: &str) -> Outcome {
-        let topic = format!("{DEVICE_PREFIX}{id}/twin/update/result");
+        // Built when an answer is: most updates are answered to no one.
+        let topic = || format!("{DEVICE_PREFIX}{id}/twin/update/result");
         let update: DeviceTwinUpdate = match serde_json::from_str(payload) {
             Ok(u) => u,
             Err(_) => {
                 let reason = "Unmarshal update request body failed, please check the request".to_owned();
-                return Outcome::default().error(topic, "", 400, reason);
+                return Outcome::default().error(topic(), "", 400, reason);
             }
         };
         let event = update.base.event_id.clone();
         let Some(d) = self.devices.get_mut(id) else {
             let reason = "update rejected due to the device is not existed".to_owned();
-            return Outcome::default().error(topic, &event, 404, reason);
+            return Outcome::default().error(topic(), &event, 404, reason);
         };
         let Some(twins) = update.twin else {
-            return Outcome::default().error(topic, &event, 400, "Update twin error, key:twin does not exist".into());
+            return Outcome::default().error(topic(), &event, 400, "Update twin error, key:twin does not exist".into());
         };
         for (key, t) in &twins {
             if !valid_twin_key(key) {
-                return Outcome::default().error(topic, &event, 400, "The key of twin must only include upper or lowercase letters, number, english, and special letter - _ . , : / @ # and the length of key should be less than 128 bytes".into());
+                return Outcome::default().error(topic(), &event, 400, "The key of twin must only include upper or lowercase letters, number, english, and special letter - _ . , : / @ # and the length of key should be less than 128 bytes".into());
             }
             let bad = t.as_ref().is_some_and(|t| {
                 [t.expected_value(), t.actual_value()].into_iter().flatten().any(|v| !valid_twin_value(v))
             });
             if bad {
-                return Outcome::default().error(topic, &event, 400, "The value of twin must only include upper or lowercase letters, number, english, and special letter - _ . , : / @ # and the length of value should be less than 512 bytes".into());
+                return Outcome::default().error(topic(), &event, 400, "The value of twin must only include upper or lowercase letters, number, english, and special letter - _ . , : / @ # and the length of value should be less than 512 bytes".into());
             }
         }
         let added = twins.iter().filter(|(k, t)| t.is_some() && !d.twins.contains_key(k)).count();
         if d.twins.len() + added > MAX_TWINS {
             let reason = format!("update rejected: a device has at most {MAX_TWINS} twins");
-            return Outcome::default().error(topic, &event, 400, reason);
+            return Outcome::default().error(topic(), &event, 400, reason);
         }
         for (key, t) in &twins {
             let Some(t) = t else { continue };
@@ -428,7 +440,7 @@ impl Twins {
             if let Some(why) =
                 values.into_iter().flatten().filter(|v| !v.is_empty()).find_map(|v| check_value(ty, v).err())
             {
-                return Outcome::default().error(topic, &event, 400, why.to_owned());
+                return Outcome::default().error(topic(), &event, 400, why.to_owned());
             }
         }
         let answering = self.answering;
@@ -438,13 +450,18 @@ impl Twins {
         let mut report = BTreeMap::new();
         let mut expected_changed = false;
         for (key, t) in twins {
-            let last = d.twins.get(&key).cloned();
             let Some(t) = t else {
                 // `null` deletes the twin.
-                if d.twins.remove(&key).is_some() {
-                    docs.insert(key.clone(), TwinDoc { last: last.map(|l| l.shown()), current: None });
+                if let Some(last) = d.twins.remove(&key) {
+                    docs.insert(key.clone(), TwinDoc { last: Some(last.shown()), current: None });
                 }
                 continue;
+            };
+            // The twin before, kept only when this update changes it: a
+            // mapper polling a steady device changes only timestamps.
+            let (new, last) = match d.twins.get(&key) {
+                None => (true, None),
+                Some(cur) => (false, changes(cur, &t).then(|| cur.clone())),
             };
             let cur = d.twins.get_or_insert_with(&key, || MsgTwin { optional: Some(true), ..MsgTwin::default() });
             let mut changed = false;
@@ -453,7 +470,13 @@ impl Twins {
                     cur.actual_version.get_or_insert_with(TwinVersion::default).edge += 1;
                     changed = true;
                 }
-                cur.actual = Some(value_now(v));
+                match &mut cur.actual {
+                    // The same value: only its time moves.
+                    Some(a) if a.value.as_deref() == Some(v) => {
+                        a.metadata = Some(ValueMetadata { timestamp: edgehive_model::now_millis() });
+                    }
+                    _ => cur.actual = Some(value_now(v)),
+                }
             }
             // An empty expected value is none (a DMI mapper reports an
             // empty `observedDesired` for a property without a desired
@@ -480,7 +503,8 @@ impl Twins {
             if answering {
                 result.insert(key.clone(), cur.shown());
             }
-            if changed || last.is_none() {
+            debug_assert!(new || changed == last.is_some(), "changes() and the update disagree on {key}");
+            if changed || new {
                 docs.insert(key.clone(), TwinDoc { last: last.map(|l| l.shown()), current: Some(cur.shown()) });
                 report.insert(key, cur.shown());
             }
@@ -491,7 +515,7 @@ impl Twins {
             out.dirty.push(id.to_owned());
         }
         if answering {
-            out.publish(topic, &TwinResult { base: BaseMessage::now(&event), twin: result });
+            out.publish(topic(), &TwinResult { base: BaseMessage::now(&event), twin: result });
             if !docs.is_empty() {
                 out.publish(
                     format!("{DEVICE_PREFIX}{id}/twin/update/document"),
@@ -626,6 +650,27 @@ mod tests {
         // Refusals are still answered.
         let out = t.on_topic("$hw/events/device/nothere/twin/update", up);
         assert!(payload(&out, "/twin/update/result").is_some());
+    }
+
+    #[test]
+    fn a_repeated_value_moves_only_its_time_and_a_change_documents_the_last() {
+        let mut t = Twins::new("edge-1", BTreeMap::new());
+        t.apply_device(&device("20"), Some(&model()));
+        let up = |v: &str| format!(r#"{{"twin":{{"temperature":{{"actual":{{"value":"{v}"}}}}}}}}"#);
+        let topic = "$hw/events/device/thermo/twin/update";
+        assert_eq!(t.on_topic(topic, &up("21")).dirty, ["thermo"]);
+        let stamp = |t: &Twins| t.get("thermo").unwrap().twins["temperature"].actual.clone().unwrap();
+        let before = stamp(&t);
+        let out = t.on_topic(topic, &up("21"));
+        assert!(out.dirty.is_empty() && out.report.is_empty(), "{out:?}");
+        assert!(payload(&out, "/twin/update/document").is_none());
+        assert_eq!(stamp(&t).value, before.value);
+        assert!(stamp(&t).metadata.unwrap().timestamp >= before.metadata.unwrap().timestamp);
+        let out = t.on_topic(topic, &up("22"));
+        let doc = payload(&out, "/twin/update/document").unwrap();
+        assert_eq!(doc["twin"]["temperature"]["last"]["actual"]["value"], "21");
+        assert_eq!(doc["twin"]["temperature"]["current"]["actual"]["value"], "22");
+        assert_eq!(t.get("thermo").unwrap().twins["temperature"].actual_version.unwrap().edge, 2);
     }
 
     #[test]
