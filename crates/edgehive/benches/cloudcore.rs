@@ -241,17 +241,35 @@ async fn delivery(nodes: usize) {
         (0..CONFIGMAPS).map(|c| json!({"name": format!("v{c}"), "configMap": {"name": format!("cm-{c}")}})).collect();
     let edges = connect_edges(&cloud, nodes).await;
     let setup = Instant::now();
-    for i in 0..nodes {
-        let n = serde_json::from_value(
-            json!({"metadata": {"name": format!("edge-{i}"), "labels": {"node-role.kubernetes.io/edge": ""}}}),
-        )
-        .unwrap();
-        node_api.create(&PostParams::default(), &n).await.unwrap();
-        let p = serde_json::from_value(json!({"metadata": {"name": format!("p-{i}")},
-            "spec": {"nodeName": format!("edge-{i}"), "containers": [{"name": "c", "image": "busybox"}], "volumes": volumes}}))
-        .unwrap();
-        pods.create(&PostParams::default(), &p).await.unwrap();
+    // 32 creators at once, as controllers write: the store commits them in
+    // groups, so the setup does not wait on one disk flush per object.
+    let next = Arc::new(AtomicUsize::new(0));
+    let creators: Vec<_> = (0..32)
+        .map(|_| {
+            let (node_api, pods, next, volumes) = (node_api.clone(), pods.clone(), next.clone(), volumes.clone());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= nodes {
+                        return;
+                    }
+                    let n = serde_json::from_value(json!({"metadata": {"name": format!("edge-{i}"),
+                        "labels": {"node-role.kubernetes.io/edge": ""}}}))
+                    .unwrap();
+                    node_api.create(&PostParams::default(), &n).await.unwrap();
+                    let p = serde_json::from_value(json!({"metadata": {"name": format!("p-{i}")},
+                        "spec": {"nodeName": format!("edge-{i}"), "containers": [{"name": "c", "image": "busybox"}],
+                            "volumes": volumes}}))
+                    .unwrap();
+                    pods.create(&PostParams::default(), &p).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for c in creators {
+        c.await.unwrap();
     }
+    let created = setup.elapsed().as_secs_f64();
     let initial = nodes * (CONFIGMAPS + 1);
     while edges.receipts.lock().unwrap().len() < initial && setup.elapsed() < Duration::from_secs(600) {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -307,7 +325,7 @@ async fn delivery(nodes: usize) {
     lat.sort();
     let secs = (finished - start).as_secs_f64();
     println!(
-        "nodes={nodes:>5}  setup {initial} deliveries in {setup_secs:.2} s  |  flat out: {} API writes in {:.2} s, {} acked deliveries in {secs:.2} s = {:.0}/s  |  write→edge p50 {} p99 {} max {}  |  cloud RSS {} MiB",
+        "nodes={nodes:>5}  setup {initial} deliveries in {setup_secs:.2} s (objects created in {created:.2} s)  |  flat out: {} API writes in {:.2} s, {} acked deliveries in {secs:.2} s = {:.0}/s  |  write→edge p50 {} p99 {} max {}  |  cloud RSS {} MiB",
         writes.len(),
         written.as_secs_f64(),
         receipts.len(),
@@ -323,43 +341,123 @@ async fn delivery(nodes: usize) {
     let per_sec = (10_000 / nodes).clamp(1, 1000);
     let paced_writes = (per_sec * 5).min(2000);
     let gap = Duration::from_secs_f64(1.0 / per_sec as f64);
-    let mut sent = Vec::with_capacity(paced_writes);
+    let counters0 = delivery_counters(&client).await;
+    // Each configmap is written from the last answer (no read first): one
+    // request per write, so the pace holds while the disk is slow.
+    let mut last: Vec<ConfigMap> = Vec::new();
+    for c in 0..CONFIGMAPS {
+        last.push(cms.get(&format!("cm-{c}")).await.unwrap());
+    }
+    // Writes in flight at once, each on its own task, so that a slow answer
+    // does not hold the next write back.
+    let (sent_tx, mut sent_rx) = tokio::sync::mpsc::unbounded_channel();
+    let last: Vec<Arc<tokio::sync::Mutex<ConfigMap>>> =
+        last.into_iter().map(|c| Arc::new(tokio::sync::Mutex::new(c))).collect();
     let mut tick = tokio::time::interval(gap);
     for w in 0..paced_writes {
         tick.tick().await;
         let c = w % CONFIGMAPS;
-        let mut cm = cms.get(&format!("cm-{c}")).await.unwrap();
-        cm.data = Some([("v".to_string(), format!("paced-{w}"))].into());
-        let t = Instant::now();
-        let done = cms.replace(&format!("cm-{c}"), &PostParams::default(), &cm).await.unwrap();
-        sent.push(((c, done.metadata.resource_version.unwrap().parse::<u64>().unwrap()), t));
+        let (cms, slot, sent_tx) = (cms.clone(), last[c].clone(), sent_tx.clone());
+        tokio::spawn(async move {
+            // Writes of one configmap follow each other (each needs the
+            // version the last one made).
+            let mut cm = slot.lock().await;
+            cm.data = Some([("v".to_string(), format!("paced-{w}"))].into());
+            let t = Instant::now();
+            let done = cms.replace(&format!("cm-{c}"), &PostParams::default(), &cm).await.unwrap();
+            let answered = Instant::now();
+            let rv = done.metadata.resource_version.clone().unwrap().parse::<u64>().unwrap();
+            *cm = done;
+            let _ = sent_tx.send(((c, rv), (t, answered)));
+        });
+    }
+    drop(sent_tx);
+    let mut sent = Vec::with_capacity(paced_writes);
+    while let Some(s) = sent_rx.recv().await {
+        sent.push(s);
     }
     let expected = paced_writes * nodes;
     let end = Instant::now() + Duration::from_secs(60);
     while edges.receipts.lock().unwrap().len() < expected && Instant::now() < end {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let writes: HashMap<(usize, u64), Instant> = sent.into_iter().collect();
+    let mut api: Vec<Duration> = sent.iter().map(|(_, (t, a))| a.saturating_duration_since(*t)).collect();
+    api.sort();
+    let writes: HashMap<(usize, u64), (Instant, Instant)> = sent.into_iter().collect();
     let receipts = edges.receipts.lock().unwrap().clone();
-    let mut lat: Vec<Duration> = receipts
+    let mut seen = std::collections::HashSet::new();
+    let mut duplicates = 0usize;
+    let (mut lat, mut after): (Vec<Duration>, Vec<Duration>) = receipts
         .iter()
-        .filter_map(|(_, res, rv, at)| {
+        .filter_map(|(node, res, rv, at)| {
             let c: usize = res.strip_prefix("default/configmap/cm-")?.parse().ok()?;
-            Some(at.saturating_duration_since(*writes.get(&(c, *rv))?))
+            let (t, answered) = writes.get(&(c, *rv))?;
+            if !seen.insert((*node, c, *rv)) {
+                duplicates += 1;
+            }
+            Some((at.saturating_duration_since(*t), at.saturating_duration_since(*answered)))
         })
-        .collect();
+        .unzip();
     lat.sort();
+    after.sort();
+    // Where a tail comes from: the slowest deliveries, with their write's
+    // answer time (a slow write delays all its nodes alike; a slow
+    // delivery, some).
+    if lat.last().is_some_and(|l| *l > Duration::from_millis(500)) {
+        let mut slow: Vec<_> = receipts
+            .iter()
+            .filter_map(|(node, res, rv, at)| {
+                let c: usize = res.strip_prefix("default/configmap/cm-")?.parse().ok()?;
+                let (t, answered) = writes.get(&(c, *rv))?;
+                Some((at.saturating_duration_since(*t), answered.saturating_duration_since(*t), *node, c, *rv))
+            })
+            .collect();
+        slow.sort();
+        let tail = slow.len().saturating_sub(5);
+        for (l, a, node, c, rv) in &slow[tail..] {
+            println!("  slow: edge-{node} cm-{c}@{rv}: write→edge {} (write answered after {})", ms(*l), ms(*a));
+        }
+        let late = slow.iter().filter(|s| s.0 > Duration::from_millis(500)).count();
+        let writes_late: std::collections::HashSet<_> =
+            slow.iter().filter(|s| s.0 > Duration::from_millis(500)).map(|s| (s.3, s.4)).collect();
+        println!("  {late} deliveries over 500 ms, of {} writes", writes_late.len());
+    }
+    let counters = delivery_counters(&client).await;
+    let delta: Vec<String> =
+        counters.iter().zip(&counters0).map(|((name, v), (_, v0))| format!("{name} {:.0}", v - v0)).collect();
     println!(
-        "nodes={nodes:>5}  paced {per_sec} writes/s x {nodes} nodes = {} deliveries/s: {} of {expected} delivered, write→edge p50 {} p99 {} max {}",
+        "nodes={nodes:>5}  paced {per_sec} writes/s x {nodes} nodes = {} deliveries/s: {} of {expected} delivered ({duplicates} twice), write→edge p50 {} p99 {} max {}  |  API write p50 {} p99 {} max {}  |  answer→edge p99 {} max {}  |  {}",
         per_sec * nodes,
         lat.len(),
         ms(percentile(&lat, 0.5)),
         ms(percentile(&lat, 0.99)),
         ms(lat.last().copied().unwrap_or_default()),
+        ms(percentile(&api, 0.5)),
+        ms(percentile(&api, 0.99)),
+        ms(api.last().copied().unwrap_or_default()),
+        ms(percentile(&after, 0.99)),
+        ms(after.last().copied().unwrap_or_default()),
+        delta.join(", "),
     );
     for t in edges.tasks {
         t.abort();
     }
+}
+
+/// The cloud's counters of what a delivery can cost beyond one send: resends
+/// after a missed ACK, messages dropped (offline, full inbox or pool) and
+/// SyncController's re-sends.
+async fn delivery_counters(client: &kube::Client) -> Vec<(&'static str, f64)> {
+    let mut out = Vec::new();
+    for (name, metric, labels) in [
+        ("resent", "edgehive_cloudhub_retries_total", &[][..]),
+        ("dropped full", "edgehive_cloudhub_dropped_total", &["reason=\"full\""][..]),
+        ("dropped offline", "edgehive_cloudhub_dropped_total", &["reason=\"offline\""][..]),
+        ("sync updates", "edgehive_synccontroller_updates_total", &[][..]),
+    ] {
+        out.push((name, metric_with(client, metric, labels).await));
+    }
+    out
 }
 
 async fn idle(nodes: usize) {

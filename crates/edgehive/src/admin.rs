@@ -38,13 +38,20 @@ fn pem_field(config: &Value, list: &str, inner: &str, key: &str) -> anyhow::Resu
     base64::engine::general_purpose::STANDARD.decode(text.trim()).with_context(|| format!("{key} is not base64"))
 }
 
-impl AdminClient {
-    /// The client `data_dir/kubeconfig.yaml` describes.
-    pub(crate) fn from_data_dir(data_dir: &Path) -> anyhow::Result<AdminClient> {
-        let path = data_dir.join("kubeconfig.yaml");
-        let text = std::fs::read_to_string(&path).with_context(|| {
-            format!("read {} (start `edgehive cloud --data-dir {}` first)", path.display(), data_dir.display())
-        })?;
+/// What a kubeconfig written by `edgehive cloud` says: the server, its
+/// CA, and the admin's client certificate and key.
+pub(crate) struct Kubeconfig {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) ca: CertificateDer<'static>,
+    pub(crate) cert: CertificateDer<'static>,
+    pub(crate) key: PrivateKeyDer<'static>,
+}
+
+impl Kubeconfig {
+    /// Reads `path`.
+    pub(crate) fn read(path: &Path) -> anyhow::Result<Kubeconfig> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
         let config: Value =
             serde_saphyr::from_str(&text).with_context(|| format!("{} is not a kubeconfig", path.display()))?;
         let server = config
@@ -63,6 +70,18 @@ impl AdminClient {
             .context("the client certificate")?;
         let key = PrivateKeyDer::from_pem_slice(&pem_field(&config, "users", "user", "client-key-data")?)
             .context("the client key")?;
+        Ok(Kubeconfig { host, port, ca, cert, key })
+    }
+}
+
+impl AdminClient {
+    /// The client `data_dir/kubeconfig.yaml` describes.
+    pub(crate) fn from_data_dir(data_dir: &Path) -> anyhow::Result<AdminClient> {
+        let path = data_dir.join("kubeconfig.yaml");
+        if !path.exists() {
+            bail!("no {} (start `edgehive cloud --data-dir {}` first)", path.display(), data_dir.display());
+        }
+        let Kubeconfig { host, port, ca, cert, key } = Kubeconfig::read(&path)?;
         let mut roots = rustls::RootCertStore::empty();
         roots.add(ca).context("the CA certificate")?;
         let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))

@@ -22,6 +22,8 @@ mod mapper;
 #[cfg(feature = "cloud")]
 mod node;
 mod process;
+#[cfg(feature = "sim")]
+mod sim;
 #[cfg(feature = "cloud")]
 mod token;
 #[cfg(feature = "cloud")]
@@ -73,11 +75,27 @@ enum Command {
     /// edge's DMI socket, or a simulated Modbus TCP device.
     #[cfg(feature = "mapper")]
     Mapper(mapper::Args),
+    /// Simulate a fleet of edge nodes against a cloud, each a real link
+    /// (WebSocket or QUIC, mutual TLS), and measure it: hold, pods,
+    /// fanout, storm, churn.
+    #[cfg(feature = "sim")]
+    Sim(Box<sim::Args>),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Err(e) = logging::init(&cli.log, cli.log_json) {
+    // A simulated fleet's thousands of links would each log their
+    // connection at info: the simulator says what matters itself.
+    #[cfg(feature = "sim")]
+    let log =
+        if matches!(cli.command, Command::Sim(_)) && std::env::var_os("EDGEHIVE_LOG").is_none() && cli.log == "info" {
+            "warn".to_owned()
+        } else {
+            cli.log.clone()
+        };
+    #[cfg(not(feature = "sim"))]
+    let log = cli.log.clone();
+    if let Err(e) = logging::init(&log, cli.log_json) {
         eprintln!("edgehive: {e:#}");
         return ExitCode::from(2);
     }
@@ -90,6 +108,8 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(args),
         #[cfg(feature = "mapper")]
         Command::Mapper(args) => mapper::run(args),
+        #[cfg(feature = "sim")]
+        Command::Sim(args) => sim::run(*args),
         #[cfg(feature = "cloud")]
         Command::Token(args) => token::run(args),
         #[cfg(feature = "cloud")]

@@ -98,18 +98,23 @@ async fn create(args: CreateArgs) -> anyhow::Result<()> {
             bail!("--rejoin {node:?}: {why}");
         }
     }
+    let spec = TokenSpec { ttl: args.ttl, description: args.description, rejoin_nodes: args.rejoin_nodes };
+    let token = new_token(dir, &spec).await?;
+    writeln!(std::io::stdout().lock(), "{token}").context("write the token")
+}
+
+/// A new token of the cloud whose data directory is `dir`, recorded
+/// through its API.
+pub(crate) async fn new_token(dir: &Path, spec: &TokenSpec) -> anyhow::Result<String> {
+    let tls = dir.join("tls");
     let ca = edgehive_pki::Ca::load_or_create(&tls, "edgehive-ca").context("load the cloud's CA")?;
     let client = AdminClient::from_data_dir(dir)?;
-    let spec = TokenSpec { ttl: args.ttl, description: args.description, rejoin_nodes: args.rejoin_nodes };
     let path = format!("/api/v1/namespaces/{TOKEN_NAMESPACE}/secrets");
     for _ in 0..4 {
-        let record = TokenRecord::new(&spec, time::OffsetDateTime::now_utc());
+        let record = TokenRecord::new(spec, time::OffsetDateTime::now_utc());
         let (status, answer) = client.call(Method::POST, &path, Some(&record.to_secret())).await?;
         match status {
-            s if s.is_success() => {
-                writeln!(std::io::stdout().lock(), "{}", record.token(&ca)).context("write the token")?;
-                return Ok(());
-            }
+            s if s.is_success() => return Ok(record.token(&ca)),
             // An id in use: draw another.
             StatusCode::CONFLICT => continue,
             s => bail!("the cloud refused the token's record ({s}): {}", message(&answer)),

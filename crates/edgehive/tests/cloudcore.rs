@@ -5,6 +5,9 @@
 //! finds every answer where EdgeCore looks for it.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
+#[path = "cloudcore/sim.rs"]
+mod sim;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

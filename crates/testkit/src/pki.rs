@@ -111,6 +111,17 @@ impl TestCa {
         self.issue(params)
     }
 
+    /// A node's client certificate that expires `secs` seconds from now.
+    pub fn node_expiring_in(&self, node: &str, secs: i64) -> Issued {
+        let mut params = CertificateParams::default();
+        params.distinguished_name = dn(&format!("system:node:{node}"), Some("system:nodes"));
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let now = time::OffsetDateTime::now_utc();
+        params.not_before = now - time::Duration::minutes(1);
+        params.not_after = now + time::Duration::seconds(secs);
+        self.issue(params)
+    }
+
     /// A client certificate that expired in 2001.
     pub fn expired_node(&self, node: &str) -> Issued {
         let mut params = CertificateParams::default();

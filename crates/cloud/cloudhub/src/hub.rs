@@ -347,6 +347,20 @@ async fn admit(conn: Connection, shared: &Arc<HubState>, ctx: &Context, stop: &C
         close_refused(conn, refusal(&node, &reason), tasks);
         return;
     }
+    // A session resumed from a TLS ticket brings the certificate of its
+    // first handshake, which may have expired since.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    if let Some(cert) = peer.cert.as_ref().filter(|c| c.expired_at(now)) {
+        shared.metrics.refused_expired.inc();
+        tracing::warn!(node = %node, remote = %peer.remote_addr, serial = %cert.serial, resumed = peer.resumed,
+            "refused: the certificate has expired");
+        close_refused(
+            conn,
+            refusal(&node, "refused: the client certificate has expired; renew it (join again)"),
+            tasks,
+        );
+        return;
+    }
     if let Some(credentials) = &shared.credentials {
         let serial = peer.cert.as_ref().map(|c| c.serial.as_str()).unwrap_or_default();
         let checked =

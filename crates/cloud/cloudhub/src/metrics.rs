@@ -54,6 +54,9 @@ pub struct HubMetrics {
     pub(crate) refused_limit: Counter,
     /// ... the certificate was revoked or replaced (or could not be checked).
     pub(crate) refused_revoked: Counter,
+    /// Connections refused: the client certificate has expired (a resumed
+    /// TLS session).
+    pub(crate) refused_expired: Counter,
     /// Messages dropped, by reason.
     dropped: Family<Reason, Counter>,
     /// ... node offline (recovered from the store on reconnect).
@@ -84,6 +87,7 @@ impl Default for HubMetrics {
             refused_identity: reason(&refused, "identity"),
             refused_limit: reason(&refused, "node_limit"),
             refused_revoked: reason(&refused, "revoked"),
+            refused_expired: reason(&refused, "expired"),
             refused,
             dropped_offline: reason(&dropped, "offline"),
             dropped_full: reason(&dropped, "full"),

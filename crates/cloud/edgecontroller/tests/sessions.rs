@@ -34,6 +34,47 @@ async fn a_certificate_for_another_node_is_refused_with_a_reason() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnection_resumes_its_tls_session_but_not_past_its_certificate() {
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    // A certificate valid for a few more seconds: the first handshake
+    // checks it, and the cloud hands out a session ticket.
+    let cert = cloud.ca.node_expiring_in("edge-1", 3);
+    let not_after = edgehive_viaduct::CertIdentity::from_der(&cert.cert).unwrap().not_after;
+    let client = edgehive_viaduct::ws::WsClient::new(cloud.client_config("edge-1", &cert)).unwrap();
+    let first = client.connect().await.unwrap();
+    assert!(!first.peer().resumed, "a first connection has nothing to resume");
+    first.tx.try_write(keepalive()).unwrap();
+    eventually("edge-1 connected", WAIT, || cloud.hub.connected_nodes() == ["edge-1"]).await;
+    first.tx.close();
+    eventually("edge-1 gone", WAIT, || cloud.hub.connected_nodes().is_empty()).await;
+    // A reconnection resumes: no certificate signed or verified again.
+    let second = client.connect().await.unwrap();
+    assert!(second.peer().resumed, "the reconnection resumed its TLS session");
+    second.tx.try_write(keepalive()).unwrap();
+    eventually("edge-1 connected again", WAIT, || cloud.hub.connected_nodes() == ["edge-1"]).await;
+    second.tx.close();
+    eventually("edge-1 gone again", WAIT, || cloud.hub.connected_nodes().is_empty()).await;
+    // Once the certificate has expired, its ticket still resumes a TLS
+    // session (the ticket carries the certificate, not a new check), and
+    // the cloud refuses the node with the reason.
+    while std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64 <= not_after {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let late = client.connect().await.unwrap();
+    assert!(late.peer().resumed);
+    let (_tx, mut rx) = late.split();
+    let refusal = tokio::time::timeout(WAIT, rx.recv()).await.unwrap().expect("a refusal before the close");
+    let why = refusal.content.as_text().unwrap().into_owned();
+    assert!(why.contains("certificate has expired"), "{why}");
+    assert!(tokio::time::timeout(WAIT, rx.recv()).await.unwrap().is_none(), "then the connection closes");
+    assert_eq!(cloud.metric("edgehive_cloudhub_refused_total{reason=\"expired\"}"), 1);
+    assert!(cloud.hub.connected_nodes().is_empty());
+    // A new handshake with that certificate fails outright.
+    assert!(edgehive_viaduct::ws::connect(&cloud.client_config("edge-1", &cert)).await.is_err());
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_certificates_are_accepted_only_when_switched_on() {
     let cloud = Cloud::start(CloudHubConfig { require_node_certificate: false, ..CloudHubConfig::default() }).await;
     // A KubeEdge v1.15 edge certificate names no node.

@@ -487,7 +487,7 @@ mod tests {
     use super::*;
 
     fn cert(cn: &str) -> CertIdentity {
-        CertIdentity { common_name: Some(cn.into()), organizations: vec![], serial: "1".into() }
+        CertIdentity { common_name: Some(cn.into()), organizations: vec![], serial: "1".into(), not_after: i64::MAX }
     }
 
     #[test]

@@ -69,6 +69,19 @@ pub fn content(items: &[Item]) -> Content {
     Content::from_serialize(&Out { items }).unwrap_or_default()
 }
 
+/// The `inventory` message of `node` listing `items` (resource
+/// `null/inventory/{node}`, from MetaManager, group `meta`).
+pub fn message(node: &str, items: &[Item]) -> crate::Message {
+    crate::Message::new()
+        .with_route(
+            crate::source::METAMANAGER,
+            crate::group::META,
+            format!("{}/{}/{node}", crate::well_known::NULL_NAMESPACE, crate::resource_type::INVENTORY),
+            crate::op::INVENTORY,
+        )
+        .with_content(content(items))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,6 +26,9 @@ pub struct ConnConfig {
     /// Where this connection's stream sessions are counted (`None`: not
     /// counted).
     pub stream_stats: Option<std::sync::Arc<crate::stream::StreamStats>>,
+    /// Where the bytes this connection puts on and takes off the wire are
+    /// counted, TLS included (`None`: not counted; WebSocket clients only).
+    pub wire_bytes: Option<std::sync::Arc<crate::WireBytes>>,
 }
 
 impl Default for ConnConfig {
@@ -38,6 +41,7 @@ impl Default for ConnConfig {
             read_timeout: None,
             ping_interval: None,
             stream_stats: None,
+            wire_bytes: None,
         }
     }
 }
@@ -169,6 +173,10 @@ pub struct ClientConfig {
     /// Features to offer ([`crate::features`]); those the server agreed are
     /// [`PeerInfo::features`](crate::PeerInfo::features).
     pub features: Vec<String>,
+    /// The local address to connect from (`None`: the system's choice). A
+    /// machine holding many connections to one server spreads them over
+    /// several addresses, each with its own range of ephemeral ports.
+    pub local_ip: Option<std::net::IpAddr>,
 }
 
 impl ClientConfig {
@@ -184,6 +192,7 @@ impl ClientConfig {
             handshake_timeout: Duration::from_secs(30),
             ping_keepalive: false,
             features: Vec::new(),
+            local_ip: None,
         }
     }
 }

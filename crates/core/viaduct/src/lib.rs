@@ -25,6 +25,7 @@
 pub mod admission;
 mod config;
 mod conn;
+mod counted;
 mod error;
 pub mod features;
 pub mod quic;
@@ -38,6 +39,7 @@ pub use config::{
     Identity, ServerConfig, ServerTls,
 };
 pub use conn::{ConnRx, ConnTx, Connection, PeerInfo, Protocol};
+pub use counted::WireBytes;
 pub use error::{CloseReason, ConnectError, RequestError, WriteError};
 pub use server::{Server, ServerStats};
 pub use stream::{IncomingStreams, Stream, StreamError, StreamRx, StreamStats, StreamTx};

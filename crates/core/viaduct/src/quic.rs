@@ -380,9 +380,38 @@ pub struct QuicClient {
     zero_rtt: AtomicU64,
 }
 
+/// A client UDP socket that several [`QuicClient`]s may share: each client's
+/// connections are its own (own TLS identity, own session tickets), only
+/// the socket is common. A process holding many edges' links (a fleet
+/// simulator) needs one socket for thousands of connections instead of a
+/// file descriptor each.
+#[derive(Debug, Clone)]
+pub struct QuicEndpoint(quinn::Endpoint);
+
+impl QuicEndpoint {
+    /// Binds a UDP socket at `bind` (e.g. `127.0.0.1:0`).
+    pub fn bind(bind: SocketAddr) -> Result<QuicEndpoint, ConnectError> {
+        quinn::Endpoint::client(bind).map(QuicEndpoint).map_err(|source| ConnectError::Io {
+            what: "bind",
+            addr: bind.to_string(),
+            source,
+        })
+    }
+
+    /// Our UDP address.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+}
+
 impl QuicClient {
     /// Binds a UDP socket at `bind` (e.g. `127.0.0.1:0` or `0.0.0.0:0`).
     pub fn new(cfg: ClientConfig, bind: SocketAddr) -> Result<QuicClient, ConnectError> {
+        QuicClient::on(cfg, QuicEndpoint::bind(bind)?)
+    }
+
+    /// A client whose connections go out through `endpoint`'s socket.
+    pub fn on(cfg: ClientConfig, endpoint: QuicEndpoint) -> Result<QuicClient, ConnectError> {
         if cfg.node_id.is_empty() || cfg.node_id.contains('/') {
             return Err(ConnectError::Invalid(format!("node id {:?}", cfg.node_id)));
         }
@@ -392,12 +421,7 @@ impl QuicClient {
         let crypto = QuicClientConfig::try_from(tls).map_err(|e| ConnectError::TlsConfig(e.to_string()))?;
         let mut client = quinn::ClientConfig::new(Arc::new(crypto));
         client.transport_config(transport(&cfg.conn, cfg.features.iter().any(|f| f == stream::FEATURE))?);
-        let endpoint = quinn::Endpoint::client(bind).map_err(|source| ConnectError::Io {
-            what: "bind",
-            addr: bind.to_string(),
-            source,
-        })?;
-        Ok(QuicClient { endpoint, client, cfg, zero_rtt: AtomicU64::new(0) })
+        Ok(QuicClient { endpoint: endpoint.0, client, cfg, zero_rtt: AtomicU64::new(0) })
     }
 
     /// Our UDP address.

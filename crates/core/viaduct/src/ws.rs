@@ -275,15 +275,64 @@ fn check_headers(req: &Request) -> Result<(Text, Text), String> {
     Ok((Text::copy_from(node), Text::copy_from(project)))
 }
 
-/// Dials a server and completes TLS and the WebSocket upgrade.
-pub async fn connect(cfg: &ClientConfig) -> Result<Connection, ConnectError> {
-    let deadline = cfg.handshake_timeout;
-    timeout(deadline, connect_inner(cfg))
-        .await
-        .map_err(|_| ConnectError::Timeout { addr: cfg.server.clone(), after: deadline })?
+/// A TCP connection to `server`, from `local_ip` when one is given.
+async fn dial_tcp(server: &str, local_ip: Option<std::net::IpAddr>) -> std::io::Result<TcpStream> {
+    let Some(ip) = local_ip else { return TcpStream::connect(server).await };
+    let mut last = None;
+    for addr in tokio::net::lookup_host(server).await? {
+        if addr.is_ipv4() != ip.is_ipv4() {
+            continue;
+        }
+        let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        socket.bind(std::net::SocketAddr::new(ip, 0))?;
+        match socket.connect(addr).await {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::AddrNotAvailable, format!("{server} has no address of {ip}'s family"))
+    }))
 }
 
-async fn connect_inner(cfg: &ClientConfig) -> Result<Connection, ConnectError> {
+/// Dials a server and completes TLS and the WebSocket upgrade.
+pub async fn connect(cfg: &ClientConfig) -> Result<Connection, ConnectError> {
+    WsClient::new(cfg.clone())?.connect().await
+}
+
+/// A WebSocket client that keeps its TLS configuration between
+/// connections: a reconnection resumes the TLS session of the ticket the
+/// server gave the last one (no certificate signed or verified on either
+/// side), which is most of what a reconnection storm costs a cloud. Keep it
+/// for as long as the certificate it was made with.
+pub struct WsClient {
+    cfg: ClientConfig,
+    tls: Arc<rustls::ClientConfig>,
+}
+
+impl std::fmt::Debug for WsClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WsClient").field("server", &self.cfg.server).field("node", &self.cfg.node_id).finish()
+    }
+}
+
+impl WsClient {
+    /// A client of `cfg.server` with `cfg`'s identity.
+    pub fn new(cfg: ClientConfig) -> Result<WsClient, ConnectError> {
+        let tls = client_config(&cfg.tls)?;
+        Ok(WsClient { cfg, tls })
+    }
+
+    /// Dials the server and completes TLS and the WebSocket upgrade.
+    pub async fn connect(&self) -> Result<Connection, ConnectError> {
+        let deadline = self.cfg.handshake_timeout;
+        timeout(deadline, connect_inner(&self.cfg, &self.tls))
+            .await
+            .map_err(|_| ConnectError::Timeout { addr: self.cfg.server.clone(), after: deadline })?
+    }
+}
+
+async fn connect_inner(cfg: &ClientConfig, tls: &Arc<rustls::ClientConfig>) -> Result<Connection, ConnectError> {
     let addr = cfg.server.clone();
     if cfg.node_id.is_empty() || cfg.node_id.contains('/') {
         return Err(ConnectError::Invalid(format!("node id {:?}", cfg.node_id)));
@@ -296,8 +345,8 @@ async fn connect_inner(cfg: &ClientConfig) -> Result<Connection, ConnectError> {
     };
     let server_name = rustls_pki_types::ServerName::try_from(host.clone())
         .map_err(|e| ConnectError::Invalid(format!("server name {host:?}: {e}")))?;
-    let connector = TlsConnector::from(client_config(&cfg.tls)?);
-    let tcp = TcpStream::connect(&cfg.server).await.map_err(|source| ConnectError::Io {
+    let connector = TlsConnector::from(Arc::clone(tls));
+    let tcp = dial_tcp(&cfg.server, cfg.local_ip).await.map_err(|source| ConnectError::Io {
         what: "connect to",
         addr: addr.clone(),
         source,
@@ -307,6 +356,25 @@ async fn connect_inner(cfg: &ClientConfig) -> Result<Connection, ConnectError> {
         tcp.local_addr().map_err(|source| ConnectError::Io { what: "read address of", addr: addr.clone(), source })?;
     let remote_addr =
         tcp.peer_addr().map_err(|source| ConnectError::Io { what: "read address of", addr: addr.clone(), source })?;
+    match cfg.conn.wire_bytes.clone() {
+        Some(bytes) => {
+            upgrade(cfg, connector, server_name, crate::counted::Counted::new(tcp, bytes), local_addr, remote_addr)
+                .await
+        }
+        None => upgrade(cfg, connector, server_name, tcp, local_addr, remote_addr).await,
+    }
+}
+
+/// TLS and the WebSocket upgrade over a connected transport.
+async fn upgrade<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    cfg: &ClientConfig,
+    connector: TlsConnector,
+    server_name: rustls::pki_types::ServerName<'static>,
+    tcp: S,
+    local_addr: std::net::SocketAddr,
+    remote_addr: std::net::SocketAddr,
+) -> Result<Connection, ConnectError> {
+    let addr = cfg.server.clone();
     let tls =
         connector.connect(server_name, tcp).await.map_err(|source| ConnectError::Tls { addr: addr.clone(), source })?;
     let cert = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c));

@@ -154,7 +154,8 @@ fn format_time(t: time::OffsetDateTime, micros: bool) -> String {
 }
 
 impl NodeAgentConfig {
-    fn status(&self, now: &str) -> Value {
+    /// The Node's `status` as of `now` (RFC 3339).
+    pub fn status(&self, now: &str) -> Value {
         let h = &self.host;
         let capacity = json!({"cpu": h.cpus.to_string(), "memory": format!("{}Ki", h.memory_kib), "pods": "110"});
         // Kubelet's default hard eviction threshold (memory.available<100Mi)
@@ -218,7 +219,8 @@ impl NodeAgentConfig {
         })
     }
 
-    fn lease_object(&self) -> Value {
+    /// The node's Lease, renewed now.
+    pub fn lease_object(&self) -> Value {
         json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": self.node_name, "namespace": "kube-node-lease"},

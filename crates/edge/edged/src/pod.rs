@@ -222,6 +222,67 @@ impl PodState {
     }
 }
 
+/// What a simulated pod's containers are doing (`edgehive sim`): no
+/// runtime runs them, but their status is reported as edged reports a real
+/// pod's, with the same builder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Simulated {
+    /// Every container runs.
+    Running,
+    /// Every container has exited with this code (after `restarts`
+    /// restarts): with `restartPolicy: Never` the pod has Failed (or
+    /// Succeeded on 0), otherwise it is waiting to start again.
+    Exited(i32),
+}
+
+/// The `status` edged would report for `pod` (its containers from the
+/// spec) whose containers are in `state` since `started` (RFC 3339), each
+/// restarted `restarts` times, on a node at `host_ip`.
+pub fn simulated_status(
+    pod: &serde_json::Value,
+    state: Simulated,
+    restarts: u32,
+    host_ip: &str,
+    started: &str,
+) -> Value {
+    let spec = &pod["spec"];
+    let exited = |code: i32| State::Terminated {
+        code,
+        signal: None,
+        reason: if code == 0 { "Completed".into() } else { "Error".into() },
+        started: started.to_owned(),
+        finished: started.to_owned(),
+    };
+    let containers = spec["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let mut s = ContainerStatus::new(
+                c["name"].as_str().unwrap_or_default().to_owned(),
+                c["image"].as_str().unwrap_or_default().to_owned(),
+            );
+            s.state = match state {
+                Simulated::Running => State::Running { started: started.to_owned() },
+                Simulated::Exited(code) => exited(code),
+            };
+            s.restarts = restarts;
+            if restarts > 0 {
+                s.last = Some(exited(1));
+            }
+            s
+        })
+        .collect();
+    let podstate = PodState {
+        containers,
+        start_time: started.to_owned(),
+        restart_policy: spec["restartPolicy"].as_str().unwrap_or("Always").to_owned(),
+        pod_ip: None,
+        reach: None,
+    };
+    podstate.status(host_ip)
+}
+
 /// The pod condition that says which CPU/memory limits are not enforced.
 pub const LIMITS_CONDITION: &str = "edgehive.io/ResourceLimits";
 

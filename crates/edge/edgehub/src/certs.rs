@@ -212,6 +212,13 @@ fn parse_token(token: &str) -> Result<Token<'_>, CertError> {
     Ok(Token { ca_hash: hash.to_ascii_lowercase(), jwt })
 }
 
+/// Whether `token` was made by the cloud whose CA is `ca` (its first part
+/// is that CA's SHA-256): a kept certificate of another cloud's CA must be
+/// joined again with this token.
+pub fn token_names_ca(token: &str, ca: &CertificateDer<'_>) -> Result<bool, CertError> {
+    Ok(parse_token(token)?.ca_hash == sha256_hex(ca))
+}
+
 fn sha256_hex(der: &[u8]) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, der);
     digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()

@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use edgehive_beehive::{Module, ModuleContext, ModuleFuture};
 use edgehive_model::{Content, Message, Text, group, op, source, well_known};
-use edgehive_viaduct::quic::QuicClient;
+use edgehive_viaduct::quic::{QuicClient, QuicEndpoint};
+use edgehive_viaduct::ws::WsClient;
 use edgehive_viaduct::{ClientConfig, ConnConfig, ConnRx, ConnTx, ConnectError, Connection, IncomingStreams, Stream};
+use std::future::Future;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -34,7 +36,7 @@ const CONNECTION_GROUPS: [&str; 4] = [group::TWIN, group::META, group::BUS, grou
 
 /// How long a downstream message may wait for room in a module's mailbox;
 /// past that it is dropped (the cloud re-sends what needs an ACK).
-const DELIVERY_DEADLINE: Duration = Duration::from_secs(30);
+pub const DELIVERY_DEADLINE: Duration = Duration::from_secs(30);
 
 /// How the edge reaches one cloud endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +87,11 @@ pub struct EdgeHubConfig {
     /// Features offered to the cloud (`edgehive_viaduct::features`); the
     /// agreed ones are listed in the `cloud_connected` event's type.
     pub features: Vec<String>,
+    /// The local address to connect from (`None`: the system's choice).
+    pub local_ip: Option<std::net::IpAddr>,
+    /// A UDP socket QUIC connections go out through, shared with other
+    /// links (`None`: one of this link's own).
+    pub quic_endpoint: Option<QuicEndpoint>,
 }
 
 impl EdgeHubConfig {
@@ -107,6 +114,8 @@ impl EdgeHubConfig {
                 edgehive_viaduct::features::INVENTORY.to_owned(),
                 edgehive_viaduct::features::DEVICE_REPORTS.to_owned(),
             ],
+            local_ip: None,
+            quic_endpoint: None,
         }
     }
 
@@ -118,6 +127,56 @@ impl EdgeHubConfig {
             ping_interval: Some(self.heartbeat),
             read_timeout: Some(self.heartbeat * 3),
             ..ConnConfig::default()
+        }
+    }
+}
+
+/// What the link is attached to on the edge's side: where the messages
+/// for the cloud come from, where the cloud's messages go, and who hears
+/// of the link's state. The module attaches it to beehive ([`EdgeHub`]);
+/// `edgehive sim` attaches each simulated node's link to that node, so a
+/// fleet of simulated edges speaks through the same link code as a real
+/// one ([`EdgeLink`]).
+pub trait LocalSide: Send {
+    /// The next message for the cloud; `None` when the edge stops. Must be
+    /// cancel-safe: the link drops this future when something else happens
+    /// first, and no message may be lost then.
+    fn next_upstream(&mut self) -> impl Future<Output = Option<Message>> + Send;
+    /// Hands a message from the cloud to the module `target`; false when
+    /// it was not taken within [`DELIVERY_DEADLINE`].
+    fn deliver(&mut self, target: &'static str, m: Message) -> impl Future<Output = bool> + Send;
+    /// Hands an answer to the request that waits for it; gives it back when
+    /// none waits.
+    fn answer(&mut self, m: Message) -> Result<(), Message>;
+    /// The link's state changed: `notice` is the `node/connection` message
+    /// (`cloud_connected` or `cloud_disconnected`; when connected, its type
+    /// lists what the link agreed, [`well_known::connection_has`]).
+    fn link_changed(&mut self, notice: Message) -> impl Future<Output = ()> + Send;
+}
+
+/// The link attached to beehive: the edge modules' mailboxes.
+struct Bus(ModuleContext);
+
+impl LocalSide for Bus {
+    async fn next_upstream(&mut self) -> Option<Message> {
+        self.0.receive().await
+    }
+
+    async fn deliver(&mut self, target: &'static str, m: Message) -> bool {
+        matches!(tokio::time::timeout(DELIVERY_DEADLINE, self.0.send(target, m)).await, Ok(Ok(())))
+    }
+
+    fn answer(&mut self, m: Message) -> Result<(), Message> {
+        self.0.send_resp(m).map_err(|e| e.into_message())
+    }
+
+    async fn link_changed(&mut self, notice: Message) {
+        let stats = self.0.stats();
+        for g in CONNECTION_GROUPS {
+            // A group with no module is fine: that part is not running.
+            if stats.modules.iter().any(|s| s.group == g) {
+                let _ = tokio::time::timeout(DELIVERY_DEADLINE, self.0.send_to_group(g, notice.clone())).await;
+            }
         }
     }
 }
@@ -184,21 +243,10 @@ impl Module for EdgeHub {
 
     fn run(self: Arc<Self>, ctx: ModuleContext, cancel: CancellationToken) -> ModuleFuture {
         Box::pin(async move {
-            let cfg = self.cfg.clone();
-            let link = Link {
-                backoff: Backoff::new(cfg.backoff_base, cfg.backoff_cap),
-                limiter: RateLimiter::new(cfg.message_qps, cfg.message_burst),
-                outbox: Outbox::new(cfg.outbox_capacity),
-                quic: HashMap::new(),
-                certs: self.certs.clone(),
-                metrics: Arc::clone(&self.metrics),
-                streams: self.streams.clone(),
-                state: self.state.clone(),
-                cfg,
-                ctx,
-                cancel,
-            };
-            link.run().await;
+            let mut link = EdgeLink::new(self.cfg.clone(), self.certs.clone(), Arc::clone(&self.metrics), Bus(ctx));
+            link.streams = self.streams.clone();
+            link.state = Some(self.state.clone());
+            link.run(cancel).await;
             Ok(())
         })
     }
@@ -217,6 +265,7 @@ enum End {
 
 enum Event {
     Stop,
+    Reset,
     Certs,
     Down(Option<Message>),
     Beat,
@@ -224,26 +273,78 @@ enum Event {
     Up(Option<Message>),
 }
 
-struct Link {
+/// One edge's link to the cloud, attached to its [`LocalSide`]: dials the
+/// endpoints in turn with jittered backoff, keeps alive, routes what the
+/// cloud sends, writes what the edge sends through the rate limit, and
+/// keeps status reports while disconnected. [`EdgeHub`] runs one on
+/// beehive; `edgehive sim` runs one per simulated node.
+pub struct EdgeLink<L> {
     cfg: EdgeHubConfig,
-    ctx: ModuleContext,
+    local: L,
     cancel: CancellationToken,
     certs: watch::Receiver<Arc<EdgeCerts>>,
     metrics: Arc<EdgeHubMetrics>,
     backoff: Backoff,
     limiter: RateLimiter,
     outbox: Outbox,
-    /// One QUIC endpoint per cloud endpoint (it keeps the session tickets
-    /// for 0-RTT), with the certificate generation it was made with.
-    quic: HashMap<String, (usize, QuicClient)>,
+    /// One client per cloud endpoint (kept for TLS resumption, and for
+    /// QUIC's 0-RTT), with the certificate generation it was made with.
+    clients: Clients,
     /// Where the cloud's stream sessions go.
     streams: Option<mpsc::Sender<Stream>>,
     /// [`EdgeHub::link_state`].
-    state: watch::Sender<Option<Text>>,
+    state: Option<watch::Sender<Option<Text>>>,
+    /// [`EdgeLink::with_reset`].
+    reset: Option<Arc<tokio::sync::Notify>>,
 }
 
-impl Link {
-    async fn run(mut self) {
+impl<L> std::fmt::Debug for EdgeLink<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EdgeLink").field("node", &self.cfg.node_name).finish_non_exhaustive()
+    }
+}
+
+impl<L: LocalSide> EdgeLink<L> {
+    /// A link for the edge `cfg` names, with the certificates `certs`
+    /// holds (reconnecting when a renewed one is published), counted in
+    /// `metrics` (several links may share them: the counters then add up).
+    pub fn new(
+        cfg: EdgeHubConfig,
+        certs: watch::Receiver<Arc<EdgeCerts>>,
+        metrics: Arc<EdgeHubMetrics>,
+        local: L,
+    ) -> EdgeLink<L> {
+        EdgeLink {
+            backoff: Backoff::new(cfg.backoff_base, cfg.backoff_cap),
+            limiter: RateLimiter::new(cfg.message_qps, cfg.message_burst),
+            outbox: Outbox::new(cfg.outbox_capacity),
+            clients: HashMap::new(),
+            certs,
+            metrics,
+            streams: None,
+            state: None,
+            reset: None,
+            cfg,
+            local,
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// A notification on `reset` breaks the link's current connection as a
+    /// network fault would: the link counts it lost and reconnects after
+    /// its backoff (a fleet simulator's storm).
+    pub fn with_reset(mut self, reset: Arc<tokio::sync::Notify>) -> EdgeLink<L> {
+        self.reset = Some(reset);
+        self
+    }
+
+    /// Runs until `cancel`: connects, serves, reconnects.
+    pub async fn run(mut self, cancel: CancellationToken) {
+        self.cancel = cancel;
+        self.run_link().await;
+    }
+
+    async fn run_link(&mut self) {
         let node = self.cfg.node_name.clone();
         let mut next = 0usize;
         let mut cert_generation = 0usize;
@@ -260,7 +361,9 @@ impl Link {
                 self.certs.mark_unchanged();
             }
             let certs = Arc::clone(&self.certs.borrow());
-            let dial = dial(&self.cfg, &endpoint, &certs, &mut self.quic, cert_generation, &self.metrics);
+            // Boxed: a TLS handshake's state is large, and held only while
+            // dialing (a fleet simulator keeps thousands of links).
+            let dial = Box::pin(dial(&self.cfg, &endpoint, &certs, &mut self.clients, cert_generation, &self.metrics));
             let dialed = tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => return,
@@ -271,8 +374,8 @@ impl Link {
                     self.backoff.reset();
                     self.metrics.connects.inc();
                     tracing::info!(node = %node, server = %endpoint.server, transport = ?endpoint.transport, "connected to the cloud");
-                    let end = self.connected(conn).await;
-                    self.metrics.connected.set(0);
+                    let end = Box::pin(self.connected(conn)).await;
+                    self.metrics.connected.dec();
                     self.publish(well_known::CLOUD_DISCONNECTED, "").await;
                     match end {
                         End::Stop => return,
@@ -316,7 +419,7 @@ impl Link {
                 biased;
                 () = self.cancel.cancelled() => return false,
                 () = &mut sleep => return true,
-                m = self.ctx.receive() => match m {
+                m = self.local.next_upstream() => match m {
                     Some(m) => self.offline(m),
                     None => return false,
                 },
@@ -340,13 +443,13 @@ impl Link {
                 self.metrics.outbox_overflow.inc();
                 tracing::warn!(node = %self.cfg.node_name, resource = %m.route.resource, capacity = self.cfg.outbox_capacity, "disconnected and the status buffer is full: report refused");
                 if sync {
-                    let _ = self.ctx.send_resp(m.error_response("not connected, and the status buffer is full"));
+                    let _ = self.local.answer(m.error_response("not connected, and the status buffer is full"));
                 }
             }
             Err((Refused::NotCoalescible, m)) => {
                 if sync {
                     self.metrics.refused_disconnected.inc();
-                    let _ = self.ctx.send_resp(m.error_response("not connected"));
+                    let _ = self.local.answer(m.error_response("not connected"));
                 } else {
                     self.metrics.dropped_disconnected.inc();
                     tracing::debug!(node = %self.cfg.node_name, operation = %m.route.operation, resource = %m.route.resource, "not connected: message not sent");
@@ -357,20 +460,16 @@ impl Link {
 
     /// Tells the connection groups the link's state and, when connected,
     /// what it agreed (comma-separated, in the message's type).
-    async fn publish(&self, state: &str, agreed: &str) {
+    async fn publish(&mut self, state: &str, agreed: &str) {
         let up = (state == well_known::CLOUD_CONNECTED).then(|| Text::copy_from(agreed));
-        self.state.send_replace(up);
+        if let Some(s) = &self.state {
+            s.send_replace(up);
+        }
         let mut m = Message::new()
             .with_route(source::EDGEHUB, group::META, well_known::NODE_CONNECTION, op::CONNECT)
             .with_content(Content::string(state));
         m.header.message_type = Text::copy_from(agreed);
-        let stats = self.ctx.stats();
-        for g in CONNECTION_GROUPS {
-            // A group with no module is fine: that part is not running.
-            if stats.modules.iter().any(|s| s.group == g) {
-                let _ = tokio::time::timeout(DELIVERY_DEADLINE, self.ctx.send_to_group(g, m.clone())).await;
-            }
-        }
+        self.local.link_changed(m).await;
     }
 
     async fn connected(&mut self, conn: Connection) -> End {
@@ -394,7 +493,7 @@ impl Link {
         if rx.peer().agreed(edgehive_viaduct::features::DEVICE_REPORTS) {
             agreed.push(well_known::DEVICE_REPORTS_AGREED);
         }
-        self.metrics.connected.set(1);
+        self.metrics.connected.inc();
         self.publish(well_known::CLOUD_CONNECTED, &agreed.join(",")).await;
         if !pings && let Err(e) = self.keepalive(&tx).await {
             return e;
@@ -438,19 +537,26 @@ impl Link {
             self.metrics.upstream_line.set(line.len() as i64);
             let waiting = held.is_some();
             let room = line.len() < LINE;
+            let reset = self.reset.as_deref();
             let event = tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => Event::Stop,
+                () = async { match reset { Some(r) => r.notified().await, None => std::future::pending().await } } => Event::Reset,
                 r = self.certs.changed() => if r.is_ok() { Event::Certs } else { Event::Stop },
                 m = rx.recv() => Event::Down(m),
                 _ = beat.tick() => Event::Beat,
                 () = sleep_until_opt(wake), if waiting => Event::Wake,
-                m = self.ctx.receive(), if room => Event::Up(m),
+                m = self.local.next_upstream(), if room => Event::Up(m),
             };
             match event {
                 Event::Stop => {
                     tx.close();
                     return End::Stop;
+                }
+                Event::Reset => {
+                    self.set_aside(held.take(), &mut line);
+                    tx.close();
+                    return End::Lost("reset".to_owned());
                 }
                 Event::Certs => {
                     self.set_aside(held.take(), &mut line);
@@ -547,10 +653,9 @@ impl Link {
             // The answer to a request some module is waiting for. If it gave
             // up, the answer still goes to its module below (MetaManager
             // stores a late query answer and ACKs it).
-            match self.ctx.send_resp(m) {
+            match self.local.answer(m) {
                 Ok(()) => return,
-                Err(e) => {
-                    let m = e.into_message();
+                Err(m) => {
                     self.deliver(crate::METAMANAGER, m).await;
                     return;
                 }
@@ -574,9 +679,8 @@ impl Link {
         self.deliver(target, m).await;
     }
 
-    async fn deliver(&self, target: &str, m: Message) {
-        let sent = tokio::time::timeout(DELIVERY_DEADLINE, self.ctx.send(target, m)).await;
-        if !matches!(sent, Ok(Ok(()))) {
+    async fn deliver(&mut self, target: &'static str, m: Message) {
+        if !self.local.deliver(target, m).await {
             self.metrics.downstream_undeliverable.inc();
             tracing::warn!(node = %self.cfg.node_name, target, "message from the cloud not delivered");
         }
@@ -625,38 +729,55 @@ fn closed_reason(rx: &ConnRx) -> String {
     rx.close_reason().map_or_else(|| "closed".to_owned(), |r| r.to_string())
 }
 
+/// A client of one cloud endpoint, kept between connections: a QUIC
+/// endpoint holds the session tickets for 0-RTT, a WebSocket client the
+/// TLS session to resume.
+enum Client {
+    WebSocket(WsClient),
+    Quic(QuicClient),
+}
+
+/// Clients by endpoint, with the certificate generation each was made with.
+type Clients = HashMap<String, (usize, Client)>;
+
 async fn dial(
     cfg: &EdgeHubConfig,
     endpoint: &CloudEndpoint,
     certs: &EdgeCerts,
-    quic: &mut HashMap<String, (usize, QuicClient)>,
+    clients: &mut Clients,
     generation: usize,
     metrics: &EdgeHubMetrics,
 ) -> Result<Connection, ConnectError> {
-    let mut client = ClientConfig::new(endpoint.server.clone(), cfg.node_name.clone(), certs.client_tls());
-    client.project_id = cfg.project_id.clone();
-    client.conn = cfg.conn();
-    client.conn.stream_stats = Some(Arc::clone(&metrics.streams));
-    client.handshake_timeout = cfg.handshake_timeout;
-    client.ping_keepalive = cfg.ping_keepalive;
-    client.features = cfg.features.clone();
-    match endpoint.transport {
-        Transport::WebSocket => edgehive_viaduct::ws::connect(&client).await,
-        Transport::Quic => {
-            let stale = quic.get(&endpoint.server).is_none_or(|(g, _)| *g != generation);
-            if stale {
-                let bind: SocketAddr = if endpoint.server.starts_with('[') {
-                    (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-                } else {
-                    (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-                };
-                let q = QuicClient::new(client, bind)?;
-                quic.insert(endpoint.server.clone(), (generation, q));
-            }
-            match quic.get(&endpoint.server) {
-                Some((_, q)) => q.connect().await,
-                None => Err(ConnectError::Invalid("QUIC client missing".into())),
-            }
-        }
+    let stale = clients.get(&endpoint.server).is_none_or(|(g, _)| *g != generation);
+    if stale {
+        let mut client = ClientConfig::new(endpoint.server.clone(), cfg.node_name.clone(), certs.client_tls());
+        client.project_id = cfg.project_id.clone();
+        client.conn = cfg.conn();
+        client.conn.stream_stats = Some(Arc::clone(&metrics.streams));
+        client.conn.wire_bytes = Some(Arc::clone(&metrics.wire));
+        client.handshake_timeout = cfg.handshake_timeout;
+        client.ping_keepalive = cfg.ping_keepalive;
+        client.features = cfg.features.clone();
+        client.local_ip = cfg.local_ip;
+        let made = match endpoint.transport {
+            Transport::WebSocket => Client::WebSocket(WsClient::new(client)?),
+            Transport::Quic => Client::Quic(match &cfg.quic_endpoint {
+                Some(shared) => QuicClient::on(client, shared.clone())?,
+                None => {
+                    let bind: SocketAddr = match cfg.local_ip {
+                        Some(ip) => (ip, 0).into(),
+                        None if endpoint.server.starts_with('[') => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+                        None => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
+                    };
+                    QuicClient::new(client, bind)?
+                }
+            }),
+        };
+        clients.insert(endpoint.server.clone(), (generation, made));
+    }
+    match clients.get(&endpoint.server) {
+        Some((_, Client::WebSocket(c))) => c.connect().await,
+        Some((_, Client::Quic(c))) => c.connect().await,
+        None => Err(ConnectError::Invalid("no client for the endpoint".into())),
     }
 }

@@ -27,7 +27,7 @@ mod outbox;
 pub use backoff::Backoff;
 pub use certs::{CertError, CertFiles, EdgeCerts};
 pub use files::create_private_dir;
-pub use hub::{CloudEndpoint, EdgeHub, EdgeHubConfig, MODULE, Transport};
+pub use hub::{CloudEndpoint, DELIVERY_DEADLINE, EdgeHub, EdgeHubConfig, EdgeLink, LocalSide, MODULE, Transport};
 pub use limiter::RateLimiter;
 pub use metrics::EdgeHubMetrics;
 pub use outbox::{Outbox, Refused, coalesce_key};

@@ -11,7 +11,8 @@ use prometheus_client::registry::Registry;
 /// registry.
 #[derive(Debug, Default)]
 pub struct EdgeHubMetrics {
-    /// 1 while connected to the cloud.
+    /// 1 while connected to the cloud (links connected, when several
+    /// links share these metrics).
     pub(crate) connected: Gauge,
     /// Connections made.
     pub(crate) connects: Counter,
@@ -49,6 +50,8 @@ pub struct EdgeHubMetrics {
     /// The stream sessions the cloud opened to this edge (logs, exec,
     /// port-forward, metrics), over every connection.
     pub(crate) streams: std::sync::Arc<edgehive_viaduct::StreamStats>,
+    /// Bytes on the wire to and from the cloud, TLS included (WebSocket).
+    pub(crate) wire: std::sync::Arc<edgehive_viaduct::WireBytes>,
 }
 
 impl EdgeHubMetrics {
@@ -105,6 +108,23 @@ impl EdgeHubMetrics {
             "Other upstream messages not sent while disconnected",
             self.dropped_disconnected.clone(),
         );
+        r.register("wire_sent_bytes", "Bytes written to the cloud, TLS included (WebSocket)", self.wire.sent.clone());
+        r.register(
+            "wire_received_bytes",
+            "Bytes read from the cloud, TLS included (WebSocket)",
+            self.wire.received.clone(),
+        );
         self.streams.register(r, "streams");
+    }
+
+    /// Failed connection attempts so far.
+    pub fn dial_failures(&self) -> u64 {
+        self.dial_failures.get()
+    }
+
+    /// Bytes (sent, received) on the wire so far, over every connection
+    /// these metrics counted.
+    pub fn wire_bytes(&self) -> (u64, u64) {
+        self.wire.get()
     }
 }

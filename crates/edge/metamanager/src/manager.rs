@@ -415,18 +415,6 @@ async fn wake(ctx: Context, w: Wake, behind: Arc<Notify>, cancel: CancellationTo
     }
 }
 
-/// `inventory` of `null/inventory/{node}`: `{"items": [{key, uid, resourceVersion}]}`.
-fn inventory_message(node: &str, items: &[edgehive_model::inventory::Item]) -> Message {
-    Message::new()
-        .with_route(
-            MODULE,
-            group::META,
-            format!("{}/{}/{node}", well_known::NULL_NAMESPACE, rt::INVENTORY),
-            op::INVENTORY,
-        )
-        .with_content(edgehive_model::inventory::content(items))
-}
-
 /// A Device or DeviceModel from the cloud: DeviceTwin's, not edged's
 /// (KubeEdge's MetaManager hands them to `twin`).
 fn is_device_object(m: &Message) -> bool {
@@ -558,7 +546,7 @@ impl MetaState {
                 return;
             }
         };
-        let m = inventory_message(&self.cfg.node_name, &items);
+        let m = edgehive_model::inventory::message(&self.cfg.node_name, &items);
         tracing::info!(node = %self.cfg.node_name, objects = items.len(), "inventory of the edge store sent");
         self.metrics.inventories.inc();
         self.send(EDGEHUB, m).await;
