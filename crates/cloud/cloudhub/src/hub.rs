@@ -33,7 +33,9 @@ pub struct CloudHubConfig {
     pub require_node_certificate: bool,
     /// Per-node ACK pool limits and timers.
     pub pool: PoolConfig,
-    /// Downstream messages waiting for a node's session task.
+    /// Downstream messages waiting for a node's session task (as many as
+    /// its pool may keep waiting: a burst the pool would take is never
+    /// dropped on its way there; room is taken only as it is used).
     pub inbox: usize,
     /// Success points gather this long before being written.
     pub points_flush_interval: Duration,
@@ -48,7 +50,7 @@ impl Default for CloudHubConfig {
             node_limit: 10_000,
             require_node_certificate: true,
             pool: PoolConfig::default(),
-            inbox: 1024,
+            inbox: PoolConfig::default().max_waiting,
             points_flush_interval: Duration::from_millis(50),
             points_write_rate: 250,
         }
@@ -301,8 +303,22 @@ fn dispatch(shared: &HubState, m: Message) {
         shared.metrics.dropped_offline.inc();
         return;
     };
-    if s.inbox.try_send(m).is_err() {
+    if let Err(e) = s.inbox.try_send(m) {
+        drop(sessions);
         shared.metrics.dropped_full.inc();
+        // The node must get this object all the same: with a point at
+        // version 0 (as the session records for an object it offers),
+        // SyncController sends it from the store. Without one, an object
+        // the node never had would not be sent until it changed again.
+        let m = e.into_inner();
+        if let Some(res) = res
+            && !matches!(m.route.operation.as_str(), op::DELETE | op::RESPONSE)
+            && rules::delivery_mode(&m, &res.path.resource_type) == rules::Mode::Ack
+            && let Some(p) = crate::session::point_of(&m, &res.path, &shared.object_meta(&m))
+            && shared.points.get(&node, &p.uid).is_none()
+        {
+            shared.points.record(&node, &p, 0);
+        }
     }
 }
 

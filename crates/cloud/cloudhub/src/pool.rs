@@ -10,9 +10,16 @@
 //!   replaces anything and is never replaced by an update.
 //! - Up to `window` messages are in flight at once, at most one per object,
 //!   so an object's versions reach the edge in order.
-//! - An unanswered message is resent with the same `msg_id` after
-//!   `ack_timeout`, five times, then with a doubling pause up to
+//! - An unanswered message is resent with the same `msg_id` after the
+//!   session's resend timeout, then with a doubling pause up to
 //!   `max_resend_interval`; it stays until its ACK or the session's end.
+//!   The timeout is TCP's (RFC 6298): the smoothed ACK latency of this
+//!   node plus four times its variation, measured on messages answered at
+//!   their first send, between `min_ack_timeout` and `ack_timeout`
+//!   (KubeEdge's fixed 5 s, also used until the node has answered). So a
+//!   message an edge lost is sent again within a fraction of a second
+//!   while the link is alive, and an edge whose commits are slow is not
+//!   sent what it is still committing.
 //! - At most `max_waiting` objects wait; more are refused (the caller counts
 //!   them, and the store still has them for the next resync).
 
@@ -92,9 +99,12 @@ pub struct PoolConfig {
     pub window: usize,
     /// Objects waiting to be sent.
     pub max_waiting: usize,
-    /// Wait for an ACK this long before resending (KubeEdge: 5 s).
+    /// Longest wait for an ACK before resending (KubeEdge's fixed 5 s), and
+    /// the wait until the node's ACK latency is known.
     pub ack_timeout: Duration,
-    /// Longest pause between resends once the first five went unanswered.
+    /// Shortest wait for an ACK before resending, however fast the node.
+    pub min_ack_timeout: Duration,
+    /// Longest pause between resends of one message.
     pub max_resend_interval: Duration,
 }
 
@@ -104,14 +114,30 @@ impl Default for PoolConfig {
             window: 128,
             max_waiting: 8192,
             ack_timeout: Duration::from_secs(5),
+            min_ack_timeout: Duration::from_millis(200),
             max_resend_interval: Duration::from_secs(60),
         }
     }
 }
 
-/// Sends at the plain `ack_timeout` before the pause starts doubling
-/// (KubeEdge sends five times).
-const STEADY_SENDS: u32 = 5;
+/// The node's ACK latency, smoothed (RFC 6298's SRTT and RTTVAR).
+#[derive(Debug, Clone, Copy)]
+struct AckLatency {
+    smoothed: Duration,
+    variation: Duration,
+}
+
+impl AckLatency {
+    fn sample(prev: Option<AckLatency>, r: Duration) -> AckLatency {
+        match prev {
+            None => AckLatency { smoothed: r, variation: r / 2 },
+            Some(p) => {
+                let diff = if p.smoothed > r { p.smoothed - r } else { r - p.smoothed };
+                AckLatency { variation: p.variation * 3 / 4 + diff / 4, smoothed: p.smoothed * 7 / 8 + r / 8 }
+            }
+        }
+    }
+}
 
 #[derive(Debug)]
 struct InFlight {
@@ -131,6 +157,7 @@ pub struct AckPool {
     ready: VecDeque<Key>,
     in_flight: HashMap<Text, InFlight>,
     in_flight_keys: HashMap<Key, Text>,
+    latency: Option<AckLatency>,
 }
 
 impl AckPool {
@@ -142,6 +169,16 @@ impl AckPool {
             ready: VecDeque::new(),
             in_flight: HashMap::new(),
             in_flight_keys: HashMap::new(),
+            latency: None,
+        }
+    }
+
+    /// How long a message waits for its ACK before it is sent again.
+    pub fn resend_timeout(&self) -> Duration {
+        match self.latency {
+            None => self.cfg.ack_timeout,
+            Some(l) => (l.smoothed + (l.variation * 4).max(Duration::from_millis(1)))
+                .clamp(self.cfg.min_ack_timeout, self.cfg.ack_timeout.max(self.cfg.min_ack_timeout)),
         }
     }
 
@@ -185,7 +222,8 @@ impl AckPool {
         let msg = d.msg.clone();
         let id = msg.header.msg_id.clone();
         self.in_flight_keys.insert(key, id.clone());
-        self.in_flight.insert(id, InFlight { delivery: d, first_sent: now, sends: 1, due: now + self.cfg.ack_timeout });
+        let due = now + self.resend_timeout();
+        self.in_flight.insert(id, InFlight { delivery: d, first_sent: now, sends: 1, due });
         Some(msg)
     }
 
@@ -193,6 +231,11 @@ impl AckPool {
     pub fn ack(&mut self, msg_id: &str, now: Instant) -> Option<Acked> {
         let f = self.in_flight.remove(msg_id)?;
         self.in_flight_keys.remove(&f.delivery.key);
+        // Only an answer to a first send says how long the node takes
+        // (Karn's rule: a resent message's ACK may answer either send).
+        if f.sends == 1 {
+            self.latency = Some(AckLatency::sample(self.latency, now.saturating_duration_since(f.first_sent)));
+        }
         if self.waiting.contains_key(&f.delivery.key) {
             self.ready.push_back(f.delivery.key.clone());
         }
@@ -201,16 +244,12 @@ impl AckPool {
 
     /// Messages whose ACK is overdue, to be sent again (same ids).
     pub fn due(&mut self, now: Instant, out: &mut Vec<Message>) {
+        let timeout = self.resend_timeout();
         for f in self.in_flight.values_mut() {
             if f.due <= now {
                 f.sends += 1;
-                let pause = if f.sends <= STEADY_SENDS {
-                    self.cfg.ack_timeout
-                } else {
-                    let doublings = (f.sends - STEADY_SENDS).min(16);
-                    (self.cfg.ack_timeout * (1 << doublings)).min(self.cfg.max_resend_interval)
-                };
-                f.due = now + pause;
+                let doublings = (f.sends - 1).min(16);
+                f.due = now + (timeout * (1 << doublings)).min(self.cfg.max_resend_interval);
                 out.push(f.delivery.msg.clone());
             }
         }
@@ -369,12 +408,62 @@ mod tests {
         }
         assert!(out.iter().all(|m| m.header.msg_id == id));
         assert_eq!(out.len(), 8);
+        // Nothing answered yet: KubeEdge's 5 s, then doubling to the cap.
         let secs: Vec<u64> = pauses.iter().map(Duration::as_secs).collect();
-        assert_eq!(secs, [5, 5, 5, 5, 5, 10, 20, 40]);
+        assert_eq!(secs, [5, 10, 20, 40, 60, 60, 60, 60]);
         let acked = p.ack(&id, t).unwrap();
         assert_eq!(acked.sends, 9);
         assert!(p.ack(&id, t).is_none(), "a second ACK finds nothing");
         assert_eq!(p.next_due(), None);
+    }
+
+    /// Sends `n` objects and ACKs each `latency` after its send.
+    fn answered(p: &mut AckPool, n: usize, latency: Duration, t: &mut Instant) {
+        for i in 0..n {
+            p.offer(obj(&format!("warm{i}-{}", latency.as_millis()), 1), None);
+            let sent = drain(p, *t);
+            *t += latency;
+            p.ack(&sent[0].header.msg_id, *t).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_lost_message_is_resent_within_a_fraction_of_a_second_of_a_fast_node() {
+        let mut p = pool();
+        let mut t = Instant::now();
+        assert_eq!(p.resend_timeout(), Duration::from_secs(5), "KubeEdge's until the node has answered");
+        answered(&mut p, 20, Duration::from_millis(5), &mut t);
+        assert_eq!(p.resend_timeout(), Duration::from_millis(200), "the floor: the node answers in 5 ms");
+        p.offer(obj("lost", 1), None);
+        let sent = drain(&mut p, t);
+        let mut out = Vec::new();
+        p.due(t + Duration::from_millis(199), &mut out);
+        assert!(out.is_empty());
+        p.due(t + Duration::from_millis(200), &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].header.msg_id, sent[0].header.msg_id);
+        // Then doubling: 400 ms after the resend.
+        assert_eq!(p.next_due().unwrap() - (t + Duration::from_millis(200)), Duration::from_millis(400));
+    }
+
+    #[test]
+    fn a_slow_node_is_not_resent_what_it_is_still_committing() {
+        let mut p = pool();
+        let mut t = Instant::now();
+        // Commits of 1–1.4 s (a slow disk at the edge).
+        for ms in [1000, 1400, 1100, 1300, 1200, 1000, 1400] {
+            answered(&mut p, 1, Duration::from_millis(ms), &mut t);
+        }
+        let rto = p.resend_timeout();
+        assert!(rto > Duration::from_millis(1400) && rto <= Duration::from_secs(5), "{rto:?}");
+        // A resent message's ACK teaches nothing (it may answer either send).
+        p.offer(obj("slow", 1), None);
+        let sent = drain(&mut p, t);
+        let mut out = Vec::new();
+        p.due(t + rto, &mut out);
+        assert_eq!(out.len(), 1);
+        p.ack(&sent[0].header.msg_id, t + rto + Duration::from_millis(1)).unwrap();
+        assert_eq!(p.resend_timeout(), rto);
     }
 
     #[test]

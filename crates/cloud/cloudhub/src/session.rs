@@ -170,16 +170,7 @@ impl Session {
             (_, op::RESPONSE) | (None, _) => Key::Message(m.header.msg_id.clone()),
             (Some(uid), _) => Key::Object(uid.clone()),
         };
-        let point = match (&meta.uid, res.path.name.clone()) {
-            (Some(uid), Some(name)) if m.route.group == edgehive_model::group::RESOURCE => Some(PointRef {
-                uid: uid.clone(),
-                namespace: res.path.namespace.clone().unwrap_or_default(),
-                name,
-                api_version: meta.api_version.clone().unwrap_or_default(),
-                kind: meta.kind.clone().unwrap_or_else(|| kind_of(&res.path.resource_type)),
-            }),
-            _ => None,
-        };
+        let point = point_of(&m, &res.path, &meta);
         if resend && let Some(p) = &point {
             self.shared.points.remove(&self.node, p);
         }
@@ -303,6 +294,21 @@ impl Session {
                 let _ = self.tx.try_write(reply_to.error_response(&format!("{target} is busy; try again")));
             }
         }
+    }
+}
+
+/// Where an object delivery's success point is kept (`None`: the message
+/// names no object, or is not an object of group `resource`).
+pub(crate) fn point_of(m: &Message, path: &ResourcePath, meta: &rules::ObjectMeta) -> Option<PointRef> {
+    match (&meta.uid, path.name.clone()) {
+        (Some(uid), Some(name)) if m.route.group == edgehive_model::group::RESOURCE => Some(PointRef {
+            uid: uid.clone(),
+            namespace: path.namespace.clone().unwrap_or_default(),
+            name,
+            api_version: meta.api_version.clone().unwrap_or_default(),
+            kind: meta.kind.clone().unwrap_or_else(|| kind_of(&path.resource_type)),
+        }),
+        _ => None,
     }
 }
 

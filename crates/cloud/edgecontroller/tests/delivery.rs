@@ -607,3 +607,46 @@ async fn a_device_is_resent_for_a_new_spec_and_not_for_a_status_write() {
     assert_eq!(edge.receipts("default/device/thermo").len(), 2, "one resend, for the spec");
     cloud.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_a_full_inbox_could_not_take_still_reach_the_node() {
+    // An inbox of one message: a pod that uses thirty configmaps makes
+    // EdgeController send thirty-one at once, and most find it full.
+    let cloud = Cloud::start(CloudHubConfig { inbox: 1, ..fast_resend() }).await;
+    cloud.edge_node("edge-1").await;
+    let edge = Edge::connect(&cloud, "edge-1").await;
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    let mut volumes = Vec::new();
+    for i in 0..30 {
+        let name = format!("cfg-{i}");
+        cloud
+            .store
+            .create(
+                &CONFIGMAPS,
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "default"}, "data": {"i": i.to_string()}}),
+            )
+            .await
+            .unwrap();
+        volumes.push(json!({"name": name, "configMap": {"name": name}}));
+    }
+    cloud
+        .store
+        .create(
+            &PODS,
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "many", "namespace": "default"},
+            "spec": {"nodeName": "edge-1", "containers": [{"name": "c", "image": "busybox"}], "volumes": volumes}}),
+        )
+        .await
+        .unwrap();
+    // Never sent before, so no success point to tell SyncController: the
+    // point CloudHub records when it drops one is what brings it.
+    eventually("every configmap and the pod at the edge", WAIT, || {
+        edge.has("default/pod/many").is_some()
+            && (0..30).all(|i| edge.has(&format!("default/configmap/cfg-{i}")).is_some())
+    })
+    .await;
+    assert!(cloud.metric("edgehive_cloudhub_dropped_total{reason=\"full\"}") > 0, "the inbox overflowed");
+    drop(edge);
+    cloud.stop().await;
+}
