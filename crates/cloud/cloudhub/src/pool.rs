@@ -267,6 +267,18 @@ impl AckPool {
         self.in_flight.values().map(|f| f.due).min()
     }
 
+    /// Takes out the waiting (not yet sent) deliveries `settled` says
+    /// need not be sent.
+    pub fn take_waiting(&mut self, settled: impl Fn(&Delivery) -> bool) -> Vec<Delivery> {
+        let keys: Vec<Key> = self.waiting.iter().filter(|(_, d)| settled(d)).map(|(k, _)| k.clone()).collect();
+        let out: Vec<Delivery> = keys.iter().filter_map(|k| self.waiting.remove(k)).collect();
+        if !out.is_empty() {
+            let waiting = &self.waiting;
+            self.ready.retain(|k| waiting.contains_key(k));
+        }
+        out
+    }
+
     /// Objects waiting to be sent.
     pub fn waiting(&self) -> usize {
         self.waiting.len()

@@ -511,6 +511,51 @@ async fn an_edge_store_emptied_or_restored_is_made_whole_from_its_inventory() {
     cloud.stop().await;
 }
 
+/// A cloud that lost success points it had not yet written (a crash) is
+/// told by the reconnecting edge's inventory what it holds: the
+/// controllers offer everything again, and nothing the edge holds at that
+/// version is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn points_a_crash_lost_are_taken_from_the_inventory_instead_of_resending() {
+    let cloud = Cloud::start(fast_resend()).await;
+    cloud.edge_node("edge-1").await;
+    let edge = Edge::connect(&cloud, "edge-1").await;
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    cloud
+        .store
+        .create(&CONFIGMAPS, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "default"}, "data": {"a": "1"}}))
+        .await
+        .unwrap();
+    let pod = cloud.pod("web", "edge-1", Some("cfg")).await;
+    eventually("pod and configmap at the edge", WAIT, || edge.db.lock().unwrap().len() == 2).await;
+    eventually("both points", WAIT, || cloud.hub.points().len() == 2).await;
+    let db = edge.disconnect().await;
+    eventually("gone", WAIT, || cloud.hub.connected_nodes().is_empty()).await;
+    // The points are lost, as in a crash before they were written.
+    cloud.hub.points().remove_node("edge-1");
+    let items: Vec<serde_json::Value> = db
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(k, (rv, v))| json!({"key": k, "uid": v["metadata"]["uid"], "resourceVersion": rv}))
+        .collect();
+    let inventory = edgehive_model::Message::new()
+        .with_route("metamanager", "meta", "null/inventory/edge-1", "inventory")
+        .with_content(edgehive_model::Content::from_serialize(&json!({"items": items})).unwrap());
+    let edge = Edge::connect_offering(&cloud, "edge-1", db, &[edgehive_viaduct::features::INVENTORY]).await;
+    edge.tx.try_write(inventory).unwrap();
+    eventually("connected again", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    // The points come back from the inventory, at the versions offered.
+    let uid = pod.uid().unwrap().to_owned();
+    eventually("the pod's point again", WAIT, || cloud.hub.points().get("edge-1", &uid) == Some(pod.rev())).await;
+    eventually("both points again", WAIT, || cloud.hub.points().len() == 2).await;
+    assert!(edge.received.lock().unwrap().is_empty(), "nothing the edge holds was sent again");
+    // A change still goes out.
+    update_cfg_and_wait(&cloud, &edge).await;
+    assert_eq!(edge.received.lock().unwrap().len(), 1);
+    cloud.stop().await;
+}
+
 /// Sets `data.a` of configmap `cfg` to "2" and waits until `edge` has it.
 async fn update_cfg_and_wait(cloud: &Cloud, edge: &Edge) {
     cloud

@@ -300,6 +300,7 @@ async fn create_paced(
     api: &Arc<Api>,
     objects: Vec<(String, Value)>,
     rate: f64,
+    progress: bool,
 ) -> Result<(Vec<Duration>, HashMap<String, Instant>), SimError> {
     let permits = Arc::new(Semaphore::new(64));
     let gap = Duration::from_secs_f64(1.0 / rate.max(0.001));
@@ -308,9 +309,15 @@ async fn create_paced(
     let sent = Arc::new(Mutex::new(HashMap::with_capacity(objects.len())));
     let failed = Arc::new(Mutex::new(None));
     let mut tasks = Vec::with_capacity(objects.len());
-    for (path, body) in objects {
+    let (total, start) = (objects.len(), Instant::now());
+    let mut next_line = start + Duration::from_secs(1);
+    for (k, (path, body)) in objects.into_iter().enumerate() {
         tokio::time::sleep_until(next).await;
         next += gap;
+        if progress && Instant::now() >= next_line {
+            next_line += Duration::from_secs(1);
+            eprintln!("creating: [{:>6.1}s] {k}/{total}", start.elapsed().as_secs_f64());
+        }
         let permit = Arc::clone(&permits).acquire_owned().await.map_err(|_| SimError::Api("closed".into()))?;
         let (api, latencies, sent, failed) = (api.clone(), latencies.clone(), sent.clone(), failed.clone());
         tasks.push(tokio::spawn(async move {
@@ -422,7 +429,7 @@ async fn pods(
     let cpu0 = cloud.pid.and_then(ProcSample::of);
     let started0 = fleet.stats().pods_started.load(Relaxed);
     let t0 = Instant::now();
-    let (mut api_latency, sent) = create_paced(&cloud.api, objects, rate).await?;
+    let (mut api_latency, sent) = create_paced(&cloud.api, objects, rate, opts.progress).await?;
     let created_s = t0.elapsed().as_secs_f64();
     let deadline = Instant::now() + opts.deadline;
     let reached =
@@ -504,7 +511,7 @@ async fn fanout(
         .collect();
     let received0 = fleet.stats().objects_received.load(Relaxed);
     tracing::debug!(pods = objects.len(), "fanout: creating the pods that use the configmap");
-    let (_, _) = create_paced(&cloud.api, objects, 500.0).await?;
+    let (_, _) = create_paced(&cloud.api, objects, 500.0, opts.progress).await?;
     tracing::debug!("fanout: pods created");
     let all = opts.nodes;
     // Every node holds the configmap and its pod.

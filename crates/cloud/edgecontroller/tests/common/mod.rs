@@ -206,8 +206,15 @@ impl Edge {
 
     /// Connects keeping a database from an earlier connection.
     pub async fn connect_with(cloud: &Cloud, name: &str, db: EdgeDb) -> Edge {
+        Edge::connect_offering(cloud, name, db, &[]).await
+    }
+
+    /// Connects offering the cloud `features`.
+    pub async fn connect_offering(cloud: &Cloud, name: &str, db: EdgeDb, features: &[&str]) -> Edge {
         let cert = cloud.ca.node(name);
-        let conn = edgehive_viaduct::ws::connect(&cloud.client_config(name, &cert)).await.unwrap();
+        let mut cfg = cloud.client_config(name, &cert);
+        cfg.features = features.iter().map(|f| (*f).to_owned()).collect();
+        let conn = edgehive_viaduct::ws::connect(&cfg).await.unwrap();
         let (tx, mut rx) = conn.split();
         let received = Arc::new(Mutex::new(Vec::new()));
         let other = Arc::new(Mutex::new(Vec::new()));
