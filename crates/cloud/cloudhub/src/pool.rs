@@ -132,7 +132,7 @@ impl AckLatency {
         match prev {
             None => AckLatency { smoothed: r, variation: r / 2 },
             Some(p) => {
-                let diff = if p.smoothed > r { p.smoothed - r } else { r - p.smoothed };
+                let diff = p.smoothed.abs_diff(r);
                 AckLatency { variation: p.variation * 3 / 4 + diff / 4, smoothed: p.smoothed * 7 / 8 + r / 8 }
             }
         }

@@ -449,30 +449,8 @@ async fn a_secret_no_pod_of_a_node_uses_is_not_sent_there_again() {
 /// went, though the points say the node has it all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edge_store_emptied_or_restored_is_made_whole_from_its_inventory() {
-    let cloud = Cloud::start(fast_resend()).await;
-    cloud.edge_node("edge-1").await;
-    let edge = Edge::connect(&cloud, "edge-1").await;
-    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
-    cloud
-        .store
-        .create(&CONFIGMAPS, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "default"}, "data": {"a": "1"}}))
-        .await
-        .unwrap();
-    let pod = cloud.pod("web", "edge-1", Some("cfg")).await;
-    eventually("pod and configmap at the edge", WAIT, || edge.db.lock().unwrap().len() == 2).await;
-    eventually("both points", WAIT, || cloud.hub.points().len() == 2).await;
-    let inventory = |edge: &Edge| {
-        let items: Vec<serde_json::Value> = edge
-            .db
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(k, (rv, v))| json!({"key": k, "uid": v["metadata"]["uid"], "resourceVersion": rv}))
-            .collect();
-        edgehive_model::Message::new()
-            .with_route("metamanager", "meta", "null/inventory/edge-1", "inventory")
-            .with_content(edgehive_model::Content::from_serialize(&json!({"items": items})).unwrap())
-    };
+    let (cloud, edge, pod) = web_with_cfg_at_edge_1().await;
+    let inventory = |edge: &Edge| inventory_of(&edge.db);
     // An older copy: the configmap at an older version, and a secret deleted
     // in the cloud since (uid only the edge knows).
     let old_cm = edge.db.lock().unwrap()["default/configmap/cfg"].clone();
@@ -517,31 +495,12 @@ async fn an_edge_store_emptied_or_restored_is_made_whole_from_its_inventory() {
 /// version is sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn points_a_crash_lost_are_taken_from_the_inventory_instead_of_resending() {
-    let cloud = Cloud::start(fast_resend()).await;
-    cloud.edge_node("edge-1").await;
-    let edge = Edge::connect(&cloud, "edge-1").await;
-    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
-    cloud
-        .store
-        .create(&CONFIGMAPS, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "default"}, "data": {"a": "1"}}))
-        .await
-        .unwrap();
-    let pod = cloud.pod("web", "edge-1", Some("cfg")).await;
-    eventually("pod and configmap at the edge", WAIT, || edge.db.lock().unwrap().len() == 2).await;
-    eventually("both points", WAIT, || cloud.hub.points().len() == 2).await;
+    let (cloud, edge, pod) = web_with_cfg_at_edge_1().await;
     let db = edge.disconnect().await;
     eventually("gone", WAIT, || cloud.hub.connected_nodes().is_empty()).await;
     // The points are lost, as in a crash before they were written.
     cloud.hub.points().remove_node("edge-1");
-    let items: Vec<serde_json::Value> = db
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(k, (rv, v))| json!({"key": k, "uid": v["metadata"]["uid"], "resourceVersion": rv}))
-        .collect();
-    let inventory = edgehive_model::Message::new()
-        .with_route("metamanager", "meta", "null/inventory/edge-1", "inventory")
-        .with_content(edgehive_model::Content::from_serialize(&json!({"items": items})).unwrap());
+    let inventory = inventory_of(&db);
     let edge = Edge::connect_offering(&cloud, "edge-1", db, &[edgehive_viaduct::features::INVENTORY]).await;
     edge.tx.try_write(inventory).unwrap();
     eventually("connected again", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
@@ -554,6 +513,37 @@ async fn points_a_crash_lost_are_taken_from_the_inventory_instead_of_resending()
     update_cfg_and_wait(&cloud, &edge).await;
     assert_eq!(edge.received.lock().unwrap().len(), 1);
     cloud.stop().await;
+}
+
+/// A cloud with edge-1 connected and holding pod `web` and its configmap
+/// `cfg`, both acknowledged.
+async fn web_with_cfg_at_edge_1() -> (Cloud, Edge, edgehive_store::Object) {
+    let cloud = Cloud::start(fast_resend()).await;
+    cloud.edge_node("edge-1").await;
+    let edge = Edge::connect(&cloud, "edge-1").await;
+    eventually("connected", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    cloud
+        .store
+        .create(&CONFIGMAPS, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "default"}, "data": {"a": "1"}}))
+        .await
+        .unwrap();
+    let pod = cloud.pod("web", "edge-1", Some("cfg")).await;
+    eventually("pod and configmap at the edge", WAIT, || edge.db.lock().unwrap().len() == 2).await;
+    eventually("both points", WAIT, || cloud.hub.points().len() == 2).await;
+    (cloud, edge, pod)
+}
+
+/// The inventory of edge-1 holding what `db` holds.
+fn inventory_of(db: &EdgeDb) -> edgehive_model::Message {
+    let items: Vec<serde_json::Value> = db
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(k, (rv, v))| json!({"key": k, "uid": v["metadata"]["uid"], "resourceVersion": rv}))
+        .collect();
+    edgehive_model::Message::new()
+        .with_route("metamanager", "meta", "null/inventory/edge-1", "inventory")
+        .with_content(edgehive_model::Content::from_serialize(&json!({"items": items})).unwrap())
 }
 
 /// Sets `data.a` of configmap `cfg` to "2" and waits until `edge` has it.
