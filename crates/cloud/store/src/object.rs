@@ -225,6 +225,9 @@ pub fn encode_for_storage(v: &Value) -> Result<Bytes> {
         }
     }
     out.push(b'}');
+    // Stored bytes are kept for long (the watch history, informers): not
+    // with up to twice their size in spare capacity.
+    out.shrink_to_fit();
     Ok(Bytes::from(out))
 }
 

@@ -472,7 +472,9 @@ async fn write_loop<W: FrameWrite>(
 ) {
     let write_timeout = shared.cfg.write_timeout;
     let mut ping = shared.cfg.ping_interval.map(|d| tokio::time::interval_at(Instant::now() + d, d));
-    let mut batch = Vec::with_capacity(WRITE_BATCH);
+    // Allocated while messages flow, freed when the queue runs dry: an idle
+    // connection holds no batch.
+    let mut batch = Vec::new();
     let mut owed = Vec::new();
     let control = shared.mux.control();
     loop {
@@ -545,7 +547,11 @@ async fn write_loop<W: FrameWrite>(
                 shared.close(CloseReason::Local);
                 break;
             }
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => {
+                if queue.is_empty() {
+                    batch = Vec::new();
+                }
+            }
             Ok(Err(reason)) => {
                 shared.close(reason);
                 break;

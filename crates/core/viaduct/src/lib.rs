@@ -33,6 +33,7 @@ mod server;
 pub mod stream;
 mod tls;
 pub mod ws;
+mod wsframe;
 
 pub use config::{
     ClientConfig, ClientTls, ConnConfig, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_PENDING_HANDSHAKES_PER_SOURCE,

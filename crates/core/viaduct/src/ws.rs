@@ -14,88 +14,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use edgehive_model::Text;
-use futures_util::{SinkExt, StreamExt};
-use http::{HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderValue, Request};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::timeout;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
-use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::{self, Message as Frame};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ClientConfig, ConnConfig, ServerConfig};
-use crate::conn::{Connection, FrameRead, FrameWrite, PeerInfo, Protocol, ReadEvent, Sessions, spawn_conn};
-use crate::error::CloseReason;
+use crate::conn::{Connection, PeerInfo, Protocol, Sessions, spawn_conn};
 use crate::error::ConnectError;
 use crate::features;
 use crate::server::{Intake, Server, ServerStats, new_server};
 use crate::tls::{CertIdentity, client_config, server_config};
-
-/// Reading half of a WebSocket as whole frames.
-struct WsRead<S>(futures_util::stream::SplitStream<WebSocketStream<S>>, usize);
-/// Writing half of a WebSocket.
-struct WsWrite<S>(futures_util::stream::SplitSink<WebSocketStream<S>, Frame>, usize);
-
-impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> FrameRead for WsRead<S> {
-    async fn next(&mut self) -> ReadEvent {
-        match self.0.next().await {
-            None => ReadEvent::End(CloseReason::PeerClosed),
-            Some(Err(e)) => ReadEvent::End(ws_reason(e, self.1)),
-            Some(Ok(Frame::Text(t))) => ReadEvent::Data(t.into()),
-            Some(Ok(Frame::Binary(b))) => ReadEvent::Data(b),
-            Some(Ok(Frame::Close(_))) => ReadEvent::End(CloseReason::PeerClosed),
-            // Pings are answered by the WebSocket layer; pongs only feed the deadline.
-            Some(Ok(Frame::Ping(_) | Frame::Pong(_) | Frame::Frame(_))) => ReadEvent::Alive,
-        }
-    }
-}
-
-impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> FrameWrite for WsWrite<S> {
-    async fn feed(&mut self, text: String) -> Result<(), CloseReason> {
-        let limit = self.1;
-        self.0.feed(Frame::Text(text.into())).await.map_err(|e| ws_reason(e, limit))
-    }
-    async fn feed_binary(&mut self, frame: bytes::Bytes) -> Result<(), CloseReason> {
-        let limit = self.1;
-        self.0.feed(Frame::Binary(frame)).await.map_err(|e| ws_reason(e, limit))
-    }
-    async fn flush(&mut self) -> Result<(), CloseReason> {
-        let limit = self.1;
-        self.0.flush().await.map_err(|e| ws_reason(e, limit))
-    }
-    async fn ping(&mut self) -> Result<(), CloseReason> {
-        let limit = self.1;
-        self.0.send(Frame::Ping(Vec::new().into())).await.map_err(|e| ws_reason(e, limit))
-    }
-    async fn close(&mut self) {
-        let _ = self.0.close().await;
-    }
-}
-
-fn ws_reason(e: tungstenite::Error, limit: usize) -> CloseReason {
-    use tungstenite::Error as E;
-    match e {
-        E::Capacity(_) => CloseReason::FrameTooLarge { limit },
-        E::ConnectionClosed | E::AlreadyClosed => CloseReason::PeerClosed,
-        E::Utf8(s) => CloseReason::Malformed(format!("text frame is not UTF-8: {s}")),
-        other => CloseReason::Transport(other.to_string()),
-    }
-}
-
-fn spawn_ws<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
-    ws: WebSocketStream<S>,
-    info: PeerInfo,
-    cfg: ConnConfig,
-    client: bool,
-) -> Connection {
-    let (sink, stream) = futures_util::StreamExt::split(ws);
-    let limit = cfg.max_frame_size;
-    spawn_conn(WsRead(stream, limit), WsWrite(sink, limit), info, cfg, client, Sessions::Framed)
-}
+use crate::wsframe::{self, UpgradeError};
 
 /// Header carrying the node name.
 pub const HEADER_NODE_ID: &str = "node_id";
@@ -116,17 +48,15 @@ pub const HEADER_KEEPALIVE: &str = "Edgehive-Keepalive";
 /// The value of [`HEADER_KEEPALIVE`].
 pub const KEEPALIVE_PING: &str = "ping";
 
-fn ws_config(conn: &ConnConfig) -> WebSocketConfig {
-    // tungstenite reads in 128 KiB chunks by default and keeps that buffer
-    // for the life of the connection; on a cloud holding many idle edges that
-    // dominates memory, so read in small chunks (frames of any size up to the
-    // limit still assemble).
-    WebSocketConfig::default()
-        .read_buffer_size(2 * 1024)
-        .write_buffer_size(16 * 1024)
-        .max_message_size(Some(conn.max_frame_size))
-        .max_frame_size(Some(conn.max_frame_size))
-        .accept_unmasked_frames(false)
+fn spawn_ws<S: AsyncRead + AsyncWrite + Send + 'static>(
+    io: S,
+    tail: bytes::Bytes,
+    info: PeerInfo,
+    cfg: ConnConfig,
+    client: bool,
+) -> Connection {
+    let (reader, writer) = wsframe::split(io, tail, client, cfg.max_frame_size);
+    spawn_conn(reader, writer, info, cfg, client, Sessions::Framed)
 }
 
 /// Binds the WebSocket server and starts accepting.
@@ -200,49 +130,53 @@ async fn handshake(
     let cert =
         tls_stream.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c));
     let resumed = tls_stream.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
-    let mut headers = None;
-    let mut ping_keepalive = false;
-    let mut agreed = Vec::new();
-    // The signature is tungstenite's callback type; its error type is not ours to shrink.
-    #[allow(clippy::result_large_err)]
-    let callback = |req: &Request, mut resp: Response| -> Result<Response, ErrorResponse> {
-        match check_headers(req) {
-            Ok(h) => {
-                headers = Some(h);
-                let asked =
-                    req.headers().get(HEADER_KEEPALIVE).is_some_and(|v| v.as_bytes() == KEEPALIVE_PING.as_bytes());
-                if asked && cfg.ping_keepalive {
-                    ping_keepalive = true;
-                    resp.headers_mut().insert(HEADER_KEEPALIVE, HeaderValue::from_static(KEEPALIVE_PING));
-                }
-                let offered = req.headers().get(features::HEADER).and_then(|v| v.to_str().ok()).map(features::parse);
-                agreed = features::agree(&offered.unwrap_or_default(), &cfg.features);
-                if !agreed.is_empty()
-                    && let Ok(v) = HeaderValue::from_str(&features::join(&agreed))
-                {
-                    resp.headers_mut().insert(features::HEADER, v);
-                }
-                Ok(resp)
-            }
-            Err(reason) => {
-                let mut e = ErrorResponse::new(Some(reason.clone()));
-                *e.status_mut() = StatusCode::BAD_REQUEST;
-                headers = None;
-                Err(e)
-            }
-        }
+    let mut tls_stream = tls_stream;
+    let cert_cn = || cert.as_ref().and_then(|c| c.common_name.clone());
+    let refused = |reason: &str| {
+        stats.upgrade_failures.inc();
+        tracing::warn!(%remote, cert_cn = ?cert_cn(), reason, "WebSocket upgrade refused");
     };
-    let ws = match tokio_tungstenite::accept_hdr_async_with_config(tls_stream, callback, Some(ws_config(&cfg.conn)))
-        .await
-    {
-        Ok(ws) => ws,
-        Err(e) => {
-            stats.upgrade_failures.inc();
-            tracing::warn!(%remote, cert_cn = ?cert.as_ref().and_then(|c| c.common_name.clone()), error = %e, "WebSocket upgrade refused");
+    let upgrade = match wsframe::read_request(&mut tls_stream).await {
+        Ok(u) => u,
+        Err(UpgradeError::Io(e)) => {
+            refused(&e.to_string());
+            return None;
+        }
+        Err(UpgradeError::Refused(reason)) => {
+            refused(&reason);
+            let _ = wsframe::refuse(&mut tls_stream, &reason).await;
             return None;
         }
     };
-    let (node_id, project_id) = headers?;
+    let req = &upgrade.request;
+    let (node_id, project_id) = match check_headers(req) {
+        Ok(h) => h,
+        Err(reason) => {
+            refused(&reason);
+            let _ = wsframe::refuse(&mut tls_stream, &reason).await;
+            return None;
+        }
+    };
+    let mut extra = HeaderMap::new();
+    let asked = req.headers().get(HEADER_KEEPALIVE).is_some_and(|v| v.as_bytes() == KEEPALIVE_PING.as_bytes());
+    let ping_keepalive = asked && cfg.ping_keepalive;
+    if ping_keepalive {
+        extra.insert(HEADER_KEEPALIVE, HeaderValue::from_static(KEEPALIVE_PING));
+    }
+    let offered = req.headers().get(features::HEADER).and_then(|v| v.to_str().ok()).map(features::parse);
+    let agreed = features::agree(&offered.unwrap_or_default(), &cfg.features);
+    if !agreed.is_empty()
+        && let Ok(v) = HeaderValue::from_str(&features::join(&agreed))
+    {
+        extra.insert(features::HEADER, v);
+    }
+    let tail = match upgrade.accept(&mut tls_stream, &extra).await {
+        Ok(tail) => tail,
+        Err(e) => {
+            refused(&e.to_string());
+            return None;
+        }
+    };
     let info = PeerInfo {
         node_id,
         project_id,
@@ -255,11 +189,11 @@ async fn handshake(
         features: agreed,
     };
     tracing::info!(node = %info.node_id, %remote, cert_cn = ?info.cert.as_ref().and_then(|c| c.common_name.clone()), "edge connected");
-    Some(spawn_ws(ws, info, cfg.conn.clone(), false))
+    Some(spawn_ws(tls_stream, tail, info, cfg.conn.clone(), false))
 }
 
 /// Validates the upgrade request; returns (node_id, project_id).
-fn check_headers(req: &Request) -> Result<(Text, Text), String> {
+fn check_headers(req: &Request<()>) -> Result<(Text, Text), String> {
     let h = req.headers();
     let get = |name: &str| h.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty());
     match get(HEADER_CONNECTION_USE) {
@@ -345,6 +279,7 @@ async fn connect_inner(cfg: &ClientConfig, tls: &Arc<rustls::ClientConfig>) -> R
     };
     let server_name = rustls_pki_types::ServerName::try_from(host.clone())
         .map_err(|e| ConnectError::Invalid(format!("server name {host:?}: {e}")))?;
+    let request = upgrade_request(cfg)?;
     let connector = TlsConnector::from(Arc::clone(tls));
     let tcp = dial_tcp(&cfg.server, cfg.local_ip).await.map_err(|source| ConnectError::Io {
         what: "connect to",
@@ -358,32 +293,19 @@ async fn connect_inner(cfg: &ClientConfig, tls: &Arc<rustls::ClientConfig>) -> R
         tcp.peer_addr().map_err(|source| ConnectError::Io { what: "read address of", addr: addr.clone(), source })?;
     match cfg.conn.wire_bytes.clone() {
         Some(bytes) => {
-            upgrade(cfg, connector, server_name, crate::counted::Counted::new(tcp, bytes), local_addr, remote_addr)
-                .await
+            let tcp = crate::counted::Counted::new(tcp, bytes);
+            upgrade(cfg, request, connector, server_name, tcp, local_addr, remote_addr).await
         }
-        None => upgrade(cfg, connector, server_name, tcp, local_addr, remote_addr).await,
+        None => upgrade(cfg, request, connector, server_name, tcp, local_addr, remote_addr).await,
     }
 }
 
-/// TLS and the WebSocket upgrade over a connected transport.
-async fn upgrade<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
-    cfg: &ClientConfig,
-    connector: TlsConnector,
-    server_name: rustls::pki_types::ServerName<'static>,
-    tcp: S,
-    local_addr: std::net::SocketAddr,
-    remote_addr: std::net::SocketAddr,
-) -> Result<Connection, ConnectError> {
-    let addr = cfg.server.clone();
-    let tls =
-        connector.connect(server_name, tcp).await.map_err(|source| ConnectError::Tls { addr: addr.clone(), source })?;
-    let cert = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c));
-    let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
-
-    let url = format!("wss://{}/{}/{}/events", cfg.server, cfg.project_id, cfg.node_id);
-    let mut req =
-        url.as_str().into_client_request().map_err(|e| ConnectError::Invalid(format!("request URL {url}: {e}")))?;
-    let headers = req.headers_mut();
+/// The upgrade's path and headers. Both are written into the request as
+/// they are, so nothing in them may end a line or the request target.
+fn upgrade_request(cfg: &ClientConfig) -> Result<(String, HeaderMap), ConnectError> {
+    let path = format!("/{}/{}/events", cfg.project_id, cfg.node_id);
+    path.parse::<http::uri::PathAndQuery>().map_err(|e| ConnectError::Invalid(format!("request path {path}: {e}")))?;
+    let mut headers = HeaderMap::new();
     for (name, value) in [
         (HEADER_NODE_ID, cfg.node_id.as_str()),
         (HEADER_PROJECT_ID, cfg.project_id.as_str()),
@@ -401,9 +323,32 @@ async fn upgrade<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             .map_err(|e| ConnectError::Invalid(format!("header {}: {e}", features::HEADER)))?;
         headers.insert(features::HEADER, v);
     }
-    let (ws, resp) = tokio_tungstenite::client_async_with_config(req, tls, Some(ws_config(&cfg.conn)))
+    HeaderValue::from_str(&cfg.server)
+        .map_err(|e| ConnectError::Invalid(format!("server address {:?}: {e}", cfg.server)))?;
+    Ok((path, headers))
+}
+
+/// TLS and the WebSocket upgrade over a connected transport.
+async fn upgrade<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    cfg: &ClientConfig,
+    request: (String, HeaderMap),
+    connector: TlsConnector,
+    server_name: rustls::pki_types::ServerName<'static>,
+    tcp: S,
+    local_addr: std::net::SocketAddr,
+    remote_addr: std::net::SocketAddr,
+) -> Result<Connection, ConnectError> {
+    let addr = cfg.server.clone();
+    let tls =
+        connector.connect(server_name, tcp).await.map_err(|source| ConnectError::Tls { addr: addr.clone(), source })?;
+    let cert = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c));
+    let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+
+    let mut tls = tls;
+    let (path, headers) = request;
+    let (resp, tail) = wsframe::upgrade_client(&mut tls, &cfg.server, &path, &headers)
         .await
-        .map_err(|e| ConnectError::Handshake { addr: addr.clone(), reason: e.to_string() })?;
+        .map_err(|reason| ConnectError::Handshake { addr: addr.clone(), reason })?;
     let info = PeerInfo {
         node_id: Text::from(cfg.node_id.clone()),
         project_id: Text::from(cfg.project_id.clone()),
@@ -413,19 +358,14 @@ async fn upgrade<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         protocol: Protocol::WebSocket,
         resumed,
         ping_keepalive: cfg.ping_keepalive
-            && resp.headers().get(HEADER_KEEPALIVE).is_some_and(|v| v.as_bytes() == KEEPALIVE_PING.as_bytes()),
+            && resp.get(HEADER_KEEPALIVE).is_some_and(|v| v.as_bytes() == KEEPALIVE_PING.as_bytes()),
         // Only what was offered counts, whatever the server answers.
         features: features::agree(
-            &resp
-                .headers()
-                .get(features::HEADER)
-                .and_then(|v| v.to_str().ok())
-                .map(features::parse)
-                .unwrap_or_default(),
-            &offered,
+            &resp.get(features::HEADER).and_then(|v| v.to_str().ok()).map(features::parse).unwrap_or_default(),
+            &features::sanitize(&cfg.features),
         ),
     };
-    Ok(spawn_ws(ws, info, cfg.conn.clone(), true))
+    Ok(spawn_ws(tls, tail, info, cfg.conn.clone(), true))
 }
 
 /// The host part of `host:port` or `[v6]:port`.
@@ -449,7 +389,7 @@ mod tests {
         assert_eq!(host_of("nohost"), None);
     }
 
-    fn req(headers: &[(&str, &str)]) -> Request {
+    fn req(headers: &[(&str, &str)]) -> Request<()> {
         let mut b = http::Request::builder().uri("/p/n/events");
         for (k, v) in headers {
             b = b.header(*k, *v);

@@ -406,3 +406,25 @@ async fn a_reset_or_a_closed_connection_ends_sessions_at_both_ends() {
     assert!(incoming.accept().await.is_none());
     assert!(matches!(cloud.tx.open_stream(bytes::Bytes::new()).await, Err(edgehive_viaduct::StreamError::Closed(_))));
 }
+
+#[tokio::test]
+async fn a_client_writes_no_request_that_a_project_id_or_address_could_break() {
+    let pki = Pki::new();
+    let mut srv = server(&pki, ConnConfig::default()).await;
+    for (what, project, server) in [
+        ("header injection", "p\r\nX-Evil: 1", None),
+        ("space in the path", "p q", None),
+        ("line in the address", "p", Some(format!("{}\r\nX-Evil: 1", srv.local_addr()))),
+    ] {
+        let mut cfg = client_config(&pki, srv.local_addr(), "edge-1");
+        cfg.project_id = project.into();
+        if let Some(s) = server {
+            cfg.server = s;
+        }
+        let err = edgehive_viaduct::ws::connect(&cfg).await.err().unwrap();
+        assert!(matches!(err, edgehive_viaduct::ConnectError::Invalid(_)), "{what}: {err}");
+    }
+    // Nothing reached the server.
+    assert_eq!(srv.stats().upgrade_failures(), 0);
+    let (_client, _accepted) = pair(&pki, &mut srv, "edge-1").await;
+}
