@@ -508,7 +508,14 @@ async fn points_a_crash_lost_are_taken_from_the_inventory_instead_of_resending()
     let uid = pod.uid().unwrap().to_owned();
     eventually("the pod's point again", WAIT, || cloud.hub.points().get("edge-1", &uid) == Some(pod.rev())).await;
     eventually("both points again", WAIT, || cloud.hub.points().len() == 2).await;
-    assert!(edge.received.lock().unwrap().is_empty(), "nothing the edge holds was sent again");
+    let again: Vec<String> = edge
+        .received
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|m| format!("{} {} rv {}", m.route.operation, m.route.resource, m.header.resource_version))
+        .collect();
+    assert!(again.is_empty(), "nothing the edge holds was sent again: {again:?}");
     // A change still goes out.
     update_cfg_and_wait(&cloud, &edge).await;
     assert_eq!(edge.received.lock().unwrap().len(), 1);

@@ -70,6 +70,17 @@ async fn read_head<S: AsyncRead + Unpin>(io: &mut S) -> io::Result<(Vec<u8>, Byt
     }
 }
 
+/// Appends `headers` and the blank line that ends a head.
+fn end_head(out: &mut Vec<u8>, headers: &HeaderMap) {
+    for (name, value) in headers {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
 /// Whether a comma-separated header holds `token` (case-insensitive).
 fn has_token(headers: &HeaderMap, name: &str, token: &str) -> bool {
     headers
@@ -154,13 +165,7 @@ impl UpgradeRequest {
             derive_accept_key(self.key.as_bytes())
         )
         .into_bytes();
-        for (name, value) in extra {
-            resp.extend_from_slice(name.as_str().as_bytes());
-            resp.extend_from_slice(b": ");
-            resp.extend_from_slice(value.as_bytes());
-            resp.extend_from_slice(b"\r\n");
-        }
-        resp.extend_from_slice(b"\r\n");
+        end_head(&mut resp, extra);
         io.write_all(&resp).await?;
         io.flush().await?;
         Ok(self.tail)
@@ -192,13 +197,7 @@ pub(crate) async fn upgrade_client<S: AsyncRead + AsyncWrite + Unpin>(
         "GET {path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {key}\r\n"
     )
     .into_bytes();
-    for (name, value) in headers {
-        req.extend_from_slice(name.as_str().as_bytes());
-        req.extend_from_slice(b": ");
-        req.extend_from_slice(value.as_bytes());
-        req.extend_from_slice(b"\r\n");
-    }
-    req.extend_from_slice(b"\r\n");
+    end_head(&mut req, headers);
     io.write_all(&req).await.map_err(|e| format!("write the upgrade request: {e}"))?;
     io.flush().await.map_err(|e| format!("write the upgrade request: {e}"))?;
     let (head, mut tail) = read_head(io).await.map_err(|e| format!("read the upgrade response: {e}"))?;

@@ -60,11 +60,17 @@ impl Cloud {
             client_ca: vec![ca.cert.clone()],
         };
         // As `edgehive cloud`: edges that offer it keep alive with pings.
+        // And as `edgehive cloud`, the inventory is agreed with edges that
+        // offer it (CloudHub then holds a session's first sends for it).
+        let features = vec![edgehive_viaduct::features::INVENTORY.to_owned()];
         let mut ws = ServerConfig::new("127.0.0.1:0".parse().unwrap(), tls.clone());
         ws.ping_keepalive = true;
+        ws.features = features.clone();
         let srv = Server::bind_ws(ws).await.unwrap();
         let addr = srv.local_addr();
-        let quic = Server::bind_quic(ServerConfig::new("127.0.0.1:0".parse().unwrap(), tls)).await.unwrap();
+        let mut quic = ServerConfig::new("127.0.0.1:0".parse().unwrap(), tls);
+        quic.features = features;
+        let quic = Server::bind_quic(quic).await.unwrap();
         let quic_addr = quic.local_addr();
         let points = SuccessPoints::load(store.clone()).await.unwrap();
         // Tokens are not used here; the records of node certificates are.
@@ -209,12 +215,15 @@ impl Edge {
         Edge::connect_offering(cloud, name, db, &[]).await
     }
 
-    /// Connects offering the cloud `features`.
+    /// Connects offering the cloud `features` (which it must agree).
     pub async fn connect_offering(cloud: &Cloud, name: &str, db: EdgeDb, features: &[&str]) -> Edge {
         let cert = cloud.ca.node(name);
         let mut cfg = cloud.client_config(name, &cert);
         cfg.features = features.iter().map(|f| (*f).to_owned()).collect();
         let conn = edgehive_viaduct::ws::connect(&cfg).await.unwrap();
+        for f in features {
+            assert!(conn.peer().agreed(f), "the cloud agrees {f}");
+        }
         let (tx, mut rx) = conn.split();
         let received = Arc::new(Mutex::new(Vec::new()));
         let other = Arc::new(Mutex::new(Vec::new()));
