@@ -62,10 +62,31 @@ pub struct Delivery {
     pub rv: u64,
     /// A `delete`: the success point is removed on ACK.
     pub delete: bool,
+    /// A delete of an object that still exists, which the node no longer
+    /// needs: should the node need it again, a later offer of it is not
+    /// stale (it follows the delete).
+    pub unneeded: bool,
     /// The message as it goes on the wire.
     pub msg: Message,
     /// Where to record the success point on ACK (`None`: nothing to record).
     pub point: Option<PointRef>,
+}
+
+impl Delivery {
+    /// Whether this offer adds nothing after `earlier` (of the same key):
+    /// an object older than or as old as what is already on its way, or
+    /// anything but a delete after the object's deletion. After a delete
+    /// of an object the node no longer needs, the object is new again.
+    fn supersedes_nothing_after(&self, earlier: &Delivery) -> bool {
+        if self.delete {
+            return false;
+        }
+        match (earlier.delete, earlier.unneeded) {
+            (true, false) => true,
+            (true, true) => self.rv < earlier.rv,
+            (false, _) => earlier.rv >= self.rv,
+        }
+    }
 }
 
 /// What became of an offered delivery.
@@ -184,11 +205,18 @@ impl AckPool {
 
     /// Offers a delivery; `acked_rv` is the object's success point.
     pub fn offer(&mut self, d: Delivery, acked_rv: Option<u64>) -> Offer {
-        if !d.delete && matches!(d.key, Key::Object(_)) && acked_rv.is_some_and(|a| a >= d.rv) {
+        // What the node acknowledged does not count while a delete of the
+        // object it no longer needs waits or is on its way: the object
+        // follows that delete.
+        if !d.delete
+            && matches!(d.key, Key::Object(_))
+            && acked_rv.is_some_and(|a| a >= d.rv)
+            && !self.unneeded_delete_pending(&d.key)
+        {
             return Offer::Stale;
         }
         if let Some(w) = self.waiting.get_mut(&d.key) {
-            if !d.delete && (w.delete || w.rv >= d.rv) {
+            if d.supersedes_nothing_after(w) {
                 return Offer::Stale;
             }
             *w = d;
@@ -196,8 +224,7 @@ impl AckPool {
         }
         let in_flight = self.in_flight_keys.get(&d.key).and_then(|id| self.in_flight.get(id));
         if let Some(f) = in_flight
-            && !d.delete
-            && (f.delivery.delete || f.delivery.rv >= d.rv)
+            && d.supersedes_nothing_after(&f.delivery)
         {
             return Offer::Stale;
         }
@@ -267,6 +294,19 @@ impl AckPool {
         self.in_flight.values().map(|f| f.due).min()
     }
 
+    /// Whether a delete of `key`'s object, which the node no longer needs,
+    /// waits or is in flight.
+    fn unneeded_delete_pending(&self, key: &Key) -> bool {
+        let waiting = self.waiting.get(key);
+        let in_flight = self.in_flight_keys.get(key).and_then(|id| self.in_flight.get(id)).map(|f| &f.delivery);
+        waiting.into_iter().chain(in_flight).any(|d| d.delete && d.unneeded)
+    }
+
+    /// Whether an offer of `key` waits to be sent.
+    pub fn is_waiting(&self, key: &Key) -> bool {
+        self.waiting.contains_key(key)
+    }
+
     /// Takes out the waiting (not yet sent) deliveries `settled` says
     /// need not be sent.
     pub fn take_waiting(&mut self, settled: impl Fn(&Delivery) -> bool) -> Vec<Delivery> {
@@ -301,6 +341,7 @@ mod tests {
             key: Key::Object(Text::copy_from(uid)),
             rv,
             delete: false,
+            unneeded: false,
             msg: Message::new()
                 .with_route("edgecontroller", "resource", format!("default/pod/{uid}"), "update")
                 .with_resource_version(rv.to_string())
@@ -482,8 +523,55 @@ mod tests {
     fn answers_are_keyed_by_message() {
         let mut p = pool();
         let m = Message::new().with_route("edgecontroller", "resource", "default/configmap/c", "response");
-        let d = Delivery { key: Key::Message(m.header.msg_id.clone()), rv: 0, delete: false, msg: m, point: None };
+        let d = Delivery {
+            key: Key::Message(m.header.msg_id.clone()),
+            rv: 0,
+            delete: false,
+            unneeded: false,
+            msg: m,
+            point: None,
+        };
         assert_eq!(p.offer(d.clone(), None), Offer::Queued);
         assert_eq!(p.offer(d, None), Offer::Stale);
+    }
+
+    #[test]
+    fn an_object_needed_again_follows_the_delete_that_said_it_was_not() {
+        let now = Instant::now();
+        let unneeded = |uid: &str, rv: u64| Delivery { delete: true, unneeded: true, rv, ..obj(uid, rv) };
+        // Waiting: the object replaces the delete that was not sent.
+        let mut p = pool();
+        assert_eq!(p.offer(unneeded("a", 5), None), Offer::Queued);
+        assert_eq!(p.offer(obj("a", 4), None), Offer::Stale, "older than the delete");
+        assert_eq!(p.offer(obj("a", 5), None), Offer::Replaced);
+        let sent = drain(&mut p, now);
+        assert_eq!(sent.iter().map(body).collect::<Vec<_>>(), ["a@5"]);
+        // In flight: the object is sent after the delete's ACK.
+        let mut p = pool();
+        p.offer(unneeded("b", 5), None);
+        let delete = drain(&mut p, now).remove(0);
+        assert_eq!(p.offer(obj("b", 5), None), Offer::Queued);
+        assert!(p.is_waiting(&Key::Object(Text::from("b"))));
+        assert!(drain(&mut p, now).is_empty(), "not while the delete is in flight");
+        p.ack(&delete.header.msg_id, now).unwrap();
+        assert_eq!(drain(&mut p, now).iter().map(body).collect::<Vec<_>>(), ["b@5"]);
+        // The node acknowledged the object before the delete was sent: it
+        // is still sent after the delete.
+        let mut p = pool();
+        p.offer(obj("d", 5), None);
+        let insert = drain(&mut p, now).remove(0);
+        p.offer(unneeded("d", 5), None);
+        p.ack(&insert.header.msg_id, now).unwrap();
+        let delete = drain(&mut p, now).remove(0);
+        assert_eq!(p.offer(obj("d", 5), Some(5)), Offer::Queued, "acknowledged, but a delete is on its way");
+        p.ack(&delete.header.msg_id, now).unwrap();
+        assert_eq!(drain(&mut p, now).iter().map(body).collect::<Vec<_>>(), ["d@5"]);
+        assert_eq!(p.offer(obj("d", 5), Some(5)), Offer::Stale, "no delete pending: acknowledged is enough");
+        // A deleted object stays deleted.
+        let mut p = pool();
+        p.offer(del("c"), None);
+        assert_eq!(p.offer(obj("c", 9), None), Offer::Stale);
+        drain(&mut p, now);
+        assert_eq!(p.offer(obj("c", 9), None), Offer::Stale);
     }
 }

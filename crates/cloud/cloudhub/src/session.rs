@@ -61,6 +61,14 @@ impl Inventory {
         }
     }
 
+    /// The node is sent a delete of `uid`: what the inventory said of it
+    /// no longer holds (an object needed again is sent again).
+    fn forget(&mut self, uid: &str) {
+        if let Inventory::Held(held, _) = self {
+            held.remove(&UidKey::of(uid));
+        }
+    }
+
     /// When it changes by itself (a deadline).
     fn deadline(&self) -> Option<Instant> {
         match self {
@@ -123,7 +131,7 @@ impl Session {
                 },
                 m = self.inbox.recv() => match m {
                     None => break End::Cancelled,
-                    Some(m) => self.downstream(m, &mut pool, &inventory),
+                    Some(m) => self.downstream(m, &mut pool, &mut inventory),
                 },
                 _ = sleep_until(wake) => {
                     let now = Instant::now();
@@ -178,7 +186,7 @@ impl Session {
         }
     }
 
-    fn downstream(&self, mut m: Message, pool: &mut AckPool, inventory: &Inventory) {
+    fn downstream(&self, mut m: Message, pool: &mut AckPool, inventory: &mut Inventory) {
         let metrics = &self.shared.metrics;
         let Ok(res) = ResourcePath::parse_cloud(&m.route.resource) else {
             // DeviceController's `twin` messages (`node/{node}/membership`)
@@ -230,6 +238,9 @@ impl Session {
             (_, op::RESPONSE) | (None, _) => Key::Message(m.header.msg_id.clone()),
             (Some(uid), _) => Key::Object(uid.clone()),
         };
+        if delete && let Key::Object(uid) = &key {
+            inventory.forget(uid);
+        }
         let point = point_of(&m, &res.path, &meta);
         if resend && let Some(p) = &point {
             self.shared.points.remove(&self.node, p);
@@ -269,7 +280,7 @@ impl Session {
         {
             self.shared.points.remove(&self.node, p);
         }
-        match pool.offer(Delivery { key, rv, delete, msg: m, point }, acked) {
+        match pool.offer(Delivery { key, rv, delete, unneeded: delete && unneeded, msg: m, point }, acked) {
             Offer::Queued => {
                 metrics.queued.inc();
             }
@@ -340,10 +351,12 @@ impl Session {
                 metrics.queued.dec();
                 metrics.observe_ack(acked.latency);
                 if let Some(p) = &acked.delivery.point {
-                    if acked.delivery.delete {
-                        self.shared.points.remove(&self.node, p);
-                    } else {
+                    if !acked.delivery.delete {
                         self.shared.points.record(&self.node, p, acked.delivery.rv);
+                    } else if !pool.is_waiting(&acked.delivery.key) {
+                        // (An object needed again after its delete keeps the
+                        // provisional point its offer recorded.)
+                        self.shared.points.remove(&self.node, p);
                     }
                 }
                 return;

@@ -692,3 +692,26 @@ async fn objects_a_full_inbox_could_not_take_still_reach_the_node() {
     drop(edge);
     cloud.stop().await;
 }
+
+/// An edge's inventory says what it held when it connected; a configmap the
+/// node stops needing is deleted there since, so when a pod needs it again
+/// the inventory must not count it as held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_deleted_at_the_edge_after_its_inventory_is_sent_when_needed_again() {
+    let (cloud, edge, _pod) = web_with_cfg_at_edge_1().await;
+    let db = edge.disconnect().await;
+    eventually("gone", WAIT, || cloud.hub.connected_nodes().is_empty()).await;
+    let inventory = inventory_of(&db);
+    let edge = Edge::connect_offering(&cloud, "edge-1", db, &[edgehive_viaduct::features::INVENTORY]).await;
+    edge.tx.try_write(inventory).unwrap();
+    eventually("connected again", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    let force = edgehive_store::DeleteOptions { grace_period_seconds: Some(0), ..Default::default() };
+    cloud.store.delete(&edgehive_store::resources::PODS, "default", "web", &force).await.unwrap();
+    eventually("the configmap no longer needed is deleted at the edge", WAIT, || {
+        edge.has("default/configmap/cfg").is_none()
+    })
+    .await;
+    cloud.pod("web2", "edge-1", Some("cfg")).await;
+    eventually("the configmap needed again is at the edge", WAIT, || edge.has("default/configmap/cfg").is_some()).await;
+    cloud.stop().await;
+}
