@@ -165,6 +165,8 @@ pub(super) fn cron_job(root: &mut Map<String, Value>) {
 /// `batch.kubernetes.io/controller-uid`, `batch.kubernetes.io/job-name`, `controller-uid` and `job-name`
 /// (labels the user already set are kept: validation then checks them). A StatefulSet loses
 /// `spec.updateStrategy.rollingUpdate.maxUnavailable` (MaxUnavailableStatefulSet is alpha, off, in 1.32).
+/// A CustomResourceDefinition starts with apiextensions' initial status: empty accepted names and the
+/// storage version stored, so a client that reads it before the naming controller has run sees a status.
 pub fn prepare_for_create(group: &str, kind: &str, obj: &mut Value) {
     let Some(root) = obj.as_object_mut() else { return };
     match (group, kind) {
@@ -178,8 +180,25 @@ pub fn prepare_for_create(group: &str, kind: &str, obj: &mut Value) {
             }
         }
         ("apps", "StatefulSet") => drop_max_unavailable(root),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => initial_crd_status(root),
         _ => {}
     }
+}
+
+/// apiextensions' `PrepareForCreate`: `status` is `acceptedNames: {plural: "", kind: ""}` and
+/// `storedVersions: [the first version marked storage]`.
+fn initial_crd_status(root: &mut Map<String, Value>) {
+    let storage = root
+        .get("spec")
+        .and_then(|s| s.get("versions"))
+        .and_then(Value::as_array)
+        .and_then(|vs| vs.iter().find(|v| v.get("storage") == Some(&Value::Bool(true))))
+        .and_then(|v| v.get("name"))
+        .cloned();
+    root.insert(
+        "status".into(),
+        json!({"acceptedNames": {"plural": "", "kind": ""}, "storedVersions": storage.into_iter().collect::<Vec<_>>()}),
+    );
 }
 
 /// What a kind's strategy does to a changed object before validation (`PrepareForUpdate`): a StatefulSet
@@ -424,6 +443,14 @@ mod tests {
         );
         prepare_for_create("batch", "Job", &mut manual);
         assert!(manual["spec"].get("selector").is_none());
+    }
+
+    #[test]
+    fn a_new_definition_has_the_initial_status() {
+        let mut crd = json!({"spec": {"versions": [{"name": "v1beta1", "storage": false}, {"name": "v1", "storage": true}]},
+                             "status": {"acceptedNames": {"kind": "Forged"}, "storedVersions": ["v0"]}});
+        prepare_for_create("apiextensions.k8s.io", "CustomResourceDefinition", &mut crd);
+        assert_eq!(crd["status"], json!({"acceptedNames": {"plural": "", "kind": ""}, "storedVersions": ["v1"]}));
     }
 
     #[test]
