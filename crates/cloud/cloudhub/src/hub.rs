@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use edgehive_beehive::{Context, Module, ModuleContext, ModuleFuture};
 use edgehive_model::{Content, Message, ResourcePath, Text, group, op, source};
-use edgehive_viaduct::{ConnTx, Connection, Server, Stream, StreamError};
-use tokio::sync::mpsc;
+use edgehive_viaduct::{ConnTx, Connection, Server, Stream, StreamError, queue};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -59,7 +58,7 @@ impl Default for CloudHubConfig {
 
 struct SessionHandle {
     id: u64,
-    inbox: mpsc::Sender<Message>,
+    inbox: queue::Sender<Message>,
     cancel: CancellationToken,
     /// The node's connection, for the stream sessions the cloud opens.
     conn: ConnTx,
@@ -404,7 +403,7 @@ async fn admit(conn: Connection, shared: &Arc<HubState>, ctx: &Context, stop: &C
             return;
         }
         let id = shared.next_id.fetch_add(1, Relaxed);
-        let (inbox, inbox_rx) = mpsc::channel(shared.cfg.inbox.max(1));
+        let (inbox, inbox_rx) = queue::channel(shared.cfg.inbox);
         let cancel = stop.child_token();
         let handle = SessionHandle { id, inbox, cancel: cancel.clone(), conn: conn.tx.clone() };
         if let Some(old) = sessions.insert(node.clone(), handle) {

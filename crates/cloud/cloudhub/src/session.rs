@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use edgehive_beehive::Context;
 use edgehive_model::{Content, Message, ResourcePath, Text, op, resource_type, source, well_known};
-use edgehive_viaduct::{ConnRx, ConnTx, WriteError};
-use tokio::sync::mpsc;
+use edgehive_viaduct::{ConnRx, ConnTx, WriteError, queue};
 use tokio::time::{Instant, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 
@@ -93,7 +92,7 @@ pub(crate) struct Session {
     pub(crate) node: Text,
     pub(crate) tx: ConnTx,
     pub(crate) rx: ConnRx,
-    pub(crate) inbox: mpsc::Receiver<Message>,
+    pub(crate) inbox: queue::Receiver<Message>,
     pub(crate) cancel: CancellationToken,
     pub(crate) shared: Arc<HubState>,
     pub(crate) ctx: Context,
@@ -123,11 +122,13 @@ impl Session {
                     Some(m) if m.route.operation == op::KEEPALIVE => {
                         keepalive_deadline = Instant::now() + cfg.keepalive_interval;
                     }
+                    // Boxed, as the other awaits off the idle path: what a
+                    // session's task holds while it waits stays small.
                     Some(m) if m.route.operation == op::INVENTORY => {
                         inventory = self.take_inventory(&m, &mut pool);
-                        self.upstream(m, &mut pool).await;
+                        Box::pin(self.upstream(m, &mut pool)).await;
                     }
-                    Some(m) => self.upstream(m, &mut pool).await,
+                    Some(m) => Box::pin(self.upstream(m, &mut pool)).await,
                 },
                 m = self.inbox.recv() => match m {
                     None => break End::Cancelled,
@@ -164,7 +165,7 @@ impl Session {
         self.shared.metrics.queued.dec_by(left);
         if end == End::KeepaliveExpired {
             tracing::warn!(node = %self.node, interval = ?cfg.keepalive_interval, "no keepalive; ending the session");
-            let _ = self.tx.close_with(keepalive_error(&self.node, cfg.keepalive_interval)).await;
+            let _ = Box::pin(self.tx.close_with(keepalive_error(&self.node, cfg.keepalive_interval))).await;
         }
         self.tx.close();
         end

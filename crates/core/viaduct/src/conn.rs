@@ -13,13 +13,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use edgehive_model::{Content, Message, Text, new_msg_id, op};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::time::{Instant, timeout, timeout_at};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::config::ConnConfig;
 use crate::error::{CloseReason, RequestError, WriteError};
+use crate::queue;
 use crate::stream::{self, IncomingStreams, Mux, QuicSessions, Stream, StreamError};
 use crate::tls::CertIdentity;
 
@@ -132,7 +133,7 @@ impl ConnState {
 #[derive(Clone)]
 pub struct ConnTx {
     shared: Arc<ConnState>,
-    queue: mpsc::Sender<Outgoing>,
+    queue: queue::Sender<Outgoing>,
 }
 
 /// What the writer task takes from the send queue.
@@ -155,7 +156,7 @@ impl Outgoing {
 /// The reading half.
 pub struct ConnRx {
     shared: Arc<ConnState>,
-    incoming: mpsc::Receiver<Message>,
+    incoming: queue::Receiver<Message>,
 }
 
 /// A connection to one peer.
@@ -210,10 +211,10 @@ impl ConnTx {
             return Err(self.closed_error(msg));
         }
         self.queue.try_send(Outgoing::Message(msg)).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(m) => {
+            queue::TrySendError::Full(m) => {
                 WriteError::Full { peer: self.shared.info.node_id.clone(), message: Box::new(m.into_message()) }
             }
-            mpsc::error::TrySendError::Closed(m) => self.closed_error(m.into_message()),
+            queue::TrySendError::Closed(m) => self.closed_error(m.into_message()),
         })
     }
 
@@ -319,7 +320,7 @@ impl ConnTx {
 
     /// Messages queued and not yet written.
     pub fn queued(&self) -> usize {
-        self.queue.max_capacity() - self.queue.capacity()
+        self.queue.len()
     }
 }
 
@@ -420,9 +421,9 @@ pub(crate) fn spawn_conn<R: FrameRead, W: FrameWrite>(
     client: bool,
     sessions: Sessions,
 ) -> Connection {
-    let (queue_tx, queue_rx) = mpsc::channel(cfg.send_queue.max(1));
-    let (in_tx, in_rx) = mpsc::channel(cfg.recv_queue.max(1));
-    let (frames_tx, frames_rx) = mpsc::channel(stream::FRAME_QUEUE);
+    let (queue_tx, queue_rx) = queue::channel(cfg.send_queue);
+    let (in_tx, in_rx) = queue::channel(cfg.recv_queue);
+    let (frames_tx, frames_rx) = queue::channel(stream::FRAME_QUEUE);
     let cancel = CancellationToken::new();
     let (framed, quic) = match sessions {
         Sessions::Framed => (info.agreed(stream::FEATURE), None),
@@ -466,8 +467,8 @@ const STREAM_BYTES_PER_FLUSH: usize = 256 * 1024;
 
 async fn write_loop<W: FrameWrite>(
     mut writer: W,
-    mut queue: mpsc::Receiver<Outgoing>,
-    mut frames: mpsc::Receiver<bytes::Bytes>,
+    mut queue: queue::Receiver<Outgoing>,
+    mut frames: queue::Receiver<bytes::Bytes>,
     shared: Arc<ConnState>,
 ) {
     let write_timeout = shared.cfg.write_timeout;
@@ -491,7 +492,7 @@ async fn write_loop<W: FrameWrite>(
             () = control.ready() => None,
             f = frames.recv() => f,
             _ = async { match ping.as_mut() { Some(p) => { p.tick().await; } None => std::future::pending().await } } => {
-                match timeout(write_timeout, writer.ping()).await {
+                match timeout(write_timeout, Box::pin(writer.ping())).await {
                     Ok(Ok(())) => continue,
                     Ok(Err(reason)) => shared.close(reason),
                     Err(_) => shared.close(CloseReason::WriteTimeout(write_timeout)),
@@ -526,8 +527,8 @@ async fn write_loop<W: FrameWrite>(
                 let f = match next.take() {
                     Some(f) => f,
                     None if budget > 0 => match frames.try_recv() {
-                        Ok(f) => f,
-                        Err(_) => break,
+                        Some(f) => f,
+                        None => break,
                     },
                     None => break,
                 };
@@ -541,7 +542,9 @@ async fn write_loop<W: FrameWrite>(
             }
             writer.flush().await
         };
-        match timeout(write_timeout, write).await {
+        // Boxed (one allocation a flush) so that the task, idle, does not
+        // hold room for a write in progress.
+        match timeout(write_timeout, Box::pin(write)).await {
             Ok(Ok(())) if last => {
                 batch.clear();
                 shared.close(CloseReason::Local);
@@ -563,10 +566,10 @@ async fn write_loop<W: FrameWrite>(
         }
     }
     // Best effort: tell the peer, but do not wait on a peer that is not reading.
-    let _ = timeout(Duration::from_secs(1), writer.close()).await;
+    let _ = timeout(Duration::from_secs(1), Box::pin(writer.close())).await;
 }
 
-async fn read_loop<R: FrameRead>(mut reader: R, incoming: mpsc::Sender<Message>, tx: ConnTx, shared: Arc<ConnState>) {
+async fn read_loop<R: FrameRead>(mut reader: R, incoming: queue::Sender<Message>, tx: ConnTx, shared: Arc<ConnState>) {
     let read_timeout = shared.cfg.read_timeout;
     loop {
         let next = tokio::select! {

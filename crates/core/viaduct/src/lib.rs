@@ -28,6 +28,7 @@ mod conn;
 mod counted;
 mod error;
 pub mod features;
+pub mod queue;
 pub mod quic;
 mod server;
 pub mod stream;

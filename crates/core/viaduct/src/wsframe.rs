@@ -353,9 +353,8 @@ impl<S: AsyncRead + AsyncWrite> WsReader<S> {
         Ok(())
     }
 
-    async fn frame(&mut self) -> Result<RawFrame, CloseReason> {
-        let mut h = [0u8; 2];
-        self.fill(&mut h).await.map_err(io_reason)?;
+    /// The rest of a frame whose first two bytes are `h`.
+    async fn frame(&mut self, h: [u8; 2]) -> Result<RawFrame, CloseReason> {
         let inside = |e: io::Error| match e.kind() {
             io::ErrorKind::UnexpectedEof => CloseReason::Transport("connection ended inside a frame".into()),
             _ => CloseReason::Transport(e.to_string()),
@@ -406,8 +405,8 @@ impl<S: AsyncRead + AsyncWrite> WsReader<S> {
         Ok(RawFrame { fin, opcode, payload })
     }
 
-    async fn read_event(&mut self) -> Result<ReadEvent, CloseReason> {
-        let f = self.frame().await?;
+    async fn read_event(&mut self, h: [u8; 2]) -> Result<ReadEvent, CloseReason> {
+        let f = self.frame(h).await?;
         let (text, data) = match (f.opcode, self.message.take()) {
             (OP_TEXT | OP_BINARY, None) => (f.opcode == OP_TEXT, f.payload),
             (OP_CONTINUATION, Some((text, mut data))) => {
@@ -449,7 +448,14 @@ impl<S: AsyncRead + AsyncWrite> WsReader<S> {
 
 impl<S: AsyncRead + AsyncWrite + Send + 'static> FrameRead for WsReader<S> {
     async fn next(&mut self) -> ReadEvent {
-        self.read_event().await.unwrap_or_else(ReadEvent::End)
+        // An idle connection waits here, in a small future; the rest of the
+        // frame (and a pong to write) is read in a boxed one, allocated per
+        // frame, so the reader task does not hold room for it while idle.
+        let mut h = [0u8; 2];
+        if let Err(e) = self.fill(&mut h).await {
+            return ReadEvent::End(io_reason(e));
+        }
+        Box::pin(self.read_event(h)).await.unwrap_or_else(ReadEvent::End)
     }
 }
 

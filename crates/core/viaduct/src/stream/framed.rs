@@ -37,6 +37,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::queue;
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -265,7 +266,7 @@ pub(super) struct Inbox {
 /// The sessions of one connection.
 pub(crate) struct Mux {
     sessions: Mutex<HashMap<u32, Arc<Session>>>,
-    out: mpsc::Sender<Bytes>,
+    out: queue::Sender<Bytes>,
     control: Arc<Control>,
     acceptor: Mutex<Option<mpsc::Sender<Stream>>>,
     next_id: AtomicU32,
@@ -285,7 +286,7 @@ impl fmt::Debug for Mux {
 impl Mux {
     /// Sessions of a connection; `client` ends number theirs odd, servers even.
     pub(crate) fn new(
-        out: mpsc::Sender<Bytes>,
+        out: queue::Sender<Bytes>,
         agreed: bool,
         client: bool,
         cancel: CancellationToken,
@@ -619,8 +620,8 @@ impl Mux {
 
 pub(super) fn pair(header: Bytes) -> Result<(Stream, Stream), StreamError> {
     let cancel = CancellationToken::new();
-    let (a_out, a_rx) = mpsc::channel(FRAME_QUEUE);
-    let (b_out, b_rx) = mpsc::channel(FRAME_QUEUE);
+    let (a_out, a_rx) = queue::channel(FRAME_QUEUE);
+    let (b_out, b_rx) = queue::channel(FRAME_QUEUE);
     let a = Mux::new(a_out, true, false, cancel.clone(), None);
     let b = Mux::new(b_out, true, true, cancel.clone(), None);
     let incoming = b.incoming().ok_or_else(|| StreamError::Closed("session pair has no acceptor".into()))?;
@@ -629,7 +630,7 @@ pub(super) fn pair(header: Bytes) -> Result<(Stream, Stream), StreamError> {
     // the pair ends (every sender gone) once both ends are dropped.
     fn pump(
         control: Arc<Control>,
-        mut from: mpsc::Receiver<Bytes>,
+        mut from: queue::Receiver<Bytes>,
         to: std::sync::Weak<Mux>,
         cancel: CancellationToken,
     ) {
@@ -692,8 +693,8 @@ mod tests {
     use super::*;
 
     /// A server-side mux taking sessions, and what it queues.
-    fn mux() -> (Arc<Mux>, mpsc::Receiver<Bytes>, IncomingStreams) {
-        let (tx, rx) = mpsc::channel(FRAME_QUEUE);
+    fn mux() -> (Arc<Mux>, queue::Receiver<Bytes>, IncomingStreams) {
+        let (tx, rx) = queue::channel(FRAME_QUEUE);
         let m = Mux::new(tx, true, false, CancellationToken::new(), None);
         let inc = m.incoming().unwrap();
         (m, rx, inc)
@@ -705,10 +706,10 @@ mod tests {
 
     /// What the connection's writer would write now, in order: the control
     /// path, the frame queue, then the control path again.
-    fn written(m: &Mux, out: &mut mpsc::Receiver<Bytes>) -> Vec<(u8, u32, Bytes)> {
+    fn written(m: &Mux, out: &mut queue::Receiver<Bytes>) -> Vec<(u8, u32, Bytes)> {
         let mut all = Vec::new();
         m.control().take(&mut all);
-        while let Ok(f) = out.try_recv() {
+        while let Some(f) = out.try_recv() {
             m.control().taken(&f);
             all.push(f);
         }
@@ -717,7 +718,7 @@ mod tests {
     }
 
     /// The RESETs among what would be written now.
-    fn resets(m: &Mux, out: &mut mpsc::Receiver<Bytes>) -> Vec<(u32, Bytes)> {
+    fn resets(m: &Mux, out: &mut queue::Receiver<Bytes>) -> Vec<(u32, Bytes)> {
         written(m, out).into_iter().filter(|f| f.0 == RESET).map(|f| (f.1, f.2)).collect()
     }
 
@@ -851,7 +852,7 @@ mod tests {
     /// connection, instead of dropping a RESET.
     #[tokio::test]
     async fn owing_more_than_the_bound_is_reported_not_dropped() {
-        let (tx, mut out) = mpsc::channel(FRAME_QUEUE);
+        let (tx, mut out) = queue::channel(FRAME_QUEUE);
         let m = Mux::new(tx, true, false, CancellationToken::new(), None);
         for i in 0..MAX_CONTROL as u32 {
             m.on_frame(frame(OPEN, 2 * i + 1, b"")).unwrap();
