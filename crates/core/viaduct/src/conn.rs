@@ -72,6 +72,9 @@ struct ConnState {
     info: PeerInfo,
     cfg: ConnConfig,
     cancel: CancellationToken,
+    /// Set before `cancel` fires: what the send path checks per message
+    /// (a token's check takes a lock).
+    closed: std::sync::atomic::AtomicBool,
     reason: Mutex<Option<CloseReason>>,
     pending: Mutex<HashMap<Text, oneshot::Sender<Message>>>,
     pending_count: AtomicUsize,
@@ -103,6 +106,7 @@ impl ConnState {
         }
         let why = r.as_ref().map(ToString::to_string).unwrap_or_default();
         drop(r);
+        self.closed.store(true, Ordering::Release);
         self.mux.close_all(&why);
         if let Some(q) = &self.quic {
             q.close_all(&why);
@@ -207,7 +211,7 @@ impl ConnTx {
 
     /// Queues a message if there is room now.
     pub fn try_write(&self, msg: Message) -> Result<(), WriteError> {
-        if self.shared.cancel.is_cancelled() {
+        if self.shared.closed.load(Ordering::Acquire) {
             return Err(self.closed_error(msg));
         }
         self.queue.try_send(Outgoing::Message(msg)).map_err(|e| match e {
@@ -234,7 +238,7 @@ impl ConnTx {
 
     async fn write_until(&self, out: Outgoing, deadline: Instant) -> Result<(), WriteError> {
         let msg = out;
-        if self.shared.cancel.is_cancelled() {
+        if self.shared.closed.load(Ordering::Acquire) {
             return Err(self.closed_error(msg.into_message()));
         }
         let permit = tokio::select! {
@@ -291,7 +295,7 @@ impl ConnTx {
 
     /// True once the connection has ended.
     pub fn is_closed(&self) -> bool {
-        self.shared.cancel.is_cancelled()
+        self.shared.closed.load(Ordering::Acquire)
     }
 
     /// Waits until the connection ends and says why.
@@ -434,6 +438,7 @@ pub(crate) fn spawn_conn<R: FrameRead, W: FrameWrite>(
         info,
         cfg,
         cancel,
+        closed: std::sync::atomic::AtomicBool::new(false),
         reason: Mutex::new(None),
         pending: Mutex::new(HashMap::new()),
         pending_count: AtomicUsize::new(0),

@@ -4,9 +4,11 @@
 //! session frames; the cloud's session has its inbox), and a fleet of idle
 //! connections keeps them all empty. tokio's bounded channel allocates a
 //! block of 32 slots and a cache-padded channel header up front, ~0.8–1.6 KiB
-//! a queue; this one is a `VecDeque` behind a lock, freed whenever the
-//! receiver finds it empty and waits, with two `Notify`s to wake the
-//! receiver and the senders: ~150 bytes while idle.
+//! a queue; this one is a `VecDeque` behind a lock, cut back to
+//! [`IDLE_SLOTS`] whenever the receiver finds it empty and waits, with two
+//! `Notify`s to wake the receiver and the senders: ~150 bytes while idle.
+//! A sender wakes the receiver only when it waits, so a busy queue costs a
+//! lock per value and no wakeups.
 //!
 //! The semantics are those of `tokio::sync::mpsc`'s bounded channel as the
 //! crate uses it: `recv` yields `None` once every sender is gone and the
@@ -20,6 +22,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
+/// Slots a waiting receiver keeps: a queue that carries a value now and
+/// then does not allocate for each, and an idle one holds a few words.
+pub const IDLE_SLOTS: usize = 4;
+
 /// Creates a queue of at most `capacity` values (at least 1).
 pub fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Shared {
@@ -29,6 +35,7 @@ pub fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
             reserved: 0,
             senders: 1,
             receiver: true,
+            receiver_waits: false,
         }),
         items: Notify::new(),
         room: Notify::new(),
@@ -52,11 +59,27 @@ struct State<T> {
     reserved: usize,
     senders: usize,
     receiver: bool,
+    /// The receiver found the queue empty and waits for a wakeup.
+    receiver_waits: bool,
 }
 
 impl<T> State<T> {
     fn has_room(&self) -> bool {
         self.items.len() + self.reserved < self.capacity
+    }
+
+    /// Queues `value`; true when the receiver waits and must be woken.
+    fn push(&mut self, value: T) -> bool {
+        self.items.push_back(value);
+        std::mem::take(&mut self.receiver_waits)
+    }
+
+    /// The receiver is about to wait on an empty queue.
+    fn wait(&mut self) {
+        self.receiver_waits = true;
+        if self.items.capacity() > IDLE_SLOTS {
+            self.items = VecDeque::with_capacity(IDLE_SLOTS);
+        }
     }
 }
 
@@ -135,7 +158,7 @@ impl<T> Drop for Sender<T> {
 impl<T> Sender<T> {
     /// Queues `value` if there is room now.
     pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
-        {
+        let wake = {
             let mut st = self.shared.lock();
             if !st.receiver {
                 return Err(TrySendError::Closed(value));
@@ -143,9 +166,11 @@ impl<T> Sender<T> {
             if !st.has_room() {
                 return Err(TrySendError::Full(value));
             }
-            st.items.push_back(value);
+            st.push(value)
+        };
+        if wake {
+            self.shared.items.notify_one();
         }
-        self.shared.items.notify_one();
         Ok(())
     }
 
@@ -205,15 +230,17 @@ impl<T> Permit<'_, T> {
     pub fn send(mut self, value: T) {
         let Some(sender) = self.sender.take() else { return };
         let shared = &sender.shared;
-        {
+        let wake = {
             let mut st = shared.lock();
             st.reserved -= 1;
             if !st.receiver {
                 return;
             }
-            st.items.push_back(value);
+            st.push(value)
+        };
+        if wake {
+            shared.items.notify_one();
         }
-        shared.items.notify_one();
     }
 }
 
@@ -260,7 +287,7 @@ impl<T> Receiver<T> {
                 if st.senders == 0 {
                     return None;
                 }
-                st.items = VecDeque::new();
+                st.wait();
             }
             queued.await;
         }
@@ -288,7 +315,7 @@ impl<T> Receiver<T> {
                 if st.senders == 0 {
                     return 0;
                 }
-                st.items = VecDeque::new();
+                st.wait();
             }
             queued.await;
         }
@@ -321,7 +348,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn values_come_out_in_order_and_the_queue_frees_its_buffer_when_drained() {
+    async fn values_come_out_in_order_and_a_waiting_receiver_keeps_a_small_buffer() {
         let (tx, mut rx) = channel::<u32>(4);
         for i in 0..4 {
             tx.try_send(i).unwrap();
@@ -332,11 +359,42 @@ mod tests {
         assert_eq!(rx.recv_many(&mut got, 3).await, 3);
         assert_eq!(rx.recv().await, Some(3));
         assert_eq!(got, [0, 1, 2]);
-        assert!(idle_bytes(&rx) > 0, "kept while values flow");
-        // Waiting on an empty queue gives its buffer back.
+        let (tx, mut rx) = channel::<u32>(64);
+        for i in 0..64 {
+            tx.try_send(i).unwrap();
+        }
+        while rx.try_recv().is_some() {}
+        assert!(idle_bytes(&rx) >= 64 * 4, "kept while values flow");
+        // Waiting on an empty queue cuts its buffer back.
         assert!(tokio::time::timeout(Duration::from_millis(10), rx.recv()).await.is_err());
-        assert_eq!(idle_bytes(&rx), 0);
+        assert_eq!(idle_bytes(&rx), IDLE_SLOTS * 4);
         assert!(rx.is_empty() && rx.try_recv().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_waiting_receiver_is_woken_by_each_kind_of_send_also_after_a_cancelled_wait() {
+        let (tx, mut rx) = channel::<u32>(2);
+        assert!(tokio::time::timeout(Duration::from_millis(5), rx.recv()).await.is_err());
+        tx.try_send(1).unwrap();
+        assert_eq!(rx.recv().await, Some(1));
+        let reader = tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Some(v) = rx.recv().await {
+                got.push(v);
+            }
+            got
+        });
+        for v in 2..5 {
+            tokio::task::yield_now().await;
+            match v {
+                2 => tx.try_send(v).unwrap(),
+                3 => tx.reserve().await.unwrap().send(v),
+                _ => tx.send(v).await.unwrap(),
+            }
+        }
+        drop(tx);
+        let got = tokio::time::timeout(Duration::from_secs(10), reader).await.unwrap().unwrap();
+        assert_eq!(got, [2, 3, 4]);
     }
 
     #[tokio::test]
