@@ -122,8 +122,8 @@ impl Session {
                     Some(m) if m.route.operation == op::KEEPALIVE => {
                         keepalive_deadline = Instant::now() + cfg.keepalive_interval;
                     }
-                    // Boxed, as the other awaits off the idle path: what a
-                    // session's task holds while it waits stays small.
+                    // Upstream handling is boxed (as the close below): the
+                    // task, idle, holds no room for it.
                     Some(m) if m.route.operation == op::INVENTORY => {
                         inventory = self.take_inventory(&m, &mut pool);
                         Box::pin(self.upstream(m, &mut pool)).await;

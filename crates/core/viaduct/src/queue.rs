@@ -6,7 +6,8 @@
 //! block of 32 slots and a cache-padded channel header up front, ~0.8–1.6 KiB
 //! a queue; this one is a `VecDeque` behind a lock, cut back to
 //! [`IDLE_SLOTS`] whenever the receiver finds it empty and waits, with two
-//! `Notify`s to wake the receiver and the senders: ~150 bytes while idle.
+//! `Notify`s to wake the receiver and the senders: ~150 bytes and those
+//! slots while idle.
 //! A sender wakes the receiver only when it waits, so a busy queue costs a
 //! lock per value and no wakeups.
 //!
