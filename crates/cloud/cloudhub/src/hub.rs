@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::metrics::HubMetrics;
+use crate::notices::Notices;
 use crate::points::SuccessPoints;
 use crate::pool::PoolConfig;
 use crate::rules;
@@ -75,6 +76,8 @@ pub(crate) struct HubState {
     credentials: Option<Arc<edgehive_credentials::Credentials>>,
     pub(crate) points: Arc<SuccessPoints>,
     pub(crate) metrics: HubMetrics,
+    /// `connected` / `disconnected` for the controllers, never dropped.
+    notices: Arc<Notices>,
     sessions: Mutex<HashMap<Text, SessionHandle>>,
     next_id: AtomicU64,
     /// The identity of the last object content read: a fanned-out object
@@ -122,11 +125,14 @@ impl CloudHub {
     /// A hub serving edges that connect to `servers` (viaduct WebSocket
     /// and/or QUIC), with success points loaded from the store.
     pub fn new(cfg: CloudHubConfig, points: Arc<SuccessPoints>, servers: Vec<Server>) -> CloudHub {
+        let metrics = HubMetrics::default();
+        let notices = Arc::new(Notices::new(&CONNECTION_LISTENERS, metrics.notices_pending.clone()));
         CloudHub {
             shared: Arc::new(HubState {
                 cfg,
                 points,
-                metrics: HubMetrics::default(),
+                metrics,
+                notices,
                 sessions: Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(1),
                 last_meta: Mutex::new(None),
@@ -172,6 +178,7 @@ impl CloudHub {
     async fn serve(self: Arc<Self>, mut ctx: ModuleContext, cancel: CancellationToken) {
         let tasks = TaskTracker::new();
         let stop = cancel.child_token();
+        self.shared.notices.spawn(ctx.context(), &stop, &tasks);
         for server in &self.servers {
             tasks.spawn(accept_loop(
                 server.clone(),
@@ -392,6 +399,7 @@ async fn admit(conn: Connection, shared: &Arc<HubState>, ctx: &Context, stop: &C
             return;
         }
     }
+    let connected = notice(&node, op::CONNECTED);
     let (id, inbox_rx, cancel) = {
         let mut sessions = shared.sessions();
         if !sessions.contains_key(&node) && sessions.len() >= shared.cfg.node_limit {
@@ -413,11 +421,13 @@ async fn admit(conn: Connection, shared: &Arc<HubState>, ctx: &Context, stop: &C
         } else {
             shared.metrics.connected.inc();
         }
+        // Told under the lock: a node's notices queue in the order its
+        // sessions came and went.
+        shared.notices.publish(&node, connected);
         (id, inbox_rx, cancel)
     };
     shared.metrics.sessions.inc();
     tracing::info!(node = %node, remote = %peer.remote_addr, protocol = ?peer.protocol, "edge connected");
-    publish(ctx, &node, op::CONNECTED);
     let (tx, rx) = conn.split();
     let session = Session {
         node: node.clone(),
@@ -429,24 +439,24 @@ async fn admit(conn: Connection, shared: &Arc<HubState>, ctx: &Context, stop: &C
         ctx: ctx.as_module(source::CLOUDHUB),
     };
     let shared = shared.clone();
-    let ctx = ctx.clone();
     tasks.spawn(async move {
         let end = session.run().await;
         if end == End::KeepaliveExpired {
             shared.metrics.keepalive_expired.inc();
         }
+        let disconnected = notice(&node, op::DISCONNECTED);
         let current = {
             let mut sessions = shared.sessions();
-            match sessions.get(&node) {
-                Some(s) if s.id == id => sessions.remove(&node).is_some(),
-                _ => false,
+            // A replaced session's end is not a disconnection of the node.
+            let current = sessions.get(&node).is_some_and(|s| s.id == id) && sessions.remove(&node).is_some();
+            if current {
+                shared.notices.publish(&node, disconnected);
             }
+            current
         };
-        // A replaced session's end is not a disconnection of the node.
         if current {
             shared.metrics.connected.dec();
             tracing::info!(node = %node, ?end, "edge disconnected");
-            publish(&ctx, &node, op::DISCONNECTED);
         }
     });
 }
@@ -463,18 +473,16 @@ fn close_refused(conn: Connection, reason: Message, tasks: &TaskTracker) {
 
 /// Tells the controllers a node connected or disconnected (KubeEdge's
 /// internal event: resource `node/{id}`, content event type, time and id).
-fn publish(ctx: &Context, node: &str, operation: &'static str) {
+/// The notice for the controllers that `node` connected or disconnected
+/// ([`Notices`]).
+fn notice(node: &str, operation: &'static str) -> Message {
     let content = Content::from_serialize(&serde_json::json!({
         "event_type": operation,
         "timestamp": edgehive_model::now_millis(),
         "client_id": node,
     }))
     .unwrap_or_default();
-    let m = Message::new()
+    Message::new()
         .with_route(source::CLOUDHUB, group::RESOURCE, format!("node/{node}"), operation)
-        .with_content(content);
-    for target in CONNECTION_LISTENERS {
-        // A missing listener (not registered) is fine; a full one is logged by beehive.
-        let _ = ctx.try_send(target, m.clone());
-    }
+        .with_content(content)
 }

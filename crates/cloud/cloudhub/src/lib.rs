@@ -24,6 +24,7 @@
 
 mod hub;
 mod metrics;
+mod notices;
 pub mod points;
 pub mod pool;
 pub mod rules;

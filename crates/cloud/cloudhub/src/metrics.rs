@@ -26,6 +26,8 @@ pub struct HubMetrics {
     pub(crate) connected: Gauge,
     /// Messages waiting or in flight, all nodes.
     pub(crate) queued: Gauge,
+    /// Connection notices waiting for a listener's mailbox.
+    pub(crate) notices_pending: Gauge,
     /// Sessions started.
     pub(crate) sessions: Counter,
     /// Sessions ended for want of a keepalive.
@@ -74,6 +76,7 @@ impl Default for HubMetrics {
         HubMetrics {
             connected: Gauge::default(),
             queued: Gauge::default(),
+            notices_pending: Gauge::default(),
             sessions: Counter::default(),
             keepalive_expired: Counter::default(),
             replaced: Counter::default(),
@@ -121,6 +124,11 @@ impl HubMetrics {
         let r = registry.sub_registry_with_prefix("cloudhub");
         r.register("connected_nodes", "Nodes with a live session", self.connected.clone());
         r.register("queued_messages", "ACK-mode messages waiting or in flight", self.queued.clone());
+        r.register(
+            "connection_notices_pending",
+            "Connection notices waiting for a controller's mailbox",
+            self.notices_pending.clone(),
+        );
         r.register("sessions", "Sessions started", self.sessions.clone());
         r.register("keepalive_expired", "Sessions ended without keepalive", self.keepalive_expired.clone());
         r.register("replaced", "Sessions replaced by a newer connection", self.replaced.clone());

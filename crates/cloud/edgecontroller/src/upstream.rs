@@ -309,7 +309,14 @@ impl Controller {
                     self.resync_node(&node).await;
                 }
                 op::DISCONNECTED => {
-                    self.sessions.insert(node, Some(time::OffsetDateTime::now_utc()));
+                    // The time the session ended, which CloudHub stamps: the
+                    // notice may have waited for room in this mailbox.
+                    let now = time::OffsetDateTime::now_utc();
+                    let ended = m.content.to_value()["timestamp"]
+                        .as_i64()
+                        .and_then(|ms| time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok())
+                        .map_or(now, |t| t.min(now));
+                    self.sessions.insert(node, Some(ended));
                 }
                 _ => {}
             }

@@ -1030,3 +1030,75 @@ async fn device_membership_updates_reach_their_node() {
     assert_eq!((got.route.group.as_str(), got.route.resource.as_str()), ("twin", "membership"));
     assert_eq!(got.content.to_value()["added_devices"][0]["id"], "d");
 }
+
+/// Many nodes connect while a controller is too busy to take their notices
+/// (its mailbox holds one): none is lost. Each node's newest state reaches
+/// it once it reads again, and the busy controller holds no other up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_notices_wait_for_a_busy_controller_and_none_is_lost() {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+
+    use edgehive_beehive::{FnModule, Module};
+    use edgehive_model::{op, source};
+
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let heard: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let busy: Arc<dyn Module> = Arc::new(
+        FnModule::new(source::DEVICECONTROLLER, source::DEVICECONTROLLER, {
+            let (gate, heard) = (gate.clone(), heard.clone());
+            move |mut ctx, cancel| {
+                let (gate, heard) = (gate.clone(), heard.clone());
+                Box::pin(async move {
+                    tokio::select! {
+                        _ = gate.notified() => {}
+                        _ = cancel.cancelled() => return Ok(()),
+                    }
+                    while let Some(m) = ctx.receive_until(&cancel).await {
+                        heard.lock().unwrap().push((m.route.resource.to_string(), m.route.operation.to_string()));
+                    }
+                    Ok(())
+                })
+            }
+        })
+        .mailbox_capacity(1),
+    );
+    let cloud = Cloud::start_with_modules(
+        CloudHubConfig::default(),
+        edgehive_edgecontroller::LifecycleConfig::default(),
+        vec![busy],
+    )
+    .await;
+    let mut edges = Vec::new();
+    for i in 0..20 {
+        edges.push(Edge::connect(&cloud, &format!("edge-{i}")).await);
+    }
+    eventually("all connected", WAIT, || cloud.hub.connected_nodes().len() == 20).await;
+    // The busy controller holds one notice; the rest wait in CloudHub.
+    eventually("notices waiting", WAIT, || cloud.metric("edgehive_cloudhub_connection_notices_pending") >= 18).await;
+    // The other controllers are not held up: SyncController's and
+    // EdgeController's notices were handed over (only the busy one's wait).
+    assert!(cloud.metric("edgehive_cloudhub_connection_notices_pending") <= 20);
+    // Five leave while their `connected` still waits: they are heard of as
+    // disconnected.
+    for e in edges.drain(15..) {
+        e.disconnect().await;
+    }
+    eventually("five disconnected", WAIT, || cloud.hub.connected_nodes().len() == 15).await;
+    gate.notify_one();
+    eventually("every notice handed over", WAIT, || cloud.metric("edgehive_cloudhub_connection_notices_pending") == 0)
+        .await;
+    let newest = |heard: &[(String, String)]| -> HashMap<String, String> {
+        heard.iter().map(|(r, o)| (r.clone(), o.clone())).collect()
+    };
+    eventually("every node's newest state heard", WAIT, || {
+        let last = newest(&heard.lock().unwrap());
+        (0..20).all(|i| {
+            let want = if i < 15 { op::CONNECTED } else { op::DISCONNECTED };
+            last.get(&format!("node/edge-{i}")).map(String::as_str) == Some(want)
+        })
+    })
+    .await;
+    drop(edges);
+    cloud.stop().await;
+}

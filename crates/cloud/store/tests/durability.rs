@@ -150,3 +150,38 @@ fn an_existing_database_others_can_read_is_tightened() {
         store.close().await;
     });
 }
+
+/// A write that finds the database locked by another connection for longer
+/// than SQLite's busy timeout (10 s) is not refused: the writer tries its
+/// batch again and commits once the lock is gone. Other writes queued
+/// behind it commit too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_waits_out_a_database_locked_past_the_busy_timeout() {
+    let dir = TempDir::new("store-busy");
+    let path = dir.path().join("state.db");
+    let store = Store::open(config(&path)).await.unwrap();
+    let cm = |name: &str| json!({"metadata": {"name": name, "namespace": "default"}});
+    store.create(&CONFIGMAPS, cm("before")).await.unwrap();
+    // Another process's connection takes the write lock.
+    let other = rusqlite::Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let writes: Vec<_> = (0..3)
+        .map(|i| {
+            let store = store.clone();
+            let cm = cm(&format!("during-{i}"));
+            tokio::spawn(async move { store.create(&CONFIGMAPS, cm).await })
+        })
+        .collect();
+    // Held past the busy timeout: the first attempt fails with "database is
+    // locked", the batch is tried again.
+    tokio::time::sleep(std::time::Duration::from_secs(11)).await;
+    assert!(writes.iter().all(|w| !w.is_finished()), "no write is answered while the lock is held");
+    other.execute_batch("ROLLBACK").unwrap();
+    for w in writes {
+        w.await.unwrap().unwrap();
+    }
+    for i in 0..3 {
+        store.get(&CONFIGMAPS, "default", &format!("during-{i}")).await.unwrap();
+    }
+    store.close().await;
+}

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -144,6 +144,8 @@ pub(crate) struct FleetShared {
 /// A running node's controls.
 struct NodeControl {
     reset: Arc<Notify>,
+    /// The cloud answered its Node's insert.
+    registered: Arc<AtomicBool>,
     cancel: CancellationToken,
     /// Kept open: the link ends when its certificate channel closes.
     _certs: watch::Sender<Arc<EdgeCerts>>,
@@ -247,7 +249,12 @@ async fn node_certs(
     for attempt in 0..5u32 {
         match certs::join(join, node, token, &files, Duration::from_secs(30)).await {
             Ok(c) => return Ok(Arc::new(c)),
-            Err(e @ (certs::CertError::Refused { .. } | certs::CertError::CaMismatch { .. })) => {
+            // The service's own failures (5xx) and throttling pass; a refusal
+            // of this node does not.
+            Err(e @ certs::CertError::Refused { status, .. }) if status < 500 && status != 429 => {
+                return Err(SimError::Certs(node.to_owned(), e.to_string()));
+            }
+            Err(e @ certs::CertError::CaMismatch { .. }) => {
                 return Err(SimError::Certs(node.to_owned(), e.to_string()));
             }
             Err(e) => last = e.to_string(),
@@ -325,13 +332,14 @@ impl Fleet {
         let (certs_tx, certs_rx) = watch::channel(certs);
         let reset = Arc::new(Notify::new());
         let cancel = self.cancel.child_token();
-        let node = SimNode::new(Text::from(name), Arc::clone(&self.shared));
+        let registered = Arc::new(AtomicBool::new(false));
+        let node = SimNode::new(Text::from(name), Arc::clone(&self.shared), Arc::clone(&registered));
         let link = EdgeLink::new(hub, certs_rx, Arc::clone(&self.metrics), node).with_reset(Arc::clone(&reset));
         let old = self
             .nodes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(i, NodeControl { reset, cancel: cancel.clone(), _certs: certs_tx });
+            .insert(i, NodeControl { reset, registered, cancel: cancel.clone(), _certs: certs_tx });
         if let Some(old) = old {
             old.cancel.cancel();
         }
@@ -381,6 +389,18 @@ impl Fleet {
             }
             None => false,
         }
+    }
+
+    /// The nodes running now, and whether each has registered.
+    pub fn running(&self) -> Vec<(usize, bool)> {
+        let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        nodes.iter().map(|(i, n)| (*i, n.registered.load(Relaxed))).collect()
+    }
+
+    /// Whether node `i` runs and has registered.
+    pub fn is_registered(&self, i: usize) -> bool {
+        let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        nodes.get(&i).is_some_and(|n| n.registered.load(Relaxed))
     }
 
     /// Starts node `i` (again) with `certs`.

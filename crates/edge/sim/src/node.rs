@@ -16,7 +16,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
 use edgehive_edged::NodeAgentConfig;
@@ -103,6 +103,8 @@ pub(crate) struct SimNode {
     pods: Vec<SimPod>,
     link: Link,
     registered: bool,
+    /// `registered`, for the fleet to read.
+    registered_flag: Arc<AtomicBool>,
     /// The registration request waiting for its answer.
     registering: Option<Text>,
     register_at: Option<Instant>,
@@ -115,8 +117,9 @@ pub(crate) struct SimNode {
 const INVENTORIED: [&str; 3] = [rt::POD, rt::CONFIGMAP, rt::SECRET];
 
 impl SimNode {
-    pub(crate) fn new(name: Text, fleet: Arc<FleetShared>) -> SimNode {
+    pub(crate) fn new(name: Text, fleet: Arc<FleetShared>, registered_flag: Arc<AtomicBool>) -> SimNode {
         SimNode {
+            registered_flag,
             name,
             fleet,
             up: VecDeque::new(),
@@ -355,6 +358,7 @@ impl LocalSide for SimNode {
                 self.register_at = Some(Instant::now() + self.fleet.behaviour.register_retry);
             } else {
                 self.registered = true;
+                self.registered_flag.store(true, Relaxed);
                 self.fleet.stats.registered.fetch_add(1, Relaxed);
                 self.up.push_back(self.status_patch());
                 self.lease_at = Some(Instant::now());

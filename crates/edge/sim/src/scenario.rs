@@ -237,6 +237,10 @@ pub async fn run(scenario: Scenario, cfg: FleetConfig, opts: RunOptions, cloud: 
         Scenario::Storm { kind, per_node } => storm(&fleet, &cfg, &opts, &cloud, kind, per_node, &mut report).await,
         Scenario::Churn { rate, duration } => churn(&fleet, &cfg, &opts, &cloud, rate, duration, &mut report).await,
     };
+    let result = match result {
+        Ok(()) => check_ready(&fleet, &cfg, &opts, &cloud, &mut report).await,
+        Err(e) => Err(e),
+    };
     if !opts.keep && matches!(scenario_name, "pods" | "fanout" | "storm") {
         let _ = cloud.api.call(Method::DELETE, &format!("/api/v1/namespaces/{}", opts.namespace), None).await;
     }
@@ -692,14 +696,25 @@ async fn churn(
     let mut peak = 0u64;
     let rss0 = cloud.pid.and_then(ProcSample::of).map(|p| p.rss);
     let mut replaced = 0usize;
+    let mut removed = Vec::new();
     let mut next = t0;
     while t0.elapsed() < duration {
         next += gap;
         tokio::time::sleep_until(next).await;
-        // One leaves: its link closes and its Node is deleted.
-        let victim = live.swap_remove(fastrand::usize(0..live.len()));
+        // One leaves: its link closes and its Node is deleted. It is one
+        // that registered: a node stopped before its registration reached
+        // the cloud may still create its Node after the delete.
+        let Some(at) = (0..32).map(|_| fastrand::usize(0..live.len())).find(|&at| fleet.is_registered(live[at])) else {
+            continue;
+        };
+        let victim = live.swap_remove(at);
         fleet.stop_node(victim);
-        let _ = cloud.api.call(Method::DELETE, &format!("/api/v1/nodes/{}", cfg.node_name(victim)), None).await?;
+        let name = cfg.node_name(victim);
+        let (status, _) = cloud.api.call(Method::DELETE, &format!("/api/v1/nodes/{name}"), None).await?;
+        if !status.is_success() && status != http::StatusCode::NOT_FOUND {
+            return Err(SimError::Api(format!("delete node {name}: {status}")));
+        }
+        removed.push(name);
         // One joins: a certificate from the join service, then its link.
         let i = next_index;
         next_index += 1;
@@ -718,6 +733,8 @@ async fn churn(
     let deadline = Instant::now() + opts.deadline;
     let want = registered0 + replaced;
     let done = wait_for(opts, fleet, "churn", deadline, || fleet.stats().registered.load(Relaxed) >= want).await;
+    let left = nodes_in_api(cloud).await?.into_iter().filter(|(n, _)| removed.contains(n)).count();
+    report.add("removed_left", "removed nodes still in the API", left, "");
     report.add("replaced", "nodes replaced", replaced, "");
     report.num("rate", "replacements a second", replaced as f64 / t0.elapsed().as_secs_f64(), 1, "/s");
     report.add("connected", "connected at the end", fleet.stats().connected.load(Relaxed), "");
@@ -733,5 +750,63 @@ async fn churn(
             opts.deadline
         )));
     }
+    if left > 0 {
+        return Err(SimError::Incomplete(format!("{left} deleted nodes are back in the API")));
+    }
     Ok(())
+}
+
+/// The nodes in the API, and whether each is Ready.
+async fn nodes_in_api(cloud: &Cloud) -> Result<HashMap<String, bool>, SimError> {
+    let list = cloud.api.expect(Method::GET, "/api/v1/nodes", None).await?;
+    let items = list["items"].as_array().map(Vec::as_slice).unwrap_or_default();
+    Ok(items
+        .iter()
+        .filter_map(|n| {
+            let name = n.pointer("/metadata/name")?.as_str()?.to_owned();
+            let ready = n
+                .pointer("/status/conditions")
+                .and_then(serde_json::Value::as_array)
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+            Some((name, ready))
+        })
+        .collect())
+}
+
+/// At the end of a scenario every node the fleet runs is Ready in the API:
+/// none was left behind (lost its Node, or was marked NotReady while
+/// connected). Waits for it until the deadline.
+async fn check_ready(
+    fleet: &Fleet,
+    cfg: &FleetConfig,
+    opts: &RunOptions,
+    cloud: &Cloud,
+    report: &mut Report,
+) -> Result<(), SimError> {
+    let running: Vec<String> = fleet.running().into_iter().map(|(i, _)| cfg.node_name(i)).collect();
+    let deadline = Instant::now() + opts.deadline;
+    loop {
+        let nodes = nodes_in_api(cloud).await?;
+        let ready = running.iter().filter(|n| nodes.get(n.as_str()).copied().unwrap_or(false)).count();
+        if ready == running.len() || Instant::now() >= deadline {
+            report.add("ready_at_end", "nodes Ready in the API at the end", format!("{ready}/{}", running.len()), "");
+            if ready < running.len() {
+                let missing: Vec<&str> = running
+                    .iter()
+                    .filter(|n| !nodes.get(n.as_str()).copied().unwrap_or(false))
+                    .take(5)
+                    .map(String::as_str)
+                    .collect();
+                return Err(SimError::Incomplete(format!(
+                    "{} of {} running nodes are not Ready in the API (e.g. {})",
+                    running.len() - ready,
+                    running.len(),
+                    missing.join(", ")
+                )));
+            }
+            return Ok(());
+        }
+        say(opts, format!("ready: {ready}/{} nodes Ready in the API", running.len()));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }

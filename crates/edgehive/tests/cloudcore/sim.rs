@@ -1,8 +1,9 @@
 //! `edgehive sim` at CI size: 200 simulated nodes (real links, through the
-//! command line, the cloud started by the simulator) in the pods and storm
-//! scenarios. What is asserted is correctness — every pod delivered and
-//! Running, every node back after a storm, nothing the nodes already had
-//! sent again — never timing.
+//! command line, the cloud started by the simulator) in the pods, storm and
+//! churn scenarios. What is asserted is correctness — every pod delivered
+//! and Running, every node back after a storm, nothing the nodes already
+//! had sent again, every running node Ready in the API at the end, a
+//! deleted node gone for good — never timing.
 
 use std::path::Path;
 use std::process::Command;
@@ -53,6 +54,7 @@ fn two_hundred_simulated_nodes_get_every_pod_and_report_it_running() {
     assert_eq!(f["pods_running"], 400, "{f:#}");
     assert_eq!(f["pod_start_samples"], 400, "{f:#}");
     assert_eq!(f["api_create_samples"], 400, "{f:#}");
+    assert_eq!(f["ready_at_end"], "200/200", "{f:#}");
 }
 
 #[test]
@@ -67,4 +69,16 @@ fn after_a_storm_every_node_is_back_and_nothing_it_had_is_sent_again() {
     assert_eq!(f["connected"], 200, "{f:#}");
     assert!(f["all_back_s"].is_number(), "{f:#}");
     assert_eq!(f["unchanged_resent"], 0, "{f:#}");
+    assert_eq!(f["ready_at_end"], "200/200", "{f:#}");
+}
+
+#[test]
+fn nodes_that_leave_stay_gone_and_those_that_join_are_ready() {
+    let dir = TempDir::new("sim-churn");
+    let f = sim(dir.path(), &["churn", "--churn-rate", "20", "--duration", "3s"]);
+    let replaced = f["replaced"].as_u64().unwrap();
+    assert!(replaced > 0, "{f:#}");
+    assert_eq!(f["registered_new"], replaced, "{f:#}");
+    assert_eq!(f["removed_left"], 0, "{f:#}");
+    assert_eq!(f["ready_at_end"], "200/200", "{f:#}");
 }

@@ -48,6 +48,16 @@ impl Cloud {
     }
 
     pub async fn start_with(cfg: CloudHubConfig, lifecycle: LifecycleConfig) -> Cloud {
+        Cloud::start_with_modules(cfg, lifecycle, Vec::new()).await
+    }
+
+    /// A cloud with more modules on its bus (e.g. a stand-in for another
+    /// controller).
+    pub async fn start_with_modules(
+        cfg: CloudHubConfig,
+        lifecycle: LifecycleConfig,
+        extra: Vec<Arc<dyn edgehive_beehive::Module>>,
+    ) -> Cloud {
         let dir = TempDir::new("edgecontroller-delivery");
         let store =
             Store::open(StoreConfig::new(BackendConfig::Sqlite { path: dir.path().join("state.db"), fsync: false }))
@@ -89,6 +99,9 @@ impl Cloud {
         b.register(hub.clone()).unwrap();
         b.register(controller.clone()).unwrap();
         b.register(sync.clone()).unwrap();
+        for m in extra {
+            b.register(m).unwrap();
+        }
         let hive = b.build();
         let ctx = hive.context();
         let mut metrics = prometheus_client::registry::Registry::with_prefix("edgehive");

@@ -571,29 +571,54 @@ struct Writer {
     feed: Arc<dyn ChangeFeed>,
 }
 
-/// A write applied in the open transaction, waiting for the commit.
-enum Applied {
-    Create(Reply<u64>, Result<u64, WriteError>),
-    Update(Reply<u64>, Result<u64, WriteError>),
-    Delete(Reply<(u64, KeyValue)>, Result<(u64, KeyValue), WriteError>),
-    Merge(Reply<Vec<Result<Option<u64>, WriteError>>>, Result<Vec<Result<Option<u64>, WriteError>>, WriteError>),
-    Compact(Reply<()>, Result<(), WriteError>),
+/// What a write did in the open transaction, answered once it commits.
+enum Outcome {
+    Rev(Result<u64, WriteError>),
+    Removed(Result<(u64, KeyValue), WriteError>),
+    Merged(Result<Vec<Result<Option<u64>, WriteError>>, WriteError>),
+    Compacted(Result<(), WriteError>),
 }
 
-impl Applied {
-    fn answer(self, failed: Option<&dyn Fn() -> WriteError>) {
-        fn send<T>(reply: Reply<T>, v: Result<T, WriteError>, failed: Option<&dyn Fn() -> WriteError>) {
-            drop(reply.send(match failed {
-                Some(f) => Err(f()),
-                None => v,
-            }));
+impl WriteOp {
+    /// Answers the caller with what its committed write did.
+    fn answer(self, outcome: Outcome) {
+        match (self, outcome) {
+            (WriteOp::Create { reply, .. } | WriteOp::Update { reply, .. }, Outcome::Rev(v)) => drop(reply.send(v)),
+            (WriteOp::Delete { reply, .. }, Outcome::Removed(v)) => drop(reply.send(v)),
+            (WriteOp::Merge { reply, .. }, Outcome::Merged(v)) => drop(reply.send(v)),
+            (WriteOp::Compact { reply, .. }, Outcome::Compacted(v)) => drop(reply.send(v)),
+            (op, _) => op.fail(WriteError::Failed(StoreError::Unavailable("a write's outcome was lost".into()))),
         }
+    }
+
+    /// Answers the caller that its write was not committed.
+    fn fail(self, e: WriteError) {
         match self {
-            Applied::Create(r, v) | Applied::Update(r, v) => send(r, v, failed),
-            Applied::Delete(r, v) => send(r, v, failed),
-            Applied::Merge(r, v) => send(r, v, failed),
-            Applied::Compact(r, v) => send(r, v, failed),
+            WriteOp::Create { reply, .. } | WriteOp::Update { reply, .. } => drop(reply.send(Err(e))),
+            WriteOp::Delete { reply, .. } => drop(reply.send(Err(e))),
+            WriteOp::Merge { reply, .. } => drop(reply.send(Err(e))),
+            WriteOp::Compact { reply, .. } => drop(reply.send(Err(e))),
         }
+    }
+}
+
+/// How long a batch that finds the database busy is tried again before
+/// its writes are refused (callers wait at most [`OP_DEADLINE`]).
+const BUSY_RETRY_FOR: Duration = Duration::from_secs(15);
+
+/// SQLite's "busy" and "locked": another connection held a lock past the
+/// busy timeout, or a snapshot or recovery got in the way. Nothing was
+/// written; the same transaction may succeed when tried again.
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _)
+        if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
+}
+
+/// SQLite's extended result code of `e`, for the log.
+fn extended_code(e: &rusqlite::Error) -> Option<i32> {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _) => Some(f.extended_code),
+        _ => None,
     }
 }
 
@@ -613,36 +638,53 @@ impl Writer {
         tracing::debug!("store writer stopped");
     }
 
+    /// Commits `batch` in one transaction and answers each write. A busy
+    /// database is waited out (the batch is tried again); any other
+    /// failure refuses every write of the batch with the reason.
     fn commit_batch(&mut self, batch: &mut Vec<WriteOp>) {
-        let start_rev = self.rev;
-        let mut applied = Vec::with_capacity(batch.len());
-        let mut changes = Vec::new();
-        let outcome = (|| -> rusqlite::Result<()> {
-            let tx = self.conn.transaction()?;
-            let mut b = Batch { tx: &tx, atoms: &self.atoms, rev: &mut self.rev, changes: &mut changes };
-            for op in batch.drain(..) {
-                applied.push(b.apply(op)?);
-            }
-            tx.execute("UPDATE meta SET value = ?1 WHERE name = 'rev'", [to_i64(self.rev)])?;
-            tx.commit()
-        })();
-        if let Err(e) = outcome {
-            tracing::error!(error = %e, writes = applied.len(), "store commit failed; the writes are refused");
+        let started = tokio::time::Instant::now();
+        let mut attempt = 0u32;
+        loop {
+            let start_rev = self.rev;
+            let mut outcomes = Vec::with_capacity(batch.len());
+            let mut changes = Vec::new();
+            let result = (|| -> rusqlite::Result<()> {
+                let tx = self.conn.transaction()?;
+                let mut b = Batch { tx: &tx, atoms: &self.atoms, rev: &mut self.rev, changes: &mut changes };
+                for op in batch.iter() {
+                    outcomes.push(b.apply(op)?);
+                }
+                tx.execute("UPDATE meta SET value = ?1 WHERE name = 'rev'", [to_i64(self.rev)])?;
+                tx.commit()
+            })();
+            let Err(e) = result else {
+                if !changes.is_empty() {
+                    self.feed.publish(changes);
+                }
+                for (op, outcome) in batch.drain(..).zip(outcomes) {
+                    op.answer(outcome);
+                }
+                return;
+            };
             self.rev = start_rev;
             // Atoms made in the rolled-back transaction are gone.
             self.atoms.clear();
-            let err = || WriteError::Failed(StoreError::backend("commit", &e));
-            for a in applied {
-                a.answer(Some(&err));
+            if is_busy(&e) && started.elapsed() < BUSY_RETRY_FOR {
+                attempt += 1;
+                tracing::warn!(error = %e, code = ?extended_code(&e), attempt, writes = batch.len(),
+                    "the store's database is busy; the batch is tried again");
+                // The writer's own thread, with nothing else to do: it backs
+                // off from the lock (5 ms, doubling to 640 ms).
+                #[allow(clippy::disallowed_methods)]
+                std::thread::sleep(Duration::from_millis(5u64 << attempt.min(7)));
+                continue;
             }
-            batch.clear();
+            tracing::error!(error = %e, code = ?extended_code(&e), attempts = attempt + 1, writes = batch.len(),
+                "store commit failed; the writes are refused");
+            for op in batch.drain(..) {
+                op.fail(WriteError::Failed(StoreError::backend("commit", &e)));
+            }
             return;
-        }
-        if !changes.is_empty() {
-            self.feed.publish(changes);
-        }
-        for a in applied {
-            a.answer(None);
         }
     }
 }
@@ -657,54 +699,55 @@ struct Batch<'a> {
 
 impl Batch<'_> {
     /// Applies one write. Checks come before any change, so a refused write
-    /// leaves nothing behind; an SQLite error aborts the batch.
-    fn apply(&mut self, op: WriteOp) -> rusqlite::Result<Applied> {
+    /// leaves nothing behind; an SQLite error aborts the batch (and the
+    /// write stays in it, to be tried again or refused).
+    fn apply(&mut self, op: &WriteOp) -> rusqlite::Result<Outcome> {
         Ok(match op {
-            WriteOp::Create { key, value, reply } => {
-                if self.current(&key)?.is_some() {
-                    return Ok(Applied::Create(reply, Err(WriteError::Exists)));
+            WriteOp::Create { key, value, .. } => {
+                if self.current(key)?.is_some() {
+                    return Ok(Outcome::Rev(Err(WriteError::Exists)));
                 }
-                Applied::Create(reply, Ok(self.insert(key, value)?))
+                Outcome::Rev(Ok(self.insert(key.clone(), value.clone())?))
             }
-            WriteOp::Update { key, value, expected, reply } => {
-                let Some((loc, cur)) = self.current(&key)? else {
-                    return Ok(Applied::Update(reply, Err(WriteError::Missing)));
+            WriteOp::Update { key, value, expected, .. } => {
+                let Some((loc, cur)) = self.current(key)? else {
+                    return Ok(Outcome::Rev(Err(WriteError::Missing)));
                 };
-                if cur.kv.mod_rev != expected {
-                    return Ok(Applied::Update(reply, Err(WriteError::Stale(cur.kv))));
+                if cur.kv.mod_rev != *expected {
+                    return Ok(Outcome::Rev(Err(WriteError::Stale(cur.kv))));
                 }
-                Applied::Update(reply, Ok(self.replace(&loc, cur, key, value)?))
+                Outcome::Rev(Ok(self.replace(&loc, cur, key.clone(), value.clone())?))
             }
-            WriteOp::Delete { key, expected, reply } => {
-                let Some((loc, cur)) = self.current(&key)? else {
-                    return Ok(Applied::Delete(reply, Err(WriteError::Missing)));
+            WriteOp::Delete { key, expected, .. } => {
+                let Some((loc, cur)) = self.current(key)? else {
+                    return Ok(Outcome::Removed(Err(WriteError::Missing)));
                 };
                 if expected.is_some_and(|e| e != cur.kv.mod_rev) {
-                    return Ok(Applied::Delete(reply, Err(WriteError::Stale(cur.kv))));
+                    return Ok(Outcome::Removed(Err(WriteError::Stale(cur.kv))));
                 }
-                Applied::Delete(reply, Ok(self.remove(&loc, cur, key)?))
+                Outcome::Removed(Ok(self.remove(&loc, cur, key.clone())?))
             }
-            WriteOp::Merge { items, reply } => {
+            WriteOp::Merge { items, .. } => {
                 let mut out = Vec::with_capacity(items.len());
                 for (key, f) in items {
-                    let cur = self.current(&key)?;
+                    let cur = self.current(key)?;
                     let written = match (f(cur.as_ref().map(|(_, row)| &row.kv.value[..])), cur) {
                         (Merged::Keep, _) | (Merged::Delete, None) => None,
-                        (Merged::Put(v), None) => Some(self.insert(key, v)?),
-                        (Merged::Put(v), Some((loc, cur))) => Some(self.replace(&loc, cur, key, v)?),
-                        (Merged::Delete, Some((loc, cur))) => Some(self.remove(&loc, cur, key)?.0),
+                        (Merged::Put(v), None) => Some(self.insert(key.clone(), v)?),
+                        (Merged::Put(v), Some((loc, cur))) => Some(self.replace(&loc, cur, key.clone(), v)?),
+                        (Merged::Delete, Some((loc, cur))) => Some(self.remove(&loc, cur, key.clone())?.0),
                     };
                     out.push(Ok(written));
                 }
-                Applied::Merge(reply, Ok(out))
+                Outcome::Merged(Ok(out))
             }
-            WriteOp::Compact { rev: to, reply } => {
-                let to = to.min(*self.rev);
+            WriteOp::Compact { rev: to, .. } => {
+                let to = (*to).min(*self.rev);
                 self.tx.prepare_cached("DELETE FROM log WHERE rev <= ?1")?.execute([to_i64(to)])?;
                 self.tx
                     .prepare_cached("UPDATE meta SET value = max(value, ?1) WHERE name = 'compact_rev'")?
                     .execute([to_i64(to)])?;
-                Applied::Compact(reply, Ok(()))
+                Outcome::Compacted(Ok(()))
             }
         })
     }
