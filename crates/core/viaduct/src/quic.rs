@@ -109,6 +109,58 @@ fn transport(conn: &ConnConfig, sessions: bool) -> Result<Arc<quinn::TransportCo
     Ok(Arc::new(t))
 }
 
+/// A quinn endpoint on `socket` (a server's when `server` is given) whose
+/// sends carry one datagram each ([`OneDatagram`]).
+fn endpoint_on(socket: std::net::UdpSocket, server: Option<quinn::ServerConfig>) -> std::io::Result<quinn::Endpoint> {
+    let runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
+    let socket = Arc::new(OneDatagram(runtime.wrap_udp_socket(socket)?));
+    quinn::Endpoint::new_with_abstract_socket(quinn::EndpointConfig::default(), server, socket, runtime)
+}
+
+/// quinn's UDP socket, with one datagram per send. quinn keeps each
+/// connection's transmit buffer as large as the most datagrams one send
+/// may carry: ten with segmentation offload, about 14 KiB a connection for
+/// its whole life, most of an idle edge link's memory. An edge link sends
+/// little at a time; one datagram per send costs a system call per
+/// datagram on a bulk transfer (a stream session), and keeps 1.5 KiB.
+#[derive(Debug)]
+struct OneDatagram(Arc<dyn quinn::AsyncUdpSocket>);
+
+impl quinn::AsyncUdpSocket for OneDatagram {
+    fn create_io_poller(self: Arc<Self>) -> std::pin::Pin<Box<dyn quinn::UdpPoller>> {
+        Arc::clone(&self.0).create_io_poller()
+    }
+
+    fn try_send(&self, transmit: &quinn::udp::Transmit<'_>) -> std::io::Result<()> {
+        self.0.try_send(transmit)
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        bufs: &mut [std::io::IoSliceMut<'_>],
+        meta: &mut [quinn::udp::RecvMeta],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.0.poll_recv(cx, bufs, meta)
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        1
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.0.max_receive_segments()
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.0.may_fragment()
+    }
+}
+
 /// Binds the QUIC server's UDP socket and starts accepting.
 pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
     let mut tls = server_config_for(&cfg.tls, &[&rustls::version::TLS13])?;
@@ -119,11 +171,9 @@ pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     server.transport_config(transport(&cfg.conn, cfg.features.iter().any(|f| f == stream::FEATURE))?);
     server.migration(true);
-    let endpoint = quinn::Endpoint::server(server, cfg.listen).map_err(|source| ConnectError::Io {
-        what: "listen on",
-        addr: cfg.listen.to_string(),
-        source,
-    })?;
+    let endpoint = std::net::UdpSocket::bind(cfg.listen)
+        .and_then(|s| endpoint_on(s, Some(server)))
+        .map_err(|source| ConnectError::Io { what: "listen on", addr: cfg.listen.to_string(), source })?;
     let local_addr = endpoint.local_addr().map_err(|source| ConnectError::Io {
         what: "read address of",
         addr: cfg.listen.to_string(),
@@ -330,11 +380,10 @@ impl FrameWrite for QuicWrite {
         Ok(())
     }
     async fn flush(&mut self) -> Result<(), CloseReason> {
-        let r = self.send.write_all(&self.buf).await;
-        self.buf.clear();
-        if self.buf.capacity() > 64 * 1024 {
-            self.buf.shrink_to(16 * 1024);
-        }
+        // The frames go to quinn as they are (no copy), and the connection
+        // keeps no buffer between bursts.
+        let mut chunk = [bytes::Bytes::from(std::mem::take(&mut self.buf))];
+        let r = self.send.write_all_chunks(&mut chunk).await;
         r.map_err(|e| match e {
             quinn::WriteError::ConnectionLost(c) => conn_reason(c),
             other => CloseReason::Transport(other.to_string()),
@@ -391,11 +440,10 @@ pub struct QuicEndpoint(quinn::Endpoint);
 impl QuicEndpoint {
     /// Binds a UDP socket at `bind` (e.g. `127.0.0.1:0`).
     pub fn bind(bind: SocketAddr) -> Result<QuicEndpoint, ConnectError> {
-        quinn::Endpoint::client(bind).map(QuicEndpoint).map_err(|source| ConnectError::Io {
-            what: "bind",
-            addr: bind.to_string(),
-            source,
-        })
+        std::net::UdpSocket::bind(bind)
+            .and_then(|s| endpoint_on(s, None))
+            .map(QuicEndpoint)
+            .map_err(|source| ConnectError::Io { what: "bind", addr: bind.to_string(), source })
     }
 
     /// Our UDP address.
@@ -432,7 +480,8 @@ impl QuicClient {
     /// Moves every connection of this endpoint to a new socket, as when an
     /// edge's address changes; QUIC migrates the connections.
     pub fn rebind(&self, socket: std::net::UdpSocket) -> std::io::Result<()> {
-        self.endpoint.rebind(socket)
+        let runtime = quinn::TokioRuntime;
+        self.endpoint.rebind_abstract(Arc::new(OneDatagram(quinn::Runtime::wrap_udp_socket(&runtime, socket)?)))
     }
 
     /// Connections whose handshake headers went out in 0-RTT and were accepted.

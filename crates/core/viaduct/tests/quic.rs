@@ -77,6 +77,35 @@ async fn exchange_identity_and_requests() {
     assert_eq!(lost_requests(&ctx, 16, 1_000).await, 0);
 }
 
+/// Each send carries one datagram (the connection keeps no transmit buffer
+/// for ten): large messages still cross whole, both ways, in order.
+#[tokio::test]
+async fn large_messages_cross_whole_one_datagram_per_send() {
+    let pki = Pki::new();
+    let mut srv = quic_server(&pki, ConnConfig::default()).await;
+    let client = quic_client(&pki, srv.local_addr(), "edge-big");
+    let conn = client.connect().await.unwrap();
+    let accepted = srv.accept().await.unwrap();
+    let (ctx, mut crx) = conn.split();
+    let (stx, mut srx) = accepted.split();
+    let big = |i: usize| {
+        Message::new()
+            .with_route("edgehub", "", format!("big/{i}"), op::UPDATE)
+            .with_content(Content::string(&char::from(b'a' + i as u8).to_string().repeat((3 << 20) + i)))
+    };
+    for i in 0..3 {
+        ctx.write(big(i)).await.unwrap();
+        stx.write(big(i)).await.unwrap();
+    }
+    for rx in [&mut srx, &mut crx] {
+        for i in 0..3 {
+            let m = tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.unwrap().unwrap();
+            assert_eq!(m.route.resource, format!("big/{i}"));
+            assert_eq!(m.content.as_text().unwrap().len(), (3 << 20) + i);
+        }
+    }
+}
+
 #[tokio::test]
 async fn reconnect_resumes_in_zero_rtt() {
     let pki = Pki::new();
