@@ -194,7 +194,8 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let mut servers = Vec::new();
     let mut ws = ServerConfig::new(args.websocket_bind, tls.clone());
     ws.handshake_timeout = args.handshake_timeout;
-    ws.conn.read_timeout = Some(Duration::from_secs(args.keepalive_interval.max(1) * 2));
+    let read_timeout = Some(Duration::from_secs(args.keepalive_interval.max(1) * 2));
+    ws.conn.read_timeout = read_timeout;
     // Edges that offer it keep alive with WebSocket pings (edgehive edges;
     // KubeEdge edges never offer and keep sending `keepalive` messages).
     ws.ping_keepalive = true;
@@ -212,6 +213,10 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     if !args.no_quic {
         let mut quic = ServerConfig::new(args.quic_bind, tls);
         quic.handshake_timeout = args.handshake_timeout;
+        // As on WebSocket: the connection's idle timeout, and edgehive edges
+        // that offer it keep their session alive with QUIC's keep-alives.
+        quic.conn.read_timeout = read_timeout;
+        quic.ping_keepalive = true;
         quic.features = features;
         quic.conn.stream_stats = Some(Arc::clone(&stream_stats));
         servers.push(Server::bind_quic(quic).await.context("CloudHub QUIC server")?);

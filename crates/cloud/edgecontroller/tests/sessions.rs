@@ -1102,3 +1102,34 @@ async fn connection_notices_wait_for_a_busy_controller_and_none_is_lost() {
     drop(edges);
     cloud.stop().await;
 }
+
+/// An edge on QUIC that agreed session liveness sends no `keepalive`
+/// message: QUIC's keep-alives keep its session past the keepalive
+/// interval. One that did not agree and sends none loses its session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quic_edge_that_agreed_liveness_needs_no_keepalive_messages() {
+    let interval = Duration::from_millis(400);
+    let cloud = Cloud::start(CloudHubConfig { keepalive_interval: interval, ..CloudHubConfig::default() }).await;
+    let mut links = Vec::new();
+    for (node, offer) in [("edge-live", true), ("edge-mute", false)] {
+        let cert = cloud.ca.node(node);
+        let mut cfg = cloud.client_config(node, &cert);
+        cfg.server = cloud.quic_addr.to_string();
+        cfg.ping_keepalive = offer;
+        cfg.conn.ping_interval = Some(Duration::from_millis(100));
+        let client = edgehive_viaduct::quic::QuicClient::new(cfg, "127.0.0.1:0".parse().unwrap()).unwrap();
+        let conn = client.connect().await.unwrap();
+        assert_eq!(conn.peer().ping_keepalive, offer, "{node}");
+        links.push((client, conn.split()));
+    }
+    eventually("the silent edge that did not agree loses its session", WAIT, || {
+        cloud.metric("edgehive_cloudhub_keepalive_expired_total") == 1
+    })
+    .await;
+    // Three intervals without a message: the live edge's session stays.
+    tokio::time::sleep(interval * 3).await;
+    assert_eq!(cloud.hub.connected_nodes(), ["edge-live"]);
+    assert_eq!(cloud.metric("edgehive_cloudhub_keepalive_expired_total"), 1);
+    drop(links);
+    cloud.stop().await;
+}

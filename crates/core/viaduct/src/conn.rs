@@ -51,9 +51,10 @@ pub struct PeerInfo {
     /// The TLS session was resumed (QUIC: the handshake headers went out in
     /// accepted 0-RTT) rather than negotiated from scratch.
     pub resumed: bool,
-    /// Both ends agreed that WebSocket pings carry the edge's liveness
-    /// instead of `keepalive` messages (an edgehive edge and cloud; never
-    /// with KubeEdge peers). See [`crate::ws::HEADER_KEEPALIVE`].
+    /// Both ends agreed that the connection's own liveness (WebSocket
+    /// pings; QUIC keep-alives) carries the edge's instead of `keepalive`
+    /// messages (an edgehive edge and cloud; never with KubeEdge peers). See
+    /// [`crate::ws::HEADER_KEEPALIVE`] and the QUIC header's `keepalive`.
     pub ping_keepalive: bool,
     /// The features both ends agreed on ([`crate::features`]); empty with
     /// KubeEdge peers.
@@ -82,6 +83,10 @@ struct ConnState {
     /// or a pong) last arrived, in milliseconds after that.
     born: tokio::time::Instant,
     last_received_ms: std::sync::atomic::AtomicU64,
+    /// On QUIC, the connection's datagram count when `idle_for` last looked.
+    quic_datagrams: std::sync::atomic::AtomicU64,
+    /// On QUIC, the connection.
+    quic_conn: Option<quinn::Connection>,
     /// The connection's stream sessions carried as frames (on QUIC, none).
     mux: Arc<Mux>,
     /// The connection's stream sessions on QUIC streams of their own, when
@@ -370,10 +375,19 @@ impl ConnRx {
     }
 
     /// How long since anything arrived (a message, a WebSocket ping or
-    /// pong); from the connection's start if nothing has.
+    /// pong; on QUIC any datagram, keep-alives included, as seen when this
+    /// was last asked); from the connection's start if nothing has.
     pub fn idle_for(&self) -> Duration {
+        let now = self.shared.born.elapsed();
+        if let Some(c) = &self.shared.quic_conn {
+            let seen = c.stats().udp_rx.datagrams;
+            if self.shared.quic_datagrams.swap(seen, Ordering::Relaxed) != seen {
+                let ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
+                self.shared.last_received_ms.fetch_max(ms, Ordering::Relaxed);
+            }
+        }
         let last = Duration::from_millis(self.shared.last_received_ms.load(Ordering::Relaxed));
-        self.shared.born.elapsed().saturating_sub(last)
+        now.saturating_sub(last)
     }
 }
 
@@ -412,8 +426,9 @@ pub(crate) enum Sessions {
     /// As binary frames among the messages (WebSocket).
     Framed,
     /// On QUIC streams of their own (`None`: not agreed); a session frame
-    /// on the message stream breaks the protocol.
-    Quic(Option<Arc<QuicSessions>>),
+    /// on the message stream breaks the protocol. With the QUIC connection,
+    /// whose datagrams show the peer's liveness.
+    Quic(quinn::Connection, Option<Arc<QuicSessions>>),
 }
 
 /// Starts the reader and writer tasks of a connection over any transport.
@@ -429,9 +444,9 @@ pub(crate) fn spawn_conn<R: FrameRead, W: FrameWrite>(
     let (in_tx, in_rx) = queue::channel(cfg.recv_queue);
     let (frames_tx, frames_rx) = queue::channel(stream::FRAME_QUEUE);
     let cancel = CancellationToken::new();
-    let (framed, quic) = match sessions {
-        Sessions::Framed => (info.agreed(stream::FEATURE), None),
-        Sessions::Quic(q) => (false, q),
+    let (framed, quic, quic_conn) = match sessions {
+        Sessions::Framed => (info.agreed(stream::FEATURE), None, None),
+        Sessions::Quic(c, q) => (false, q, Some(c)),
     };
     let mux = Mux::new(frames_tx, framed, client, cancel.clone(), cfg.stream_stats.clone());
     let shared = Arc::new(ConnState {
@@ -444,6 +459,8 @@ pub(crate) fn spawn_conn<R: FrameRead, W: FrameWrite>(
         pending_count: AtomicUsize::new(0),
         born: tokio::time::Instant::now(),
         last_received_ms: std::sync::atomic::AtomicU64::new(0),
+        quic_datagrams: std::sync::atomic::AtomicU64::new(0),
+        quic_conn,
         mux,
         quic,
     });

@@ -10,10 +10,12 @@
 //! - **Handshake headers**: the client opens the first bidirectional stream
 //!   and sends one frame holding a message with operation `header` and content
 //!   `{"node_id": …, "project_id": …}`, plus `"features": [...]` when it
-//!   offers any ([`crate::features`]). The server answers `response` with
-//!   content `ack` — or, when it agreed to features, `{"features": [...]}` —
-//!   or closes the connection with application error code 1 and the reason
-//!   as text.
+//!   offers any ([`crate::features`]) and `"keepalive": "ping"` when it
+//!   offers session liveness. The server answers `response` with content
+//!   `ack` — or, when it agreed to features or liveness,
+//!   `{"features": [...], "keepalive": "ping"}` (the second only when
+//!   agreed) — or closes the connection with application error code 1 and
+//!   the reason as text.
 //! - **Framing**: that same stream then carries every message, both ways, in
 //!   order: a 4-byte big-endian length, then the message JSON plus `\n`. One
 //!   ordered stream keeps KubeEdge's ordering (an insert is never overtaken by
@@ -39,7 +41,12 @@
 //!   not validated is answered with a Retry first, so a forged source
 //!   address cannot evict anyone's handshake.
 //! - **Liveness**: QUIC keep-alives (default every 25 s) and an idle timeout
-//!   (default 90 s), instead of application pings.
+//!   (default 90 s, or the connection's read timeout), instead of
+//!   application pings. When both ends agreed `keepalive: ping`, this
+//!   liveness is the session's too ([`PeerInfo::ping_keepalive`]): the
+//!   edge sends no `keepalive` messages and no Lease of its own, and the
+//!   cloud counts any datagram from the edge as a sign of life
+//!   ([`crate::ConnRx::idle_for`]).
 //! - **Flapping links**: a reconnecting client resumes its TLS session and
 //!   sends its header in 0-RTT, saving a round trip; the server only acts on
 //!   it once the handshake has completed, so replayed early data is never
@@ -64,6 +71,7 @@ use crate::features;
 use crate::server::{Intake, Server, ServerStats, new_server};
 use crate::stream::{self, QuicSessions};
 use crate::tls::{CertIdentity, client_config_for, server_config_for};
+use crate::ws::KEEPALIVE_PING;
 
 /// The ALPN protocol id of edgehive's QUIC mapping.
 pub const ALPN: &[u8] = b"edgehive-viaduct/1";
@@ -241,15 +249,20 @@ async fn server_handshake(incoming: quinn::Incoming, cfg: &ServerConfig, stats: 
         Ok(m) => return refuse(format!("expected a header message, got operation {:?}", m.route.operation)),
         Err(e) => return refuse(format!("handshake headers: {e}")),
     };
-    let (node_id, project_id, offered) = match parse_header(&req) {
+    let Header { node_id, project_id, features: offered, keepalive } = match parse_header(&req) {
         Ok(x) => x,
         Err(reason) => return refuse(reason),
     };
     let agreed = features::agree(&offered, &cfg.features);
-    let reply = if agreed.is_empty() {
+    let ping_keepalive = cfg.ping_keepalive && keepalive.as_deref() == Some(KEEPALIVE_PING);
+    let reply = if agreed.is_empty() && !ping_keepalive {
         Content::string("ack")
     } else {
-        match Content::from_serialize(&serde_json::json!({ "features": agreed })) {
+        let mut fields = serde_json::json!({ "features": agreed });
+        if ping_keepalive {
+            fields["keepalive"] = KEEPALIVE_PING.into();
+        }
+        match Content::from_serialize(&fields) {
             Ok(c) => c,
             Err(e) => return refuse(format!("handshake reply: {e}")),
         }
@@ -268,31 +281,48 @@ async fn server_handshake(incoming: quinn::Incoming, cfg: &ServerConfig, stats: 
         local_addr,
         protocol: Protocol::Quic,
         resumed: false,
-        ping_keepalive: false,
+        ping_keepalive,
         features: agreed,
     };
     tracing::info!(node = %info.node_id, %remote, "edge connected over QUIC");
     Some(spawn_quic(conn, send, recv, info, cfg.conn.clone(), false))
 }
 
-fn parse_header(req: &Message) -> Result<(Text, Text, Vec<String>), String> {
+/// The client's handshake headers.
+struct Header {
+    node_id: Text,
+    project_id: Text,
+    features: Vec<String>,
+    /// `ping`: the client offers that the connection's own liveness (QUIC's
+    /// keep-alives) carries the session's, as WebSocket pings do.
+    keepalive: Option<String>,
+}
+
+fn parse_header(req: &Message) -> Result<Header, String> {
     #[derive(serde::Deserialize)]
-    struct Header {
+    struct Fields {
         #[serde(default)]
         node_id: String,
         #[serde(default)]
         project_id: String,
         #[serde(default)]
         features: Vec<String>,
+        #[serde(default)]
+        keepalive: Option<String>,
     }
-    let h: Header = req.content.decode().map_err(|e| format!("handshake headers: {e}"))?;
+    let h: Fields = req.content.decode().map_err(|e| format!("handshake headers: {e}"))?;
     if h.node_id.is_empty() {
         return Err("missing node_id".into());
     }
     if h.node_id.len() > 253 || h.node_id.chars().any(|c| c.is_control() || c == '/') {
         return Err(format!("invalid node_id {:?}", h.node_id));
     }
-    Ok((Text::from(h.node_id), Text::from(h.project_id), features::sanitize(&h.features)))
+    Ok(Header {
+        node_id: Text::from(h.node_id),
+        project_id: Text::from(h.project_id),
+        features: features::sanitize(&h.features),
+        keepalive: h.keepalive,
+    })
 }
 
 fn peer_cert(conn: &quinn::Connection) -> Option<CertIdentity> {
@@ -414,8 +444,11 @@ fn spawn_quic(
     let sessions =
         span.in_scope(|| QuicSessions::start(&conn, !client, info.agreed(stream::FEATURE), cfg.stream_stats.clone()));
     let reader = QuicRead { recv, limit };
-    let writer = QuicWrite { conn, send, buf: Vec::new() };
-    spawn_conn(reader, writer, info, cfg, client, Sessions::Quic(sessions))
+    let writer = QuicWrite { conn: conn.clone(), send, buf: Vec::new() };
+    // The read timeout is the transport's idle timeout (`transport`): QUIC's
+    // keep-alives keep a link that carries no message alive.
+    let cfg = ConnConfig { read_timeout: None, ..cfg };
+    spawn_conn(reader, writer, info, cfg, client, Sessions::Quic(conn, sessions))
 }
 
 /// A QUIC client endpoint. Keep it for the life of the edge: it holds the TLS
@@ -527,6 +560,9 @@ impl QuicClient {
         if !offered.is_empty() {
             fields["features"] = serde_json::json!(offered);
         }
+        if cfg.ping_keepalive {
+            fields["keepalive"] = KEEPALIVE_PING.into();
+        }
         let header = Message::new()
             .with_route("edgehub", "", "", op::VIADUCT_HEADER)
             .with_content(Content::from_serialize(&fields).map_err(|e| ConnectError::Invalid(e.to_string()))?);
@@ -569,16 +605,21 @@ impl QuicClient {
         if ack.header.parent_msg_id != header.header.msg_id {
             return Err(refused("unexpected handshake reply".into()));
         }
-        let agreed = match ack.content.as_text().as_deref() {
-            Some("ack") => Vec::new(),
+        let (agreed, ping_keepalive) = match ack.content.as_text().as_deref() {
+            Some("ack") => (Vec::new(), false),
             _ => {
                 #[derive(serde::Deserialize)]
                 struct Reply {
                     features: Vec<String>,
+                    #[serde(default)]
+                    keepalive: Option<String>,
                 }
                 let reply: Reply = ack.content.decode().map_err(|_| refused("unexpected handshake reply".into()))?;
                 // Only what was offered counts, whatever the server answers.
-                features::agree(&features::sanitize(&reply.features), &offered)
+                (
+                    features::agree(&features::sanitize(&reply.features), &offered),
+                    cfg.ping_keepalive && reply.keepalive.as_deref() == Some(KEEPALIVE_PING),
+                )
             }
         };
         if resumed {
@@ -592,7 +633,7 @@ impl QuicClient {
             local_addr: self.endpoint.local_addr().unwrap_or(addr),
             protocol: Protocol::Quic,
             resumed,
-            ping_keepalive: false,
+            ping_keepalive,
             features: agreed,
         };
         Ok(spawn_quic(conn, send, recv, info, cfg.conn.clone(), true))

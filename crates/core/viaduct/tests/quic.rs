@@ -278,6 +278,71 @@ async fn features_are_agreed_in_the_header_frame() {
     assert!(String::from_utf8_lossy(&close.reason).contains("handshake headers"), "{close:?}");
 }
 
+/// Session liveness (`keepalive: ping`) is agreed only when the client
+/// offers it and the server accepts it; once agreed, QUIC's keep-alives
+/// keep a link that carries no message up and show the server it lives,
+/// and a link whose keep-alives stop looks idle.
+#[tokio::test]
+async fn session_liveness_is_agreed_in_the_header_frame_and_carried_by_keepalives() {
+    let pki = Pki::new();
+    for (offer, accept) in [(true, true), (true, false), (false, true), (false, false)] {
+        let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+        cfg.ping_keepalive = accept;
+        let mut srv = Server::bind_quic(cfg).await.unwrap();
+        let mut ccfg = client_config(&pki, srv.local_addr(), "edge-live");
+        ccfg.ping_keepalive = offer;
+        ccfg.features = vec![edgehive_viaduct::features::INVENTORY.to_owned()];
+        let conn = QuicClient::new(ccfg, "127.0.0.1:0".parse().unwrap()).unwrap().connect().await.unwrap();
+        let accepted = srv.accept().await.unwrap();
+        assert_eq!(conn.peer().ping_keepalive, offer && accept, "client, offer {offer} accept {accept}");
+        assert_eq!(accepted.peer().ping_keepalive, offer && accept, "server, offer {offer} accept {accept}");
+    }
+    // `pair(keep-alive interval)`: a server and client agreeing liveness,
+    // with a 600 ms idle timeout (the connections' read timeout).
+    let pair = |every: Duration| {
+        let pki = &pki;
+        async move {
+            let idle = ConnConfig { read_timeout: Some(Duration::from_millis(600)), ..ConnConfig::default() };
+            let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+            cfg.ping_keepalive = true;
+            cfg.conn = idle.clone();
+            let mut srv = Server::bind_quic(cfg).await.unwrap();
+            let mut ccfg = client_config(pki, srv.local_addr(), "edge-live");
+            ccfg.ping_keepalive = true;
+            ccfg.conn = ConnConfig { ping_interval: Some(every), ..idle };
+            let client = QuicClient::new(ccfg, "127.0.0.1:0".parse().unwrap()).unwrap();
+            let conn = client.connect().await.unwrap();
+            let accepted = srv.accept().await.unwrap();
+            (srv, client, conn, accepted)
+        }
+    };
+    let (_srv, _client, conn, accepted) = pair(Duration::from_millis(100)).await;
+    let (_ctx, crx) = conn.split();
+    let (_stx, srx) = accepted.split();
+    // Three idle timeouts without a message: both ends still up, and the
+    // server has heard from the edge within the last few keep-alives.
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    assert!(
+        crx.close_reason().is_none() && srx.close_reason().is_none(),
+        "the link stays up on keep-alives alone: {:?} {:?}",
+        crx.close_reason(),
+        srx.close_reason()
+    );
+    assert!(srx.idle_for() < Duration::from_millis(500), "keep-alives count as life: {:?}", srx.idle_for());
+    // Keep-alives every 10 s against a 600 ms idle timeout: the link goes
+    // silent, the server sees it idle, and the transport ends it.
+    let (_srv, _client, conn, accepted) = pair(Duration::from_secs(10)).await;
+    let (_ctx, _crx) = conn.split();
+    let (_stx, mut srx) = accepted.split();
+    // The handshake's last packets settle first (ACKs within 25 ms).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let _ = srx.idle_for();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(srx.idle_for() >= Duration::from_millis(300), "silence shows: {:?}", srx.idle_for());
+    let ended = tokio::time::timeout(Duration::from_secs(5), srx.recv()).await.unwrap();
+    assert!(ended.is_none(), "a silent link ends at its idle timeout");
+}
+
 #[tokio::test]
 async fn stream_sessions_run_over_quic_beside_messages() {
     let pki = Pki::new();

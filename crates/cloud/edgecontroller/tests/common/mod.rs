@@ -79,6 +79,7 @@ impl Cloud {
         let srv = Server::bind_ws(ws).await.unwrap();
         let addr = srv.local_addr();
         let mut quic = ServerConfig::new("127.0.0.1:0".parse().unwrap(), tls);
+        quic.ping_keepalive = true;
         quic.features = features;
         let quic = Server::bind_quic(quic).await.unwrap();
         let quic_addr = quic.local_addr();
