@@ -756,21 +756,34 @@ async fn churn(
     Ok(())
 }
 
-/// The nodes in the API, and whether each is Ready.
+/// Nodes listed per request.
+const NODES_PAGE: usize = 128;
+
+/// The nodes in the API, and whether each is Ready (listed in pages: a
+/// fleet's Nodes are more than one answer may hold).
 async fn nodes_in_api(cloud: &Cloud) -> Result<HashMap<String, bool>, SimError> {
-    let list = cloud.api.expect(Method::GET, "/api/v1/nodes", None).await?;
-    let items = list["items"].as_array().map(Vec::as_slice).unwrap_or_default();
-    Ok(items
-        .iter()
-        .filter_map(|n| {
-            let name = n.pointer("/metadata/name")?.as_str()?.to_owned();
+    let mut out = HashMap::new();
+    let mut token = String::new();
+    loop {
+        let path = if token.is_empty() {
+            format!("/api/v1/nodes?limit={NODES_PAGE}")
+        } else {
+            format!("/api/v1/nodes?limit={NODES_PAGE}&continue={token}")
+        };
+        let list = cloud.api.expect(Method::GET, &path, None).await?;
+        for n in list["items"].as_array().map(Vec::as_slice).unwrap_or_default() {
+            let Some(name) = n.pointer("/metadata/name").and_then(Value::as_str) else { continue };
             let ready = n
                 .pointer("/status/conditions")
-                .and_then(serde_json::Value::as_array)
+                .and_then(Value::as_array)
                 .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
-            Some((name, ready))
-        })
-        .collect())
+            out.insert(name.to_owned(), ready);
+        }
+        match list.pointer("/metadata/continue").and_then(Value::as_str) {
+            Some(t) if !t.is_empty() => token = t.to_owned(),
+            _ => return Ok(out),
+        }
+    }
 }
 
 /// At the end of a scenario every node the fleet runs is Ready in the API:
