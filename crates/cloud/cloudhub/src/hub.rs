@@ -471,10 +471,9 @@ fn close_refused(conn: Connection, reason: Message, tasks: &TaskTracker) {
     });
 }
 
-/// Tells the controllers a node connected or disconnected (KubeEdge's
-/// internal event: resource `node/{id}`, content event type, time and id).
 /// The notice for the controllers that `node` connected or disconnected
-/// ([`Notices`]).
+/// ([`Notices`]; KubeEdge's internal event: resource `node/{id}`, content
+/// event type, time and id).
 fn notice(node: &str, operation: &'static str) -> Message {
     let content = Content::from_serialize(&serde_json::json!({
         "event_type": operation,

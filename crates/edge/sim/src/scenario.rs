@@ -696,7 +696,7 @@ async fn churn(
     let mut peak = 0u64;
     let rss0 = cloud.pid.and_then(ProcSample::of).map(|p| p.rss);
     let mut replaced = 0usize;
-    let mut removed = Vec::new();
+    let mut removed = std::collections::HashSet::new();
     let mut next = t0;
     while t0.elapsed() < duration {
         next += gap;
@@ -714,7 +714,7 @@ async fn churn(
         if !status.is_success() && status != http::StatusCode::NOT_FOUND {
             return Err(SimError::Api(format!("delete node {name}: {status}")));
         }
-        removed.push(name);
+        removed.insert(name);
         // One joins: a certificate from the join service, then its link.
         let i = next_index;
         next_index += 1;
