@@ -262,7 +262,8 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let controller = Arc::new(
         EdgeController::with_lifecycle(store.clone(), lifecycle)
             .with_service_account_tokens(sa_tokens.clone())
-            .with_events(events.clone()),
+            .with_events(events.clone())
+            .with_presence(hub.presence()),
     );
     let sync = Arc::new(SyncController::new(
         store.clone(),

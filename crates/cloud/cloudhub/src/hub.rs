@@ -165,6 +165,14 @@ impl CloudHub {
         v
     }
 
+    /// Whether a node has a session now, asked of the hub itself rather
+    /// than learnt from its notices: a controller that is behind on its
+    /// mailbox may not have read a node's `connected` yet.
+    pub fn presence(&self) -> impl Fn(&str) -> bool + Send + Sync + 'static {
+        let shared = Arc::clone(&self.shared);
+        move |node| shared.sessions().contains_key(node)
+    }
+
     /// The success points.
     pub fn points(&self) -> &Arc<SuccessPoints> {
         &self.shared.points

@@ -42,6 +42,20 @@ pub(crate) struct Controller {
     pub(crate) beats_asked: heartbeat::Asked,
     /// `PodScheduled=False` writes in flight ([`UNSCHEDULABLE_WRITES`] at most).
     pub(crate) unschedulable_writes: tokio::task::JoinSet<()>,
+    /// Upstream requests in flight, in order per node ([`crate::lanes`]).
+    pub(crate) lanes: crate::lanes::Lanes,
+    /// Whether CloudHub has a session for a node now.
+    pub(crate) presence: Option<Presence>,
+}
+
+/// Asks CloudHub whether a node has a session now.
+#[derive(Clone)]
+pub(crate) struct Presence(pub(crate) Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for Presence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Presence")
+    }
 }
 
 /// How many unschedulable pods' condition writes may be in flight at once.
@@ -160,12 +174,18 @@ impl Controller {
                     Some(c) => self.on_change(c).await,
                     None => break,
                 },
-                m = mctx.receive() => match m {
+                // A request's store work ended: its node's next goes.
+                Some(node) = self.lanes.ended(), if self.lanes.in_flight() > 0 => {
+                    self.count_in_flight();
+                    self.request_ended(node).await;
+                }
+                m = mctx.receive(), if self.lanes.has_room() => match m {
                     Some(m) => self.on_message(m).await,
                     None => break,
                 },
             }
         }
+        self.lanes.drain(SEND_DEADLINE).await;
         stop.cancel();
         for w in watches {
             let _ = w.await;
@@ -666,6 +686,8 @@ impl Controller {
             if let Some(beat) = live.last_beat().max(session.copied().flatten())
                 && !live.unknown
                 && lifecycle::elapsed(beat, now) > self.lifecycle.grace
+                // Connected, though its notice is not read yet.
+                && !self.presence.as_ref().is_some_and(|connected| (connected.0)(node))
             {
                 silent_nodes.push((node.clone(), lifecycle::elapsed(beat, now)));
             }

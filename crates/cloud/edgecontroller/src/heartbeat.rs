@@ -1,8 +1,8 @@
 //! Heartbeats the cloud writes on a live session's behalf.
 //!
 //! An edge whose link carries its liveness (edgehive's edges keep alive
-//! with pings: `session-liveness`) sends its status once on connect and on
-//! change, and renews no Lease: every renewal would be a write upstream and
+//! with pings: `session-liveness`) sends its status on connect and every
+//! 5 min, and renews no Lease: every renewal would be a write upstream and
 //! a store write for what the session already proves. Kubernetes' readers
 //! still expect both: `kubectl describe node` shows the node's Lease in
 //! `kube-node-lease` and the conditions' `lastHeartbeatTime`. So while a
@@ -50,7 +50,7 @@ use crate::metrics::Metrics;
 pub const NODE_LEASES: &str = "kube-node-lease";
 
 /// Heartbeat writes in flight at once.
-pub const CONCURRENT_WRITES: usize = 16;
+pub const CONCURRENT_WRITES: usize = 64;
 
 /// Heartbeat writes waiting for the writer.
 pub const QUEUE: usize = 4096;

@@ -29,6 +29,7 @@ mod controller;
 pub mod heartbeat;
 pub mod index;
 pub mod inventory;
+mod lanes;
 pub mod lifecycle;
 mod metrics;
 pub mod restriction;
@@ -53,6 +54,7 @@ pub struct EdgeController {
     metrics: Arc<Metrics>,
     tokens: Option<Arc<edgehive_pki::ServiceAccountTokens>>,
     events: edgehive_events::Recorder,
+    presence: Option<controller::Presence>,
 }
 
 impl EdgeController {
@@ -69,6 +71,7 @@ impl EdgeController {
             metrics: Arc::default(),
             tokens: None,
             events: edgehive_events::Recorder::discard(),
+            presence: None,
         }
     }
 
@@ -84,6 +87,15 @@ impl EdgeController {
     /// as `taint-eviction-controller`) with `events`; without it none are.
     pub fn with_events(mut self, events: edgehive_events::Recorder) -> EdgeController {
         self.events = events;
+        self
+    }
+
+    /// Asks `connected` whether a node has a session before marking it
+    /// NotReady (CloudHub's `presence`). The connection notices tell the
+    /// controller the same, but in its mailbox's order: a controller that
+    /// is behind would mark a node whose `connected` waits there.
+    pub fn with_presence(mut self, connected: impl Fn(&str) -> bool + Send + Sync + 'static) -> EdgeController {
+        self.presence = Some(controller::Presence(Arc::new(connected)));
         self
     }
 
@@ -122,6 +134,8 @@ impl Module for EdgeController {
                 taint_events: self.events.named("taint-eviction-controller"),
                 beats_asked: heartbeat::Asked::default(),
                 unschedulable_writes: tokio::task::JoinSet::new(),
+                lanes: lanes::Lanes::default(),
+                presence: self.presence.clone(),
             };
             controller.run(ctx, cancel).await;
             Ok(())

@@ -5,6 +5,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 /// EdgeController's counters. The controller updates them; read them by
@@ -15,6 +16,10 @@ pub struct Metrics {
     pub(crate) downstream: Counter,
     /// Upstream messages handled.
     pub(crate) upstream: Counter,
+    /// Upstream requests whose store work is running.
+    pub(crate) upstream_in_flight: Gauge,
+    /// Upstream requests waiting behind a request of the same node.
+    pub(crate) upstream_waiting: Gauge,
     /// Upstream requests refused by the NodeRestriction rule.
     pub(crate) forbidden: Counter,
     /// Upstream requests refused as malformed or unsupported.
@@ -53,6 +58,16 @@ impl Metrics {
         let r = registry.sub_registry_with_prefix("edgecontroller");
         r.register("downstream", "Messages handed to CloudHub", self.downstream.clone());
         r.register("upstream", "Upstream messages handled", self.upstream.clone());
+        r.register(
+            "upstream_in_flight",
+            "Upstream requests whose store work is running (many nodes at once, one request per node)",
+            self.upstream_in_flight.clone(),
+        );
+        r.register(
+            "upstream_waiting",
+            "Upstream requests waiting behind a request of the same node",
+            self.upstream_waiting.clone(),
+        );
         r.register("forbidden", "Upstream requests refused: not the node's object", self.forbidden.clone());
         r.register("invalid", "Upstream requests refused as malformed or unsupported", self.invalid.clone());
         r.register("node_not_ready", "Nodes marked NotReady for want of heartbeats", self.not_ready.clone());

@@ -7,16 +7,23 @@
 //! (403, 400, 422, or the store's) in that shape, so that EdgeCore reads it
 //! as a failure (docs/protocol.md §6).
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use edgehive_beehive::Context;
+use edgehive_model::resource::NodeResource as CloudPath;
 use edgehive_model::{Content, Message, ResourcePath, Text, op, resource_type as rt, source};
 use edgehive_registry::status::ApiError;
 use edgehive_store::resources::{CONFIGMAPS, EVENTS, LEASES, NODES, PODS, ResourceDef, SECRETS, SERVICE_ACCOUNTS};
-use edgehive_store::{DeleteOptions, Object, StoreError};
+use edgehive_store::{DeleteOptions, Object, Store, StoreError};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::controller::{Controller, object_content};
 use crate::index::{EDGE_LABEL, Ref};
+use crate::metrics::Metrics;
 use crate::restriction;
 
 /// Why an upstream request was refused.
@@ -235,16 +242,31 @@ fn failure(shape: Shape, e: &ApiError) -> Content {
     content.unwrap_or_else(|_| Content::string(&e.message))
 }
 
-impl Controller {
-    /// NodeRestriction for pods: bound to this node.
-    fn own_pod(&self, node: &str, ns: &str, name: &str) -> Result<(), Refusal> {
-        match self.index.pod(ns, name) {
-            Some(p) if p.node == node => Ok(()),
-            Some(_) => Err(Refusal::Forbidden(format!("pod {ns}/{name} is bound to another node"))),
-            None => Err(Refusal::Forbidden(format!("pod {ns}/{name} is not bound to node {node}"))),
-        }
-    }
+/// What a request's store work needs, owned, so that it runs on a task of
+/// its own ([`crate::lanes`]).
+#[derive(Clone)]
+pub(crate) struct Api {
+    pub(crate) store: Store,
+    pub(crate) tokens: Option<Arc<edgehive_pki::ServiceAccountTokens>>,
+}
 
+/// The end of a request: its answer (`None`: it has none) or why it was refused.
+type Outcome = Result<Option<Message>, Refusal>;
+
+/// How a request is served.
+enum Work {
+    /// Its checks passed; the rest is store work, run on a task.
+    Job(Pin<Box<dyn Future<Output = Outcome> + Send>>),
+    /// It reads the controller's index after a store read (an inventory,
+    /// an Event's count): served in the loop.
+    Inline,
+}
+
+fn job(work: impl Future<Output = Outcome> + Send + 'static) -> Result<Work, Refusal> {
+    Ok(Work::Job(Box::pin(work)))
+}
+
+impl Api {
     /// A read-modify-write by an edge: `change` turns the stored object into
     /// the one the edge asks for (or refuses); the result then passes the
     /// API server's defaults and update validation. Nothing is written when
@@ -299,6 +321,21 @@ impl Controller {
         })
         .await
     }
+}
+
+impl Controller {
+    /// NodeRestriction for pods: bound to this node.
+    fn own_pod(&self, node: &str, ns: &str, name: &str) -> Result<(), Refusal> {
+        match self.index.pod(ns, name) {
+            Some(p) if p.node == node => Ok(()),
+            Some(_) => Err(Refusal::Forbidden(format!("pod {ns}/{name} is bound to another node"))),
+            None => Err(Refusal::Forbidden(format!("pod {ns}/{name} is not bound to node {node}"))),
+        }
+    }
+
+    fn api(&self) -> Api {
+        Api { store: self.store.clone(), tokens: self.tokens.clone() }
+    }
 
     pub(crate) async fn on_message(&mut self, m: Message) {
         if m.route.source == source::CLOUDHUB {
@@ -327,89 +364,94 @@ impl Controller {
             return;
         };
         self.metrics.upstream.inc();
-        let node = res.node.clone();
-        let result = self.handle(&node, &res.path, &m).await;
-        let ty = res.path.resource_type.as_str();
-        let name = res.path.name.as_deref().unwrap_or_default();
-        let shape = shape(&m.route.operation, ty);
-        let refusal = match result {
-            Ok(Some(answer)) => {
-                self.answer(&node, answer);
-                return;
-            }
-            Ok(None) => return,
-            // A query for something that does not exist is answered, not
-            // refused: KubeEdge's NotFound `StatusError` (for a Lease, the one
-            // that makes EdgeCore create it).
-            Err(Refusal::Store(e @ StoreError::NotFound { .. })) if m.route.operation == op::QUERY => {
-                let status = store_status(e, ty);
-                tracing::debug!(node = %node, resource = %res.path, message = %status.message, "query for a missing object");
-                self.answer(&node, reply(&m, failure(shape, &status), None));
-                return;
-            }
-            Err(r) => r,
-        };
-        match &refusal {
-            Refusal::Forbidden(why) => {
-                self.metrics.forbidden.inc();
-                tracing::warn!(node = %node, operation = %m.route.operation, resource = %res.path, %why, "refused: not this node's");
-            }
-            Refusal::BadRequest(why) => {
-                self.metrics.invalid.inc();
-                tracing::warn!(node = %node, operation = %m.route.operation, resource = %res.path, %why, "refused: invalid request");
-            }
-            Refusal::Invalid(e) => {
-                self.metrics.invalid.inc();
-                tracing::warn!(node = %node, operation = %m.route.operation, resource = %res.path, why = %e.message, "refused: invalid request");
-            }
-            Refusal::Store(e) => {
-                tracing::warn!(node = %node, operation = %m.route.operation, resource = %res.path, error = %e, "upstream request failed");
-            }
+        if self.lanes.is_busy(&res.node) {
+            self.lanes.wait(res.node, m);
+        } else {
+            self.serve(res.node, m).await;
         }
-        // Operation `error`, which edgehive's edge reads as a refusal;
-        // EdgeCore routes a reply by its parent and reads only the content.
-        let status = refusal.status(ty, name);
-        let mut answer = reply(&m, failure(shape, &status), None);
-        answer.route.operation = Text::from(op::ERROR);
-        self.answer(&node, answer);
+        self.metrics.upstream_waiting.set(self.lanes.waiting() as i64);
     }
 
-    fn answer(&self, node: &str, answer: Message) {
-        if let Err(e) = self.ctx.try_send(source::CLOUDHUB, answer) {
-            tracing::warn!(node = %node, error = %e, "reply not taken by cloudhub");
+    /// A request of `node`'s ended: the next one waiting behind it is served.
+    pub(crate) async fn request_ended(&mut self, node: Text) {
+        if let Some(m) = self.lanes.next(&node) {
+            self.serve(node, m).await;
+        }
+        self.metrics.upstream_waiting.set(self.lanes.waiting() as i64);
+    }
+
+    /// Serves `node`'s requests from `m` on: a request whose checks pass
+    /// goes on its own task (and the node's next ones wait for it); one
+    /// refused at once, or served in the loop, lets the next go at once.
+    async fn serve(&mut self, node: Text, m: Message) {
+        let mut next = Some(m);
+        while let Some(m) = next {
+            // Parsed when it came in.
+            if let Ok(res) = ResourcePath::parse_cloud(&m.route.resource) {
+                let outcome = match self.prepare(&res.node, &res.path, &m) {
+                    Ok(Work::Job(work)) => {
+                        let (ctx, metrics) = (self.ctx.clone(), Arc::clone(&self.metrics));
+                        self.lanes.start(node, async move {
+                            let outcome = work.await;
+                            finish(&ctx, &metrics, &res, &m, outcome).await;
+                        });
+                        self.metrics.upstream_in_flight.set(self.lanes.in_flight() as i64);
+                        return;
+                    }
+                    Ok(Work::Inline) => self.handle_inline(&res.node, &res.path, &m).await,
+                    Err(refused) => Err(refused),
+                };
+                finish(&self.ctx, &self.metrics, &res, &m, outcome).await;
+            }
+            next = self.lanes.next(&node);
         }
     }
 
-    async fn handle(&mut self, node: &Text, path: &ResourcePath, m: &Message) -> Result<Option<Message>, Refusal> {
-        let ns = path.namespace.as_deref().unwrap_or_default();
-        let name = path.name.as_deref().unwrap_or_default();
+    /// The in-flight gauge, after a request's task ended.
+    pub(crate) fn count_in_flight(&self) {
+        self.metrics.upstream_in_flight.set(self.lanes.in_flight() as i64);
+    }
+
+    /// The checks a request needs of the controller's index (NodeRestriction
+    /// and validation, decided now), and the store work that follows them.
+    fn prepare(&self, node: &Text, path: &ResourcePath, m: &Message) -> Result<Work, Refusal> {
+        let ns = path.namespace.as_deref().unwrap_or_default().to_owned();
+        let name = path.name.as_deref().unwrap_or_default().to_owned();
         let ty = path.resource_type.as_str();
+        let (api, m, node) = (self.api(), m.clone(), node.clone());
         match (m.route.operation.as_str(), ty) {
             (op::QUERY, rt::CONFIGMAP | rt::SECRET) => {
                 let r = Ref {
                     kind: if ty == rt::CONFIGMAP { "configmap" } else { "secret" },
-                    namespace: ns.to_owned(),
-                    name: name.to_owned(),
+                    namespace: ns.clone(),
+                    name: name.clone(),
                 };
-                if !self.index.uses(node, &r) {
+                if !self.index.uses(&node, &r) {
                     return Err(Refusal::Forbidden(format!("no pod bound to node {node} uses {ty} {ns}/{name}")));
                 }
                 let res = if ty == rt::CONFIGMAP { &CONFIGMAPS } else { &SECRETS };
-                let obj = self.store.get(res, ns, name).await?;
-                Ok(Some(reply(m, object_content(&obj).unwrap_or_default(), Some(obj.rev()))))
+                job(async move {
+                    let obj = api.store.get(res, &ns, &name).await?;
+                    Ok(Some(reply(&m, object_content(&obj).unwrap_or_default(), Some(obj.rev()))))
+                })
             }
             (op::QUERY, rt::SERVICEACCOUNTTOKEN) => {
-                let answer = self.service_account_token(node, ns, name, m).await?;
-                Ok(Some(reply(m, answer, None)))
+                let (req, pod_name) = self.token_request(&node, &ns, &m)?;
+                job(async move {
+                    let answer = api.service_account_token(&node, &ns, &name, req, &pod_name).await?;
+                    Ok(Some(reply(&m, answer, None)))
+                })
             }
             (op::QUERY, rt::NODE) => {
-                own(node, name, "node")?;
-                let obj = self.store.get(&NODES, "", name).await?;
-                Ok(Some(reply(m, object_content(&obj).unwrap_or_default(), Some(obj.rev()))))
+                own(&node, &name, "node")?;
+                job(async move {
+                    let obj = api.store.get(&NODES, "", &name).await?;
+                    Ok(Some(reply(&m, object_content(&obj).unwrap_or_default(), Some(obj.rev()))))
+                })
             }
             (op::INSERT, rt::NODE) => {
-                own(node, name, "node")?;
-                let mut v = object_from(m, "v1", "Node", "", name)?;
+                own(&node, &name, "node")?;
+                let mut v = object_from(&m, "v1", "Node", "", &name)?;
                 match v.pointer_mut("/metadata/labels") {
                     None | Some(Value::Null) => v["metadata"]["labels"] = json!({EDGE_LABEL: ""}),
                     Some(Value::Object(labels)) => {
@@ -417,18 +459,20 @@ impl Controller {
                     }
                     Some(_) => return Err(Refusal::BadRequest("metadata.labels of a Node must be an object".into())),
                 }
-                restriction::node_create(node, &v).map_err(Refusal::Forbidden)?;
+                restriction::node_create(&node, &v).map_err(Refusal::Forbidden)?;
                 admit_create(&NODES, &mut v)?;
-                let obj = match self.store.create(&NODES, v).await {
-                    Ok(o) => o,
-                    Err(StoreError::AlreadyExists { .. }) => self.store.get(&NODES, "", name).await?,
-                    Err(e) => return Err(e.into()),
-                };
-                tracing::info!(node = %node, "node registered");
-                Ok(Some(reply(m, wrapped(&obj)?, Some(obj.rev()))))
+                job(async move {
+                    let obj = match api.store.create(&NODES, v).await {
+                        Ok(o) => o,
+                        Err(StoreError::AlreadyExists { .. }) => api.store.get(&NODES, "", &name).await?,
+                        Err(e) => return Err(e.into()),
+                    };
+                    tracing::info!(node = %node, "node registered");
+                    Ok(Some(reply(&m, wrapped(&obj)?, Some(obj.rev()))))
+                })
             }
             (op::UPDATE, rt::NODESTATUS) => {
-                own(node, name, "node")?;
+                own(&node, &name, "node")?;
                 let req = m.content.to_value();
                 let status = req
                     .get("Status")
@@ -436,26 +480,28 @@ impl Controller {
                     .filter(Value::is_object)
                     .ok_or_else(|| Refusal::BadRequest("nodestatus needs a Status object".into()))?;
                 let uid = req.get("UID").and_then(Value::as_str).unwrap_or_default().to_owned();
-                let obj = self
-                    .edge_update(&NODES, "", name, |cur, old| {
-                        if !uid.is_empty() && cur.uid() != Some(uid.as_str()) {
-                            return Err(Refusal::Store(StoreError::Conflict {
-                                resource: "nodes".into(),
-                                name: name.into(),
-                                reason: "the node was replaced (uid differs)".into(),
-                            }));
-                        }
-                        let mut v = old.clone();
-                        v["status"] = status.clone();
-                        Ok(Some(v))
-                    })
-                    .await?;
-                let mut answer = reply(m, Content::string("OK"), Some(obj.rev()));
-                answer.route.resource = Text::from(format!("node/{node}/{ns}/node/{name}"));
-                Ok(Some(answer))
+                job(async move {
+                    let obj = api
+                        .edge_update(&NODES, "", &name, |cur, old| {
+                            if !uid.is_empty() && cur.uid() != Some(uid.as_str()) {
+                                return Err(Refusal::Store(StoreError::Conflict {
+                                    resource: "nodes".into(),
+                                    name: name.clone(),
+                                    reason: "the node was replaced (uid differs)".into(),
+                                }));
+                            }
+                            let mut v = old.clone();
+                            v["status"] = status.clone();
+                            Ok(Some(v))
+                        })
+                        .await?;
+                    let mut answer = reply(&m, Content::string("OK"), Some(obj.rev()));
+                    answer.route.resource = Text::from(format!("node/{node}/{ns}/node/{name}"));
+                    Ok(Some(answer))
+                })
             }
             (op::UPDATE, rt::PODSTATUS) => {
-                self.own_pod(node, ns, name)?;
+                self.own_pod(&node, &ns, &name)?;
                 let req = m.content.to_value();
                 if let Some(other) = req
                     .as_object()
@@ -472,45 +518,56 @@ impl Controller {
                     .filter(Value::is_object)
                     .ok_or_else(|| Refusal::BadRequest("podstatus needs a Status object".into()))?;
                 let uid = req.get("UID").and_then(Value::as_str).unwrap_or_default().to_owned();
-                self.edge_update(&PODS, ns, name, |cur, old| {
-                    // A report about a pod since replaced is dropped.
-                    if !uid.is_empty() && cur.uid() != Some(uid.as_str()) {
-                        return Ok(None);
-                    }
-                    let mut v = old.clone();
-                    v["status"] = status.clone();
-                    restriction::pod_status_update(node, old, &v).map_err(Refusal::Forbidden)?;
-                    Ok(Some(v))
+                job(async move {
+                    api.edge_update(&PODS, &ns, &name, |cur, old| {
+                        // A report about a pod since replaced is dropped.
+                        if !uid.is_empty() && cur.uid() != Some(uid.as_str()) {
+                            return Ok(None);
+                        }
+                        let mut v = old.clone();
+                        v["status"] = status.clone();
+                        restriction::pod_status_update(&node, old, &v).map_err(Refusal::Forbidden)?;
+                        Ok(Some(v))
+                    })
+                    .await?;
+                    Ok(None)
                 })
-                .await?;
-                Ok(None)
             }
             (op::PATCH, rt::NODEPATCH) => {
-                own(node, name, "node")?;
-                let patch = patch_of(m)?;
-                let obj =
-                    self.patch(&NODES, "", name, &patch, |old, new| restriction::node_update(node, old, new)).await?;
-                Ok(Some(reply(m, wrapped(&obj)?, Some(obj.rev()))))
+                own(&node, &name, "node")?;
+                let patch = patch_of(&m)?;
+                job(async move {
+                    let obj = api
+                        .patch(&NODES, "", &name, &patch, |old, new| restriction::node_update(&node, old, new))
+                        .await?;
+                    Ok(Some(reply(&m, wrapped(&obj)?, Some(obj.rev()))))
+                })
             }
             (op::PATCH, rt::PODPATCH) => {
-                self.own_pod(node, ns, name)?;
-                let patch = patch_of(m)?;
-                let obj = self
-                    .patch(&PODS, ns, name, &patch, |old, new| restriction::pod_status_update(node, old, new))
-                    .await?;
-                Ok(Some(reply(m, wrapped(&obj)?, Some(obj.rev()))))
+                self.own_pod(&node, &ns, &name)?;
+                let patch = patch_of(&m)?;
+                job(async move {
+                    let obj = api
+                        .patch(&PODS, &ns, &name, &patch, |old, new| restriction::pod_status_update(&node, old, new))
+                        .await?;
+                    Ok(Some(reply(&m, wrapped(&obj)?, Some(obj.rev()))))
+                })
             }
-            (op::DELETE, rt::POD) => self.confirm_pod_deletion(node, ns, name, m).await.map(Some),
+            (op::DELETE, rt::POD) => {
+                job(async move { api.confirm_pod_deletion(&node, &ns, &name, &m).await.map(Some) })
+            }
             (op::QUERY, rt::LEASE) => {
                 // kubelet's lease controller reads its Lease first and
-                // creates it on NotFound (answered in `on_message`).
-                restriction::lease(node, ns, name).map_err(Refusal::Forbidden)?;
-                let obj = self.store.get(&LEASES, ns, name).await?;
-                Ok(Some(reply(m, wrapped(&obj)?, None)))
+                // creates it on NotFound (answered in `finish`).
+                restriction::lease(&node, &ns, &name).map_err(Refusal::Forbidden)?;
+                job(async move {
+                    let obj = api.store.get(&LEASES, &ns, &name).await?;
+                    Ok(Some(reply(&m, wrapped(&obj)?, None)))
+                })
             }
             (op::INSERT | op::UPDATE, rt::LEASE) => {
-                restriction::lease(node, ns, name).map_err(Refusal::Forbidden)?;
-                let mut v = object_from(m, "coordination.k8s.io/v1", "Lease", ns, name)?;
+                restriction::lease(&node, &ns, &name).map_err(Refusal::Forbidden)?;
+                let mut v = object_from(&m, "coordination.k8s.io/v1", "Lease", &ns, &name)?;
                 let spec = v.get("spec").cloned().unwrap_or(Value::Null);
                 // What a node may say of its Lease is the spec and that its
                 // Node owns it; the rest of the metadata is the server's.
@@ -526,29 +583,50 @@ impl Controller {
                     v["metadata"]["ownerReferences"] = owners;
                 }
                 admit_create(&LEASES, &mut v)?;
-                let obj = match self.store.create(&LEASES, v).await {
-                    Ok(o) => o,
-                    Err(StoreError::AlreadyExists { .. }) => {
-                        self.edge_update(&LEASES, ns, name, |_, old| {
-                            let mut v = old.clone();
-                            v["spec"] = spec.clone();
-                            Ok(Some(v))
-                        })
-                        .await?
-                    }
-                    Err(e) => return Err(e.into()),
-                };
-                Ok(Some(reply(m, wrapped(&obj)?, Some(obj.rev()))))
+                job(async move {
+                    let obj = match api.store.create(&LEASES, v).await {
+                        Ok(o) => o,
+                        Err(StoreError::AlreadyExists { .. }) => {
+                            api.edge_update(&LEASES, &ns, &name, |_, old| {
+                                let mut v = old.clone();
+                                v["spec"] = spec.clone();
+                                Ok(Some(v))
+                            })
+                            .await?
+                        }
+                        Err(e) => return Err(e.into()),
+                    };
+                    Ok(Some(reply(&m, wrapped(&obj)?, Some(obj.rev()))))
+                })
             }
             (op::INVENTORY, rt::INVENTORY) => {
-                own(node, name, "inventory")?;
+                own(&node, &name, "inventory")?;
+                Ok(Work::Inline)
+            }
+            (op::INSERT, rt::EVENT) => {
+                let mut v = object_from(&m, "v1", "Event", &ns, &name)?;
+                self.may_record(&node, &ns, &v)?;
+                v["metadata"] = json!({"name": name, "namespace": ns});
+                admit_create(&EVENTS, &mut v)?;
+                job(async move {
+                    let obj = api.record_event(&node, &ns, &name, v).await?;
+                    Ok(Some(reply(&m, wrapped(&obj)?, Some(obj.rev()))))
+                })
+            }
+            (op::PATCH, rt::EVENT) => Ok(Work::Inline),
+            (operation, ty) => Err(Refusal::BadRequest(format!("{operation} of {ty} is not supported"))),
+        }
+    }
+
+    /// The requests that read the index after a store read, served in the loop.
+    async fn handle_inline(&mut self, node: &Text, path: &ResourcePath, m: &Message) -> Outcome {
+        let ns = path.namespace.as_deref().unwrap_or_default();
+        let name = path.name.as_deref().unwrap_or_default();
+        match (m.route.operation.as_str(), path.resource_type.as_str()) {
+            (op::INVENTORY, rt::INVENTORY) => {
                 let items = crate::inventory::parse(&m.content).map_err(Refusal::BadRequest)?;
                 self.reconcile_inventory(node, &items).await;
                 Ok(None)
-            }
-            (op::INSERT, rt::EVENT) => {
-                let obj = self.record_event(node, ns, name, m).await?;
-                Ok(Some(reply(m, wrapped(&obj)?, Some(obj.rev()))))
             }
             (op::PATCH, rt::EVENT) => {
                 let obj = self.count_event(node, ns, name, m).await?;
@@ -559,7 +637,61 @@ impl Controller {
     }
 }
 
-impl Controller {
+/// How long an answer waits for room in CloudHub's mailbox.
+const ANSWER_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Answers a request, or refuses it in the shape its kind is read in; logs
+/// and counts refusals.
+async fn finish(ctx: &Context, metrics: &Metrics, res: &CloudPath, m: &Message, outcome: Outcome) {
+    let node = &res.node;
+    let ty = res.path.resource_type.as_str();
+    let name = res.path.name.as_deref().unwrap_or_default();
+    let shape = shape(&m.route.operation, ty);
+    let refusal = match outcome {
+        Ok(Some(answer)) => return answer_to(ctx, node, answer).await,
+        Ok(None) => return,
+        // A query for something that does not exist is answered, not
+        // refused: KubeEdge's NotFound `StatusError` (for a Lease, the one
+        // that makes EdgeCore create it).
+        Err(Refusal::Store(e @ StoreError::NotFound { .. })) if m.route.operation == op::QUERY => {
+            let status = store_status(e, ty);
+            tracing::debug!(node = %node, resource = %res.path, message = %status.message, "query for a missing object");
+            return answer_to(ctx, node, reply(m, failure(shape, &status), None)).await;
+        }
+        Err(r) => r,
+    };
+    match &refusal {
+        Refusal::Forbidden(why) => {
+            metrics.forbidden.inc();
+            tracing::warn!(node = %node, operation = %m.route.operation, resource = %res.path, %why, "refused: not this node's");
+        }
+        Refusal::BadRequest(why) => {
+            metrics.invalid.inc();
+            tracing::warn!(node = %node, operation = %m.route.operation, resource = %res.path, %why, "refused: invalid request");
+        }
+        Refusal::Invalid(e) => {
+            metrics.invalid.inc();
+            tracing::warn!(node = %node, operation = %m.route.operation, resource = %res.path, why = %e.message, "refused: invalid request");
+        }
+        Refusal::Store(e) => {
+            tracing::warn!(node = %node, operation = %m.route.operation, resource = %res.path, error = %e, "upstream request failed");
+        }
+    }
+    // Operation `error`, which edgehive's edge reads as a refusal;
+    // EdgeCore routes a reply by its parent and reads only the content.
+    let status = refusal.status(ty, name);
+    let mut answer = reply(m, failure(shape, &status), None);
+    answer.route.operation = Text::from(op::ERROR);
+    answer_to(ctx, node, answer).await;
+}
+
+async fn answer_to(ctx: &Context, node: &str, answer: Message) {
+    if let Err(e) = ctx.send_within(source::CLOUDHUB, answer, ANSWER_DEADLINE).await {
+        tracing::warn!(node = %node, error = %e, "reply not taken by cloudhub");
+    }
+}
+
+impl Api {
     /// The edge confirms that a pod's containers are gone, with the uid it
     /// stopped (kubelet's `DeleteOptions` precondition, edgehive's pod
     /// metadata, or, from older KubeEdge edges, the uid as a string): the
@@ -618,21 +750,17 @@ fn deleted_uid(content: &Value) -> Option<String> {
 }
 
 impl Controller {
-    /// A token for service account `ns/name`, bound to the pod the request
-    /// names (KubeEdge's `serviceaccounttoken` query carries a Kubernetes
-    /// `TokenRequest`). NodeRestriction: the pod must be bound to this node
-    /// and run as that service account; the reply is the `TokenRequest` with
-    /// its `status`.
-    async fn service_account_token(&self, node: &str, ns: &str, name: &str, m: &Message) -> Result<Content, Refusal> {
-        let Some(tokens) = &self.tokens else {
+    /// The `TokenRequest` of a `serviceaccounttoken` query, and the pod it
+    /// is bound to, which must be bound to this node (NodeRestriction).
+    fn token_request(&self, node: &str, ns: &str, m: &Message) -> Result<(Value, String), Refusal> {
+        if self.tokens.is_none() {
             return Err(Refusal::BadRequest("service account tokens are not enabled on this cloud".into()));
-        };
-        let mut req = m.content.to_value();
+        }
+        let req = m.content.to_value();
         if !req.is_object() {
             return Err(Refusal::BadRequest("serviceaccounttoken needs a TokenRequest".into()));
         }
-        let spec = req.get("spec").cloned().unwrap_or(Value::Null);
-        let bound = spec.get("boundObjectRef").cloned().unwrap_or(Value::Null);
+        let bound = req.pointer("/spec/boundObjectRef").cloned().unwrap_or(Value::Null);
         if bound.get("kind").and_then(Value::as_str) != Some("Pod") {
             return Err(Refusal::Forbidden(
                 "a node may only ask for tokens bound to its pods (boundObjectRef kind Pod)".into(),
@@ -640,6 +768,29 @@ impl Controller {
         }
         let pod_name = bound.get("name").and_then(Value::as_str).unwrap_or_default();
         self.own_pod(node, ns, pod_name)?;
+        Ok((req, pod_name.to_owned()))
+    }
+}
+
+impl Api {
+    /// A token for service account `ns/name`, bound to the pod the request
+    /// names (KubeEdge's `serviceaccounttoken` query carries a Kubernetes
+    /// `TokenRequest`, checked by [`Controller::token_request`]). The pod
+    /// must run as that service account; the reply is the `TokenRequest`
+    /// with its `status`.
+    async fn service_account_token(
+        &self,
+        node: &str,
+        ns: &str,
+        name: &str,
+        mut req: Value,
+        pod_name: &str,
+    ) -> Result<Content, Refusal> {
+        let Some(tokens) = &self.tokens else {
+            return Err(Refusal::BadRequest("service account tokens are not enabled on this cloud".into()));
+        };
+        let spec = req.get("spec").cloned().unwrap_or(Value::Null);
+        let bound = spec.get("boundObjectRef").cloned().unwrap_or(Value::Null);
         let pod = self.store.get(&PODS, ns, pod_name).await?;
         if let Some(uid) = bound.get("uid").and_then(Value::as_str).filter(|u| !u.is_empty())
             && pod.uid() != Some(uid)
@@ -698,17 +849,13 @@ impl Controller {
     }
 }
 
-impl Controller {
-    /// An Event an edge reports (the edge's store was rebuilt, say):
-    /// NodeRestriction — about its own Node (in its namespace `default`) or
-    /// a pod bound to it (in the pod's namespace); the rest of the metadata
-    /// is the server's; validated as the API validates it. A retry of one
-    /// already recorded answers the stored Event.
-    async fn record_event(&self, node: &str, ns: &str, name: &str, m: &Message) -> Result<Object, Refusal> {
-        let mut v = object_from(m, "v1", "Event", ns, name)?;
-        self.may_record(node, ns, &v)?;
-        v["metadata"] = json!({"name": name, "namespace": ns});
-        admit_create(&EVENTS, &mut v)?;
+impl Api {
+    /// An Event an edge reports (the edge's store was rebuilt, say), checked
+    /// (NodeRestriction: about its own Node, in namespace `default`, or a
+    /// pod bound to it, in the pod's namespace), its metadata the server's,
+    /// and validated as the API validates it. A retry of one already
+    /// recorded answers the stored Event.
+    async fn record_event(&self, node: &str, ns: &str, name: &str, v: Value) -> Result<Object, Refusal> {
         match self.store.create(&EVENTS, v).await {
             Ok(o) => {
                 tracing::info!(node, event = %name, reason = %o.value().ok().and_then(|v| v["reason"].as_str().map(str::to_owned)).unwrap_or_default(), "event recorded for an edge");
@@ -760,6 +907,7 @@ impl Controller {
         let stored = self.store.get(&EVENTS, ns, name).await?;
         self.may_record(node, ns, stored.value()?)?;
         let obj = self
+            .api()
             .edge_update(&EVENTS, ns, name, |_, old| {
                 self.may_record(node, ns, old)?;
                 let mut v = old.clone();

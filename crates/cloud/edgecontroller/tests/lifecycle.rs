@@ -411,3 +411,43 @@ async fn the_cloud_renews_the_lease_and_heartbeat_of_a_node_kept_alive_by_its_se
     }
     cloud.stop().await;
 }
+
+/// The lifecycle asks CloudHub whether a node has a session before it
+/// marks the node NotReady: a controller behind on its mailbox (100,000
+/// nodes connecting) has not read every `connected` yet, and would mark
+/// live nodes whose notice waits there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_connected_notice_is_not_read_yet_is_not_marked_not_ready() {
+    let lifecycle = LifecycleConfig {
+        grace: Duration::from_millis(400),
+        interval: Duration::from_millis(100),
+        evict_after: None,
+        ..Default::default()
+    };
+    // No edge connects: CloudHub sends no notice. "live" has a session all
+    // the same, as far as the presence says; "gone" has none.
+    let connected = std::sync::Arc::new(std::sync::Mutex::new(vec!["live".to_owned()]));
+    let asked = connected.clone();
+    let cloud =
+        Cloud::start_with_presence(lifecycle, move |node| asked.lock().unwrap().iter().any(|n| n == node)).await;
+    cloud.ready_edge_node("live", json!({})).await;
+    cloud.ready_edge_node("gone", json!({})).await;
+    eventually_async("the node without a session NotReady", WAIT, || {
+        let cloud = &cloud;
+        async move { node_ready(cloud, "gone").await == "Unknown" }
+    })
+    .await;
+    // Many checks, each past the grace period: the live one stays Ready.
+    for _ in 0..5 {
+        assert_eq!(node_ready(&cloud, "live").await, "True");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Its session ends: it is marked as any other.
+    connected.lock().unwrap().clear();
+    eventually_async("NotReady once its session is gone", WAIT, || {
+        let cloud = &cloud;
+        async move { node_ready(cloud, "live").await == "Unknown" }
+    })
+    .await;
+    cloud.stop().await;
+}

@@ -1133,3 +1133,44 @@ async fn a_quic_edge_that_agreed_liveness_needs_no_keepalive_messages() {
     drop(links);
     cloud.stop().await;
 }
+
+/// Requests of different nodes run at once, each node's in the order it
+/// sent them: with the database held by another writer, node a's status
+/// patch waits for the store, and so does a's read sent after it, but node
+/// b's read is answered meanwhile. Once the store is free, a's patch is
+/// answered first and its read sees what the patch wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_waiting_on_the_store_holds_no_other_node_up_and_keeps_its_own_order() {
+    let (cloud, a) = two_nodes_and_edge_a().await;
+    let b = Edge::connect(&cloud, "b").await;
+    eventually("b has its pod", WAIT, || b.has("default/pod/b-pod").is_some()).await;
+    let other = rusqlite::Connection::open(cloud.db_path()).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let patch = nodepatch("a", json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}));
+    let read = req("query", "default/node/a", json!(null));
+    let (patch_id, read_id) = (patch.header.msg_id.clone(), read.header.msg_id.clone());
+    a.tx.try_write(patch).unwrap();
+    a.tx.try_write(read).unwrap();
+    let answered = |edge: &Edge, id: &str| edge.others().into_iter().find(|m| m.header.parent_msg_id == id);
+    eventually("a's patch taken and its read waiting behind it", WAIT, || {
+        cloud.metric("edgehive_edgecontroller_upstream_in_flight") == 1
+            && cloud.metric("edgehive_edgecontroller_upstream_waiting") == 1
+    })
+    .await;
+    let b_read = ask(&b, req("query", "default/node/b", json!(null))).await;
+    assert_eq!(b_read.route.operation, "response");
+    assert!(answered(&a, &patch_id).is_none(), "a's patch waits for the store");
+    assert!(answered(&a, &read_id).is_none(), "a's read waits behind a's patch");
+    other.execute_batch("ROLLBACK").unwrap();
+    eventually("a's read answered", WAIT, || answered(&a, &read_id).is_some()).await;
+    let order: Vec<_> = a
+        .others()
+        .into_iter()
+        .filter(|m| m.header.parent_msg_id == patch_id || m.header.parent_msg_id == read_id)
+        .map(|m| m.header.parent_msg_id.to_string())
+        .collect();
+    assert_eq!(order, [patch_id.to_string(), read_id.to_string()]);
+    let node = answered(&a, &read_id).unwrap().content.to_value();
+    assert_eq!(node["status"]["conditions"][0]["status"], "True", "the read saw the patch");
+    cloud.stop().await;
+}

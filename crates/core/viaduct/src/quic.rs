@@ -117,9 +117,50 @@ fn transport(conn: &ConnConfig, sessions: bool) -> Result<Arc<quinn::TransportCo
     Ok(Arc::new(t))
 }
 
+/// The receive buffer asked for a UDP socket that many connections share
+/// (a cloud's, a fleet simulator's). The kernel's default (208 KiB) holds
+/// about a hundred datagrams, some milliseconds of a busy server's traffic:
+/// when the endpoint's task is late by more than that — a busy runtime,
+/// a second process on the same cores — datagrams are dropped, keep-alives
+/// among them, sessions expire, and their reconnections add load. With
+/// 100,000 QUIC nodes coming up, 5.4 million were dropped this way and a
+/// third of the sessions ended. 16 MiB holds some hundred milliseconds.
+pub const SHARED_RECV_BUFFER: usize = 16 << 20;
+
+/// Asks for a receive buffer of `bytes` on a UDP socket: beyond the
+/// system's limit (`net.core.rmem_max`) when the process may
+/// (`CAP_NET_ADMIN`), else as large as the limit allows, saying so once.
+fn widen_recv_buffer(socket: &std::net::UdpSocket, bytes: usize) {
+    use rustix::net::sockopt;
+    if sockopt::set_socket_recv_buffer_size_force(socket, bytes).is_err() {
+        let _ = sockopt::set_socket_recv_buffer_size(socket, bytes);
+    }
+    // Linux reports twice what was set (its bookkeeping share).
+    let got = sockopt::socket_recv_buffer_size(socket).unwrap_or(0) / 2;
+    if got < bytes {
+        static TOLD: std::sync::Once = std::sync::Once::new();
+        TOLD.call_once(|| {
+            tracing::warn!(
+                asked = bytes,
+                got,
+                "the UDP receive buffer is smaller than asked (net.core.rmem_max); under load QUIC datagrams may be \
+                 dropped: raise it with `sysctl -w net.core.rmem_max={bytes}`"
+            );
+        });
+    }
+}
+
 /// A quinn endpoint on `socket` (a server's when `server` is given) whose
-/// sends carry one datagram each ([`OneDatagram`]).
-fn endpoint_on(socket: std::net::UdpSocket, server: Option<quinn::ServerConfig>) -> std::io::Result<quinn::Endpoint> {
+/// sends carry one datagram each ([`OneDatagram`]), with a wide receive
+/// buffer when `shared` (a server's, or a socket many clients share).
+fn endpoint_on(
+    socket: std::net::UdpSocket,
+    server: Option<quinn::ServerConfig>,
+    shared: bool,
+) -> std::io::Result<quinn::Endpoint> {
+    if shared {
+        widen_recv_buffer(&socket, SHARED_RECV_BUFFER);
+    }
     let runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
     let socket = Arc::new(OneDatagram(runtime.wrap_udp_socket(socket)?));
     quinn::Endpoint::new_with_abstract_socket(quinn::EndpointConfig::default(), server, socket, runtime)
@@ -180,7 +221,7 @@ pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
     server.transport_config(transport(&cfg.conn, cfg.features.iter().any(|f| f == stream::FEATURE))?);
     server.migration(true);
     let endpoint = std::net::UdpSocket::bind(cfg.listen)
-        .and_then(|s| endpoint_on(s, Some(server)))
+        .and_then(|s| endpoint_on(s, Some(server), true))
         .map_err(|source| ConnectError::Io { what: "listen on", addr: cfg.listen.to_string(), source })?;
     let local_addr = endpoint.local_addr().map_err(|source| ConnectError::Io {
         what: "read address of",
@@ -471,10 +512,11 @@ pub struct QuicClient {
 pub struct QuicEndpoint(quinn::Endpoint);
 
 impl QuicEndpoint {
-    /// Binds a UDP socket at `bind` (e.g. `127.0.0.1:0`).
+    /// Binds a UDP socket at `bind` (e.g. `127.0.0.1:0`), with a receive
+    /// buffer wide enough for many connections ([`SHARED_RECV_BUFFER`]).
     pub fn bind(bind: SocketAddr) -> Result<QuicEndpoint, ConnectError> {
         std::net::UdpSocket::bind(bind)
-            .and_then(|s| endpoint_on(s, None))
+            .and_then(|s| endpoint_on(s, None, true))
             .map(QuicEndpoint)
             .map_err(|source| ConnectError::Io { what: "bind", addr: bind.to_string(), source })
     }
@@ -486,9 +528,13 @@ impl QuicEndpoint {
 }
 
 impl QuicClient {
-    /// Binds a UDP socket at `bind` (e.g. `127.0.0.1:0` or `0.0.0.0:0`).
+    /// Binds a UDP socket of its own at `bind` (e.g. `127.0.0.1:0` or
+    /// `0.0.0.0:0`).
     pub fn new(cfg: ClientConfig, bind: SocketAddr) -> Result<QuicClient, ConnectError> {
-        QuicClient::on(cfg, QuicEndpoint::bind(bind)?)
+        let endpoint = std::net::UdpSocket::bind(bind)
+            .and_then(|s| endpoint_on(s, None, false))
+            .map_err(|source| ConnectError::Io { what: "bind", addr: bind.to_string(), source })?;
+        QuicClient::on(cfg, QuicEndpoint(endpoint))
     }
 
     /// A client whose connections go out through `endpoint`'s socket.
@@ -651,5 +697,26 @@ pub fn encode_frame(msg: &Message) -> Vec<u8> {
 impl Drop for QuicClient {
     fn drop(&mut self) {
         self.endpoint.close(VarInt::from_u32(CODE_CLOSED), b"client dropped");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shared_socket_gets_a_wide_receive_buffer() {
+        use rustix::net::sockopt::socket_recv_buffer_size;
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let before = socket_recv_buffer_size(&socket).unwrap() / 2;
+        let asked = 4 << 20;
+        widen_recv_buffer(&socket, asked);
+        let got = socket_recv_buffer_size(&socket).unwrap() / 2;
+        // All of it with CAP_NET_ADMIN, else what the system allows.
+        let limit: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(before);
+        assert!(got >= asked.min(limit.max(before)), "asked {asked}, got {got} (limit {limit}, before {before})");
     }
 }

@@ -252,8 +252,11 @@ impl Module for NodeAgent {
             let node = cfg.node_name.clone();
             let mut connected = false;
             // The cloud takes the link's pings as this node's heartbeat: no
-            // Lease renewals or periodic reports needed, status on connect
-            // (and on change) only.
+            // Lease renewals. The status still goes on connect and every
+            // `status_interval` (kubelet's nodeStatusReportFrequency), which
+            // is also what sets the node Ready again should the cloud have
+            // marked it while the session lived (a cloud too busy to read
+            // its notices, a report it could not take).
             let mut session_liveness = false;
             let mut registered = false;
             let mut lease = tokio::time::interval(cfg.lease_interval);
@@ -303,11 +306,7 @@ impl Module for NodeAgent {
                     let patch = json!({"status": cfg.status(&now_rfc3339(false))}).to_string();
                     let m = msg(op::PATCH, format!("default/nodepatch/{node}"), Content::string(&patch));
                     if ctx.send(METAMANAGER, m).await.is_ok() {
-                        next_status = if session_liveness {
-                            Instant::now() + Duration::from_secs(365 * 24 * 3600)
-                        } else {
-                            Instant::now() + cfg.status_interval
-                        };
+                        next_status = Instant::now() + cfg.status_interval;
                     }
                 }
                 if session_liveness {

@@ -312,3 +312,48 @@ async fn an_unreadable_store_stops_nothing_and_the_pods_start_once_it_reads() {
     stop.cancel();
     tokio::time::sleep(Duration::from_millis(300)).await;
 }
+
+/// The node agent of an edge whose cloud takes the link's pings as its
+/// heartbeat renews no Lease, but still reports its status every status
+/// interval, not only on connect: that report is what sets the node Ready
+/// again if the cloud marked it while the session lived.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_session_liveness_the_status_still_goes_every_status_interval() {
+    use edgehive_edged::{HostInfo, NodeAgent, NodeAgentConfig};
+    let seen: Seen = Arc::default();
+    let mut b = Beehive::builder();
+    let mut cfg = NodeAgentConfig::new("edge-l", HostInfo::detect(Some([127, 0, 0, 1].into())));
+    cfg.lease_interval = Duration::from_millis(50);
+    cfg.status_interval = Duration::from_millis(300);
+    b.register(Arc::new(NodeAgent::new(cfg))).unwrap();
+    let seen2 = seen.clone();
+    let meta =
+        FnModule::new(source::METAMANAGER, group::META, move |mut ctx: ModuleContext, cancel: CancellationToken| {
+            let seen = seen2.clone();
+            Box::pin(async move {
+                while let Some(m) = ctx.receive_until(&cancel).await {
+                    // The registration is answered as the cloud does.
+                    if m.route.operation == op::INSERT {
+                        let _ = ctx.send_resp(m.response(Content::string("OK")));
+                    }
+                    seen.lock().unwrap().push((tokio::time::Instant::now(), m));
+                }
+                Ok(())
+            }) as edgehive_beehive::ModuleFuture
+        });
+    b.register(Arc::new(meta)).unwrap();
+    let hive = b.build();
+    let ctx = hive.context();
+    let stop = CancellationToken::new();
+    tokio::spawn(hive.run(stop.clone()));
+    let mut connected = Message::new()
+        .with_route(source::EDGEHUB, group::META, edgehive_model::well_known::NODE_CONNECTION, op::CONNECT)
+        .with_content(Content::string(edgehive_model::well_known::CLOUD_CONNECTED));
+    connected.header.message_type = edgehive_model::well_known::SESSION_LIVENESS.into();
+    ctx.send_to_group(group::EDGED, connected).await.unwrap();
+    let count =
+        |ty: &str| seen.lock().unwrap().iter().filter(|(_, m)| m.route.resource.contains(&format!("/{ty}/"))).count();
+    eventually("three status reports on one connection", || count("nodepatch") >= 3).await;
+    assert_eq!(count("lease"), 0, "the session is the heartbeat: no Lease renewals");
+    stop.cancel();
+}

@@ -104,6 +104,9 @@ pub struct FleetStats {
     pub pods_started: AtomicU64,
     /// Pod status reports sent.
     pub pod_reports: AtomicU64,
+    /// Node status reports sent (on registering, on reconnecting, and
+    /// every status interval).
+    pub status_reports: AtomicU64,
     /// Graceful deletes confirmed.
     pub deletes_confirmed: AtomicU64,
 }

@@ -49,6 +49,9 @@ pub struct Behaviour {
     /// The node's Lease renewal period when the cloud did not take the
     /// link's pings as its heartbeat (kubelet: 10 s).
     pub lease_interval: Duration,
+    /// How often the node reports its status while connected (kubelet's
+    /// nodeStatusReportFrequency: 5 min), as edged does.
+    pub status_interval: Duration,
 }
 
 impl Default for Behaviour {
@@ -60,6 +63,7 @@ impl Default for Behaviour {
             max_restarts: 5,
             register_retry: Duration::from_secs(5),
             lease_interval: Duration::from_secs(10),
+            status_interval: Duration::from_secs(300),
         }
     }
 }
@@ -109,6 +113,8 @@ pub(crate) struct SimNode {
     registering: Option<Text>,
     register_at: Option<Instant>,
     lease_at: Option<Instant>,
+    /// When its next status report is due.
+    status_at: Option<Instant>,
     /// This node has been connected since the fleet last counted it.
     counted_up: bool,
 }
@@ -130,6 +136,7 @@ impl SimNode {
             registering: None,
             register_at: None,
             lease_at: None,
+            status_at: None,
             counted_up: false,
         }
     }
@@ -160,6 +167,9 @@ impl SimNode {
             self.lease_at = Some(now + self.fleet.behaviour.lease_interval);
             let content = Content::from_serialize(&self.agent().lease_object()).unwrap_or_default();
             self.up.push_back(meta(op::UPDATE, format!("kube-node-lease/lease/{}", self.name), content));
+        }
+        if self.link.connected && self.registered && self.status_at.is_some_and(|t| t <= now) {
+            self.report_status(now);
         }
         let behaviour = &self.fleet.behaviour;
         for i in 0..self.pods.len() {
@@ -205,6 +215,9 @@ impl SimNode {
             }
             if self.registered && !self.link.session_liveness {
                 consider(self.lease_at);
+            }
+            if self.registered {
+                consider(self.status_at);
             }
         }
         due
@@ -307,10 +320,14 @@ impl SimNode {
         edgehive_model::inventory::message(&self.name, &items)
     }
 
-    fn status_patch(&self) -> Message {
-        let now = edgehive_model::timestamp::rfc3339(time::OffsetDateTime::now_utc());
-        let patch = json!({"status": self.agent().status(&now)}).to_string();
-        meta(op::PATCH, format!("default/{}/{}", rt::NODEPATCH, self.name), Content::string(&patch))
+    /// Queues the node's status report; the next is due a status interval on.
+    fn report_status(&mut self, now: Instant) {
+        let stamp = edgehive_model::timestamp::rfc3339(time::OffsetDateTime::now_utc());
+        let patch = json!({"status": self.agent().status(&stamp)}).to_string();
+        let m = meta(op::PATCH, format!("default/{}/{}", rt::NODEPATCH, self.name), Content::string(&patch));
+        self.up.push_back(m);
+        self.status_at = Some(now + self.fleet.behaviour.status_interval);
+        self.fleet.stats.status_reports.fetch_add(1, Relaxed);
     }
 }
 
@@ -360,7 +377,7 @@ impl LocalSide for SimNode {
                 self.registered = true;
                 self.registered_flag.store(true, Relaxed);
                 self.fleet.stats.registered.fetch_add(1, Relaxed);
-                self.up.push_back(self.status_patch());
+                self.report_status(Instant::now());
                 self.lease_at = Some(Instant::now());
             }
             return Ok(());
@@ -387,7 +404,7 @@ impl LocalSide for SimNode {
             }
             if self.registered {
                 // Reported at once: the cloud may have marked the node NotReady.
-                self.up.push_back(self.status_patch());
+                self.report_status(Instant::now());
                 self.lease_at = Some(Instant::now());
             } else {
                 self.registering = None;

@@ -22,6 +22,9 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+/// Whether a node has a session, as EdgeController asks it.
+type Presence = Box<dyn Fn(&str) -> bool + Send + Sync>;
+
 pub struct Cloud {
     /// The cloud's bus, to send CloudHub what another module would.
     pub ctx: edgehive_beehive::Context,
@@ -58,6 +61,24 @@ impl Cloud {
         lifecycle: LifecycleConfig,
         extra: Vec<Arc<dyn edgehive_beehive::Module>>,
     ) -> Cloud {
+        Cloud::start_full(cfg, lifecycle, extra, None).await
+    }
+
+    /// A cloud whose EdgeController asks `presence` whether a node has a
+    /// session (`edgehive cloud` asks CloudHub, as the other starts do).
+    pub async fn start_with_presence(
+        lifecycle: LifecycleConfig,
+        presence: impl Fn(&str) -> bool + Send + Sync + 'static,
+    ) -> Cloud {
+        Cloud::start_full(CloudHubConfig::default(), lifecycle, Vec::new(), Some(Box::new(presence))).await
+    }
+
+    async fn start_full(
+        cfg: CloudHubConfig,
+        lifecycle: LifecycleConfig,
+        extra: Vec<Arc<dyn edgehive_beehive::Module>>,
+        presence: Option<Presence>,
+    ) -> Cloud {
         let dir = TempDir::new("edgecontroller-delivery");
         let store =
             Store::open(StoreConfig::new(BackendConfig::Sqlite { path: dir.path().join("state.db"), fsync: false }))
@@ -90,11 +111,13 @@ impl Cloud {
         let hub = Arc::new(CloudHub::new(cfg, points, vec![srv, quic]).with_credentials(credentials.clone()));
         let tokens = Arc::new(edgehive_pki::ServiceAccountTokens::generate().unwrap());
         let stop = CancellationToken::new();
-        let controller = Arc::new(
-            EdgeController::with_lifecycle(store.clone(), lifecycle)
-                .with_service_account_tokens(tokens.clone())
-                .with_events(edgehive_events::Recorder::start(store.clone(), stop.clone())),
-        );
+        let controller = EdgeController::with_lifecycle(store.clone(), lifecycle)
+            .with_service_account_tokens(tokens.clone())
+            .with_events(edgehive_events::Recorder::start(store.clone(), stop.clone()));
+        let controller = Arc::new(match presence {
+            Some(p) => controller.with_presence(p),
+            None => controller.with_presence(hub.presence()),
+        });
         let sync = Arc::new(SyncController::new(store.clone(), SyncConfig { interval: Duration::from_millis(200) }));
         let mut b = Beehive::builder();
         b.register(hub.clone()).unwrap();
@@ -142,6 +165,11 @@ impl Cloud {
         text.lines()
             .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
             .unwrap_or_else(|| panic!("no sample {series} in\n{text}"))
+    }
+
+    /// The store's SQLite database.
+    pub fn db_path(&self) -> std::path::PathBuf {
+        self._dir.path().join("state.db")
     }
 
     pub async fn stop(mut self) {

@@ -1,0 +1,150 @@
+//! Upstream requests in flight: one at a time per node, many nodes at once.
+//!
+//! Handled one after another in the controller's loop, each request waited
+//! for its own store commit: a few hundred a second, while 100,000 nodes
+//! registering at 500 a second send a thousand (a Node, its status). The
+//! mailbox filled, CloudHub refused what it could not hand over, and the
+//! connection notices waiting behind them came late enough for live nodes
+//! to be marked NotReady. Now each request's store work runs on a task of
+//! its own, so concurrent requests share the store's commits; a node's
+//! requests still run in the order they came (a status report never
+//! overtakes the registration before it, nor a newer report an older one),
+//! and the loop is free for the informers and the lifecycle meanwhile.
+//!
+//! Both bounds are what the loop checks before it reads its mailbox: at
+//! most [`IN_FLIGHT`] tasks, at most [`WAITING`] requests queued behind a
+//! node's request in flight. Past either the mailbox waits, and CloudHub
+//! holds its edges back.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+
+use edgehive_model::{Message, Text};
+use tokio::task::{Id, JoinSet};
+
+/// Requests whose store work runs at once.
+pub(crate) const IN_FLIGHT: usize = 256;
+
+/// Requests waiting behind a request of the same node.
+pub(crate) const WAITING: usize = 4096;
+
+/// The nodes with a request in flight, and what waits behind each.
+#[derive(Default)]
+pub(crate) struct Lanes {
+    busy: HashMap<Text, VecDeque<Message>>,
+    tasks: JoinSet<()>,
+    /// Which node each task serves (a task that panicked names none itself).
+    owners: HashMap<Id, Text>,
+    waiting: usize,
+}
+
+impl Lanes {
+    /// Whether the loop may take another request now.
+    pub(crate) fn has_room(&self) -> bool {
+        self.tasks.len() < IN_FLIGHT && self.waiting < WAITING
+    }
+
+    /// Tasks running.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Requests waiting behind their node's.
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting
+    }
+
+    /// Whether `node` has a request in flight (a new one waits behind it).
+    pub(crate) fn is_busy(&self, node: &str) -> bool {
+        self.busy.contains_key(node)
+    }
+
+    /// Queues `m` behind `node`'s request in flight.
+    pub(crate) fn wait(&mut self, node: Text, m: Message) {
+        self.busy.entry(node).or_default().push_back(m);
+        self.waiting += 1;
+    }
+
+    /// Runs `node`'s request; the node is busy until it ends.
+    pub(crate) fn start(&mut self, node: Text, work: impl Future<Output = ()> + Send + 'static) {
+        let id = self.tasks.spawn(work).id();
+        self.owners.insert(id, node.clone());
+        self.busy.entry(node).or_default();
+    }
+
+    /// The node whose request ended next (`None` when none is in flight).
+    pub(crate) async fn ended(&mut self) -> Option<Text> {
+        loop {
+            let id = match self.tasks.join_next_with_id().await? {
+                Ok((id, ())) => id,
+                Err(e) => {
+                    tracing::error!(error = %e, "an upstream request's task failed; its node's next request goes on");
+                    e.id()
+                }
+            };
+            if let Some(node) = self.owners.remove(&id) {
+                return Some(node);
+            }
+        }
+    }
+
+    /// `node`'s next waiting request; with none, the node is free again.
+    pub(crate) fn next(&mut self, node: &str) -> Option<Message> {
+        let queue = self.busy.get_mut(node)?;
+        match queue.pop_front() {
+            Some(m) => {
+                self.waiting -= 1;
+                Some(m)
+            }
+            None => {
+                self.busy.remove(node);
+                None
+            }
+        }
+    }
+
+    /// Waits up to `deadline` for the requests in flight to end (what
+    /// waits behind them is dropped: the edges ask again).
+    pub(crate) async fn drain(&mut self, deadline: std::time::Duration) {
+        let all = async { while self.tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(deadline, all).await.is_err() {
+            tracing::warn!(left = self.tasks.len(), "upstream requests still in flight at shutdown; abandoned");
+            self.tasks.abort_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_nodes_requests_wait_in_order_and_the_lane_frees_when_done() {
+        let mut lanes = Lanes::default();
+        let a = Text::from("a".to_owned());
+        assert!(!lanes.is_busy("a"));
+        lanes.start(a.clone(), async {});
+        assert!(lanes.is_busy("a") && !lanes.is_busy("b"));
+        let (m1, m2) = (Message::new(), Message::new());
+        lanes.wait(a.clone(), m1.clone());
+        lanes.wait(a.clone(), m2.clone());
+        assert_eq!(lanes.waiting(), 2);
+        assert_eq!(lanes.ended().await.as_deref(), Some("a"));
+        assert_eq!(lanes.next("a").map(|m| m.header.msg_id.clone()), Some(m1.header.msg_id.clone()));
+        assert_eq!(lanes.next("a").map(|m| m.header.msg_id.clone()), Some(m2.header.msg_id.clone()));
+        assert!(lanes.is_busy("a"), "busy until its queue is seen empty");
+        assert_eq!(lanes.next("a"), None);
+        assert!(!lanes.is_busy("a"));
+        assert_eq!(lanes.waiting(), 0);
+        assert_eq!(lanes.ended().await, None);
+    }
+
+    #[tokio::test]
+    async fn a_task_that_panics_frees_its_node() {
+        let mut lanes = Lanes::default();
+        lanes.start(Text::from("a".to_owned()), async { panic!("boom") });
+        assert_eq!(lanes.ended().await.as_deref(), Some("a"));
+        assert_eq!(lanes.next("a"), None);
+        assert!(!lanes.is_busy("a"));
+    }
+}
