@@ -52,8 +52,12 @@ pub const NODE_LEASES: &str = "kube-node-lease";
 /// Heartbeat writes in flight at once.
 pub const CONCURRENT_WRITES: usize = 64;
 
-/// Heartbeat writes waiting for the writer.
-pub const QUEUE: usize = 4096;
+/// Heartbeat writes waiting for the writer. The controller offers what is
+/// due at each check (every 5 s) until the queue is full, so the queue
+/// bounds the rate too: 100,000 sessions need 3,333 Lease renewals a
+/// second (one per node per 30 s), and a queue of 4,096 let through 819,
+/// each Lease renewed every two minutes, expired most of the time.
+pub const QUEUE: usize = 32_768;
 
 /// How often the cloud renews on a live session's behalf.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
