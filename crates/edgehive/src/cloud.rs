@@ -102,6 +102,13 @@ pub(crate) struct Args {
     /// Lease stays held from one renewal to the next.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     node_lease_renew_interval: u64,
+    /// Most Lease renewals the cloud writes a second for live sessions, all
+    /// nodes together. Past `--node-lease-renew-interval` × this many nodes
+    /// (30,000 at the defaults) each Lease is renewed less often and held
+    /// longer, in proportion, so that a large fleet's Leases do not take
+    /// the store's (and the CPU's) whole time.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    node_lease_writes_per_second: u32,
     /// Milliseconds that acknowledged success points gather before they are
     /// written to the store together (a crash loses at most this much, which
     /// costs only re-sends).
@@ -249,6 +256,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         heartbeat: edgehive_edgecontroller::heartbeat::HeartbeatConfig {
             lease_renew: Duration::from_secs(args.node_lease_renew_interval),
             lease_duration: Duration::from_secs(args.node_lease_renew_interval + 10),
+            lease_writes_per_second: args.node_lease_writes_per_second,
             ..Default::default()
         },
         ..LifecycleConfig::default()

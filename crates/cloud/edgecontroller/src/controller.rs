@@ -644,14 +644,16 @@ impl Controller {
         let now = time::OffsetDateTime::now_utc();
         let sessions = &self.sessions;
         self.beats_asked.retain(|node| matches!(sessions.get(node), Some(None)));
+        let live = self.sessions.values().filter(|s| s.is_none()).count();
+        let cfg = self.lifecycle.heartbeat.for_sessions(live);
         for (node, session) in &self.sessions {
             if session.is_some() || !self.index.is_edge(node) {
                 continue;
             }
             let Some(live) = self.index.liveness(node) else { continue };
             let asked = &self.beats_asked;
-            for beat in heartbeat::due(live, |b| asked.at(node, b), now, &self.lifecycle.heartbeat) {
-                if !writer.offer(node, beat) {
+            for beat in heartbeat::due(live, |b| asked.at(node, b), now, &cfg) {
+                if !writer.offer(node, beat, cfg.lease_duration) {
                     return;
                 }
                 self.beats_asked.set(node, beat, now);

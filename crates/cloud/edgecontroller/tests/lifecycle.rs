@@ -362,6 +362,7 @@ async fn the_cloud_renews_the_lease_and_heartbeat_of_a_node_kept_alive_by_its_se
             lease_renew: Duration::from_millis(300),
             lease_duration: Duration::from_secs(40),
             status_report: Duration::from_millis(300),
+            lease_writes_per_second: 1000,
         },
         ..LifecycleConfig::default()
     };
@@ -449,5 +450,39 @@ async fn a_node_whose_connected_notice_is_not_read_yet_is_not_marked_not_ready()
         async move { node_ready(cloud, "live").await == "Unknown" }
     })
     .await;
+    cloud.stop().await;
+}
+
+/// Past the Lease write budget the cloud renews each Lease less often and
+/// writes it held for longer, in proportion: with a budget of one write a
+/// second, one session renewed every 300 ms would need three; it is renewed
+/// every second instead, and its Lease is held 134 s (40 s × 1 / 0.3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_lease_write_budget_leases_are_renewed_less_often_and_held_longer() {
+    use edgehive_edgecontroller::heartbeat::HeartbeatConfig;
+    use edgehive_store::resources::LEASES;
+    let lifecycle = LifecycleConfig {
+        interval: Duration::from_millis(50),
+        heartbeat: HeartbeatConfig {
+            lease_renew: Duration::from_millis(300),
+            lease_duration: Duration::from_secs(40),
+            status_report: Duration::from_secs(300),
+            lease_writes_per_second: 1,
+        },
+        ..LifecycleConfig::default()
+    };
+    let cloud = Cloud::start_with(CloudHubConfig::default(), lifecycle).await;
+    cloud.ready_edge_node("edge-1", json!({})).await;
+    let _edge = Edge::connect(&cloud, "edge-1").await;
+    let lease = || async { cloud.store.get(&LEASES, "kube-node-lease", "edge-1").await.ok() };
+    eventually_async("the cloud creates the node's Lease", WAIT, || async { lease().await.is_some() }).await;
+    let created = lease().await.unwrap().to_value().unwrap();
+    assert_eq!(created["spec"]["leaseDurationSeconds"], 134);
+    // Not renewed every 300 ms: at most three writes in two seconds (a
+    // slow machine writes fewer, never more).
+    let start = cloud.metric("edgehive_edgecontroller_heartbeats_total{beat=\"lease\"}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let writes = cloud.metric("edgehive_edgecontroller_heartbeats_total{beat=\"lease\"}") - start;
+    assert!(writes <= 3, "{writes} renewals in 2 s");
     cloud.stop().await;
 }

@@ -106,6 +106,12 @@ pub struct NodeAgentConfig {
     /// Full status report period when nothing changes (kubelet's
     /// nodeStatusReportFrequency: 5 min); the Lease carries liveness.
     pub status_interval: Duration,
+    /// The same when the cloud takes the link's pings as the node's
+    /// heartbeat (`session-liveness`): 30 min. The report then only guards
+    /// against a node the cloud marked NotReady while its session lived
+    /// (it sets Ready again); at 5 min it would be most of an idle link's
+    /// bytes (a status and the Node in answer, ~4.5 KB: 15 B/s).
+    pub liveness_status_interval: Duration,
     /// `nodeInfo.kubeletVersion`.
     pub version: String,
     /// `nodeInfo.containerRuntimeVersion` (empty while no runtime runs pods).
@@ -121,6 +127,7 @@ impl NodeAgentConfig {
             lease_interval: Duration::from_secs(10),
             lease_duration: Duration::from_secs(40),
             status_interval: Duration::from_secs(300),
+            liveness_status_interval: Duration::from_secs(1800),
             version: format!("{}-edgehive-{}", well_known::KUBERNETES_VERSION, env!("CARGO_PKG_VERSION")),
             runtime_version: String::new(),
         }
@@ -253,10 +260,9 @@ impl Module for NodeAgent {
             let mut connected = false;
             // The cloud takes the link's pings as this node's heartbeat: no
             // Lease renewals. The status still goes on connect and every
-            // `status_interval` (kubelet's nodeStatusReportFrequency), which
-            // is also what sets the node Ready again should the cloud have
-            // marked it while the session lived (a cloud too busy to read
-            // its notices, a report it could not take).
+            // `liveness_status_interval`, which sets the node Ready again
+            // should the cloud have marked it while the session lived (a
+            // report the cloud could not take when it was busy).
             let mut session_liveness = false;
             let mut registered = false;
             let mut lease = tokio::time::interval(cfg.lease_interval);
@@ -306,7 +312,8 @@ impl Module for NodeAgent {
                     let patch = json!({"status": cfg.status(&now_rfc3339(false))}).to_string();
                     let m = msg(op::PATCH, format!("default/nodepatch/{node}"), Content::string(&patch));
                     if ctx.send(METAMANAGER, m).await.is_ok() {
-                        next_status = Instant::now() + cfg.status_interval;
+                        next_status = Instant::now()
+                            + if session_liveness { cfg.liveness_status_interval } else { cfg.status_interval };
                     }
                 }
                 if session_liveness {

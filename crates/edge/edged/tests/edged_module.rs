@@ -315,16 +315,16 @@ async fn an_unreadable_store_stops_nothing_and_the_pods_start_once_it_reads() {
 
 /// The node agent of an edge whose cloud takes the link's pings as its
 /// heartbeat renews no Lease, but still reports its status every status
-/// interval, not only on connect: that report is what sets the node Ready
-/// again if the cloud marked it while the session lived.
+/// interval for such links, not only on connect: that report is what sets
+/// the node Ready again if the cloud marked it while the session lived.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_session_liveness_the_status_still_goes_every_status_interval() {
+async fn with_session_liveness_the_status_still_goes_every_liveness_status_interval() {
     use edgehive_edged::{HostInfo, NodeAgent, NodeAgentConfig};
     let seen: Seen = Arc::default();
     let mut b = Beehive::builder();
     let mut cfg = NodeAgentConfig::new("edge-l", HostInfo::detect(Some([127, 0, 0, 1].into())));
     cfg.lease_interval = Duration::from_millis(50);
-    cfg.status_interval = Duration::from_millis(300);
+    cfg.liveness_status_interval = Duration::from_millis(300);
     b.register(Arc::new(NodeAgent::new(cfg))).unwrap();
     let seen2 = seen.clone();
     let meta =

@@ -52,6 +52,9 @@ pub struct Behaviour {
     /// How often the node reports its status while connected (kubelet's
     /// nodeStatusReportFrequency: 5 min), as edged does.
     pub status_interval: Duration,
+    /// The same when the cloud takes the link's pings as the node's
+    /// heartbeat (edged's `liveness_status_interval`: 30 min).
+    pub liveness_status_interval: Duration,
 }
 
 impl Default for Behaviour {
@@ -64,6 +67,7 @@ impl Default for Behaviour {
             register_retry: Duration::from_secs(5),
             lease_interval: Duration::from_secs(10),
             status_interval: Duration::from_secs(300),
+            liveness_status_interval: Duration::from_secs(1800),
         }
     }
 }
@@ -326,7 +330,10 @@ impl SimNode {
         let patch = json!({"status": self.agent().status(&stamp)}).to_string();
         let m = meta(op::PATCH, format!("default/{}/{}", rt::NODEPATCH, self.name), Content::string(&patch));
         self.up.push_back(m);
-        self.status_at = Some(now + self.fleet.behaviour.status_interval);
+        let behaviour = &self.fleet.behaviour;
+        let every =
+            if self.link.session_liveness { behaviour.liveness_status_interval } else { behaviour.status_interval };
+        self.status_at = Some(now + every);
         self.fleet.stats.status_reports.fetch_add(1, Relaxed);
     }
 }
