@@ -348,25 +348,30 @@ async fn a_node_that_never_reports_gets_its_conditions_unknown_after_the_grace_p
     cloud.stop().await;
 }
 
+/// A lifecycle that checks every 50 ms, renews Leases every 300 ms (held
+/// 40 s) within `lease_writes_per_second`, and moves `lastHeartbeatTime`
+/// every `status_report`.
+fn beating(status_report: Duration, lease_writes_per_second: u32) -> LifecycleConfig {
+    LifecycleConfig {
+        interval: Duration::from_millis(50),
+        heartbeat: edgehive_edgecontroller::heartbeat::HeartbeatConfig {
+            lease_renew: Duration::from_millis(300),
+            lease_duration: Duration::from_secs(40),
+            status_report,
+            lease_writes_per_second,
+        },
+        ..LifecycleConfig::default()
+    }
+}
+
 /// A node whose session proves it alive renews nothing itself: the cloud
 /// keeps its Lease (created owned by the Node, then renewed) and its
 /// conditions' `lastHeartbeatTime` current while the session lives, and
 /// stops when it ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cloud_renews_the_lease_and_heartbeat_of_a_node_kept_alive_by_its_session() {
-    use edgehive_edgecontroller::heartbeat::HeartbeatConfig;
     use edgehive_store::resources::LEASES;
-    let lifecycle = LifecycleConfig {
-        interval: Duration::from_millis(50),
-        heartbeat: HeartbeatConfig {
-            lease_renew: Duration::from_millis(300),
-            lease_duration: Duration::from_secs(40),
-            status_report: Duration::from_millis(300),
-            lease_writes_per_second: 1000,
-        },
-        ..LifecycleConfig::default()
-    };
-    let cloud = Cloud::start_with(CloudHubConfig::default(), lifecycle).await;
+    let cloud = Cloud::start_with(CloudHubConfig::default(), beating(Duration::from_millis(300), 1000)).await;
     cloud.ready_edge_node("edge-1", json!({})).await;
     cloud.ready_edge_node("edge-2", json!({})).await;
     let node = cloud.store.get(&NODES, "", "edge-1").await.unwrap();
@@ -459,19 +464,8 @@ async fn a_node_whose_connected_notice_is_not_read_yet_is_not_marked_not_ready()
 /// every second instead, and its Lease is held 134 s (40 s × 1 / 0.3).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_lease_write_budget_leases_are_renewed_less_often_and_held_longer() {
-    use edgehive_edgecontroller::heartbeat::HeartbeatConfig;
     use edgehive_store::resources::LEASES;
-    let lifecycle = LifecycleConfig {
-        interval: Duration::from_millis(50),
-        heartbeat: HeartbeatConfig {
-            lease_renew: Duration::from_millis(300),
-            lease_duration: Duration::from_secs(40),
-            status_report: Duration::from_secs(300),
-            lease_writes_per_second: 1,
-        },
-        ..LifecycleConfig::default()
-    };
-    let cloud = Cloud::start_with(CloudHubConfig::default(), lifecycle).await;
+    let cloud = Cloud::start_with(CloudHubConfig::default(), beating(Duration::from_secs(300), 1)).await;
     cloud.ready_edge_node("edge-1", json!({})).await;
     let _edge = Edge::connect(&cloud, "edge-1").await;
     let lease = || async { cloud.store.get(&LEASES, "kube-node-lease", "edge-1").await.ok() };

@@ -45,19 +45,28 @@ fn start_answering(
     backoff: Backoff,
     answer: impl Fn(&Message) -> Message + Clone + Send + Sync + 'static,
 ) -> (Seen, CancellationToken, Context) {
-    let seen: Seen = Arc::default();
-    let mut b = Beehive::builder();
     let mut cfg = EdgedConfig::new("edge-m", "127.0.0.1", dir.path().to_owned());
     cfg.backoff = backoff;
-    b.register(Arc::new(Edged::new(cfg))).unwrap();
+    start_beside(Arc::new(Edged::new(cfg)), move |m| (m.route.operation == op::QUERY).then(|| answer(m)))
+}
+
+/// Starts `module` with a stand-in MetaManager that answers what `answer`
+/// answers and records the rest; returns what it recorded.
+fn start_beside(
+    module: Arc<dyn edgehive_beehive::Module>,
+    answer: impl Fn(&Message) -> Option<Message> + Clone + Send + Sync + 'static,
+) -> (Seen, CancellationToken, Context) {
+    let seen: Seen = Arc::default();
+    let mut b = Beehive::builder();
+    b.register(module).unwrap();
     let seen2 = seen.clone();
     let meta =
         FnModule::new(source::METAMANAGER, group::META, move |mut ctx: ModuleContext, cancel: CancellationToken| {
             let (seen, answer) = (seen2.clone(), answer.clone());
             Box::pin(async move {
                 while let Some(m) = ctx.receive_until(&cancel).await {
-                    if m.route.operation == op::QUERY {
-                        let _ = ctx.send_resp(answer(&m));
+                    if let Some(a) = answer(&m) {
+                        let _ = ctx.send_resp(a);
                         continue;
                     }
                     seen.lock().unwrap().push((tokio::time::Instant::now(), m));
@@ -320,32 +329,13 @@ async fn an_unreadable_store_stops_nothing_and_the_pods_start_once_it_reads() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_session_liveness_the_status_still_goes_every_liveness_status_interval() {
     use edgehive_edged::{HostInfo, NodeAgent, NodeAgentConfig};
-    let seen: Seen = Arc::default();
-    let mut b = Beehive::builder();
     let mut cfg = NodeAgentConfig::new("edge-l", HostInfo::detect(Some([127, 0, 0, 1].into())));
     cfg.lease_interval = Duration::from_millis(50);
     cfg.liveness_status_interval = Duration::from_millis(300);
-    b.register(Arc::new(NodeAgent::new(cfg))).unwrap();
-    let seen2 = seen.clone();
-    let meta =
-        FnModule::new(source::METAMANAGER, group::META, move |mut ctx: ModuleContext, cancel: CancellationToken| {
-            let seen = seen2.clone();
-            Box::pin(async move {
-                while let Some(m) = ctx.receive_until(&cancel).await {
-                    // The registration is answered as the cloud does.
-                    if m.route.operation == op::INSERT {
-                        let _ = ctx.send_resp(m.response(Content::string("OK")));
-                    }
-                    seen.lock().unwrap().push((tokio::time::Instant::now(), m));
-                }
-                Ok(())
-            }) as edgehive_beehive::ModuleFuture
-        });
-    b.register(Arc::new(meta)).unwrap();
-    let hive = b.build();
-    let ctx = hive.context();
-    let stop = CancellationToken::new();
-    tokio::spawn(hive.run(stop.clone()));
+    // The registration is answered as the cloud does.
+    let (seen, stop, ctx) = start_beside(Arc::new(NodeAgent::new(cfg)), |m| {
+        (m.route.operation == op::INSERT).then(|| m.response(Content::string("OK")))
+    });
     let mut connected = Message::new()
         .with_route(source::EDGEHUB, group::META, edgehive_model::well_known::NODE_CONNECTION, op::CONNECT)
         .with_content(Content::string(edgehive_model::well_known::CLOUD_CONNECTED));
