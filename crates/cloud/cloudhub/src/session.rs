@@ -404,7 +404,11 @@ impl Session {
             }
             Err(_) => {
                 tracing::warn!(node = %self.node, target, "upstream message not taken within the deadline");
-                let _ = self.tx.try_write(reply_to.error_response(&format!("{target} is busy; try again")));
+                // From CloudHub itself: an edgehive edge sends a status
+                // report refused so again (docs/protocol.md §7).
+                let mut busy = reply_to.error_response(&format!("{target} {}", well_known::CLOUD_BUSY));
+                busy.route.source = Text::from(source::CLOUDHUB);
+                let _ = self.tx.try_write(busy);
             }
         }
     }

@@ -261,8 +261,7 @@ impl Module for NodeAgent {
             // The cloud takes the link's pings as this node's heartbeat: no
             // Lease renewals. The status still goes on connect and every
             // `liveness_status_interval`, which sets the node Ready again
-            // should the cloud have marked it while the session lived (a
-            // report the cloud could not take when it was busy).
+            // should the cloud have marked it while the session lived.
             let mut session_liveness = false;
             let mut registered = false;
             let mut lease = tokio::time::interval(cfg.lease_interval);

@@ -21,7 +21,7 @@ use crate::backoff::Backoff;
 use crate::certs::EdgeCerts;
 use crate::limiter::RateLimiter;
 use crate::metrics::EdgeHubMetrics;
-use crate::outbox::{Outbox, Refused};
+use crate::outbox::{Outbox, Refused, coalesce_key};
 
 /// EdgeHub's module name: edge modules send to `websocket` what goes to the cloud.
 pub const MODULE: &str = source::WEBSOCKET;
@@ -296,7 +296,15 @@ pub struct EdgeLink<L> {
     state: Option<watch::Sender<Option<Text>>>,
     /// [`EdgeLink::with_reset`].
     reset: Option<Arc<tokio::sync::Notify>>,
+    /// The status reports written lately, the newest per object, until
+    /// [`REFUSAL_WINDOW`] has passed: one the cloud says it was too busy to
+    /// take goes again.
+    sent_reports: HashMap<String, (Message, Instant)>,
 }
+
+/// How long a written status report is kept in case the cloud answers
+/// that it was too busy for it (CloudHub waits 5 s for room before saying so).
+const REFUSAL_WINDOW: Duration = Duration::from_secs(30);
 
 impl<L> std::fmt::Debug for EdgeLink<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -324,6 +332,7 @@ impl<L: LocalSide> EdgeLink<L> {
             streams: None,
             state: None,
             reset: None,
+            sent_reports: HashMap::new(),
             cfg,
             local,
             cancel: CancellationToken::new(),
@@ -569,6 +578,7 @@ impl<L: LocalSide> EdgeLink<L> {
                     return End::Lost(closed_reason(&rx));
                 }
                 Event::Beat => {
+                    self.sent_reports.retain(|_, (_, at)| at.elapsed() < REFUSAL_WINDOW);
                     if !pings && let Err(e) = self.keepalive(&tx).await {
                         self.set_aside(held.take(), &mut line);
                         return e;
@@ -617,11 +627,15 @@ impl<L: LocalSide> EdgeLink<L> {
 
     async fn write(&mut self, tx: &ConnTx, mut m: Message) -> Result<(), End> {
         let sync = m.header.sync;
+        let report = coalesce_key(&m).map(|key| (key, m.clone()));
         // KubeEdge writes every message as asynchronous.
         m.header.sync = false;
         match tx.write(m).await {
             Ok(()) => {
                 self.metrics.upstream.inc();
+                if let Some((key, m)) = report {
+                    self.sent_reports.insert(key, (m, Instant::now()));
+                }
                 Ok(())
             }
             Err(e) => {
@@ -636,13 +650,38 @@ impl<L: LocalSide> EdgeLink<L> {
         }
     }
 
+    /// The status report `refusal` answers, if it is still its object's
+    /// newest written (taken out: a report goes again once per refusal).
+    fn refused_report(&mut self, refusal: &Message) -> Option<Message> {
+        let parent = refusal.parent_id()?;
+        if !refusal.content.as_text().is_some_and(|t| t.ends_with(well_known::CLOUD_BUSY)) {
+            return None;
+        }
+        let key = self.sent_reports.iter().find(|(_, (m, _))| m.header.msg_id == *parent).map(|(k, _)| k.clone())?;
+        self.sent_reports.remove(&key).map(|(m, _)| m)
+    }
+
     /// Routes one message from the cloud (KubeEdge's EdgeHub rules).
     async fn downstream(&mut self, m: Message) {
         self.metrics.downstream.inc();
         // CloudHub says why it refuses this edge before it closes (another
         // node's certificate, a revoked or replaced one, the node limit):
         // the operator of the edge must read it here.
-        if m.route.operation == op::ERROR && m.route.source == source::CLOUDHUB {
+        if m.route.operation == op::ERROR && m.route.source == source::CLOUDHUB && m.parent_id().is_some() {
+            // CloudHub could not hand a message to its controller in time
+            // (well_known::CLOUD_BUSY): a status report goes again, as the
+            // newest of its object (a report since replaced is not), and a
+            // request's asker is told below.
+            if let Some(report) = self.refused_report(&m) {
+                self.metrics.reports_retried.inc();
+                tracing::info!(node = %self.cfg.node_name, resource = %report.route.resource, "the cloud was too busy for a status report; it goes again");
+                if let Err((_, report)) = self.outbox.push(report) {
+                    self.metrics.outbox_overflow.inc();
+                    tracing::warn!(node = %self.cfg.node_name, resource = %report.route.resource, "the status buffer is full: a refused report is not sent again");
+                }
+                return;
+            }
+        } else if m.route.operation == op::ERROR && m.route.source == source::CLOUDHUB {
             let reason =
                 m.content.as_text().map(|t| t.into_owned()).unwrap_or_else(|| m.content.to_value().to_string());
             tracing::warn!(node = %self.cfg.node_name, %reason, "the cloud refused this edge");

@@ -38,6 +38,8 @@ pub struct EdgeHubMetrics {
     pub(crate) outbox_coalesced: Counter,
     /// Status reports refused: the disconnected buffer was full.
     pub(crate) outbox_overflow: Counter,
+    /// Status reports sent again because the cloud was too busy to take them.
+    pub(crate) reports_retried: Counter,
     /// Status reports waiting for the link.
     pub(crate) outbox_depth: Gauge,
     /// Upstream messages read behind one the rate limit holds.
@@ -92,6 +94,11 @@ impl EdgeHubMetrics {
         r.register("keepalives", "Keepalives sent", self.keepalives.clone());
         r.register("throttled", "Upstream messages delayed by the rate limit", self.throttled.clone());
         r.register("outbox_kept", "Status reports kept while disconnected", self.outbox_kept.clone());
+        r.register(
+            "reports_retried",
+            "Status reports sent again because the cloud was too busy to take them",
+            self.reports_retried.clone(),
+        );
         r.register(
             "outbox_coalesced",
             "Status reports replaced by a newer one while disconnected",

@@ -370,3 +370,51 @@ async fn it_connects_over_quic() {
     let (_tx, mut rx) = conn.split();
     assert_eq!(next(&mut rx).await.route.operation, op::KEEPALIVE);
 }
+
+/// The next status report the cloud receives (keepalives come between).
+async fn next_report(rx: &mut edgehive_viaduct::ConnRx) -> Message {
+    let report = async {
+        loop {
+            let m = next(rx).await;
+            if m.route.operation == op::UPDATE {
+                return m;
+            }
+        }
+    };
+    tokio::time::timeout(WAIT, report).await.expect("a status report in time")
+}
+
+/// CloudHub's answer to a message it could not hand to its controller in time.
+fn busy(m: &Message) -> Message {
+    let mut b = m.error_response(&format!("edgecontroller {}", well_known::CLOUD_BUSY));
+    b.route.source = edgehive_model::Text::from(source::CLOUDHUB);
+    b
+}
+
+/// A status report CloudHub was too busy to take goes again, as its
+/// object's newest; a refused report since replaced by a newer one does not
+/// (the newer one stands), nor one the controller itself refused.
+#[tokio::test]
+async fn a_status_report_the_cloud_was_too_busy_for_goes_again() {
+    let cloud = Cloud::new();
+    let mut server = cloud.server("127.0.0.1:0".parse().unwrap(), false).await;
+    let e = edge(&cloud, config(&[server.local_addr()]));
+    let (tx, mut rx) = accept(&mut server).await.split();
+    let text = |m: &Message| (m.route.resource.to_string(), m.content.as_text().unwrap().into_owned());
+    e.ctx.send(edgehive_edgehub::MODULE, status("a", 1)).await.unwrap();
+    let first = next_report(&mut rx).await;
+    tx.write(busy(&first)).await.unwrap();
+    let again = next_report(&mut rx).await;
+    assert_eq!(text(&again), ("default/podstatus/a".to_owned(), "1".to_owned()));
+    eventually("counted", || e.metric("edgehive_edgehub_reports_retried_total") == 1).await;
+    // A newer report of the same pod, then a refusal of the older one.
+    e.ctx.send(edgehive_edgehub::MODULE, status("a", 2)).await.unwrap();
+    let second = next_report(&mut rx).await;
+    assert_eq!(text(&second).1, "2");
+    tx.write(busy(&again)).await.unwrap();
+    // The controller's own refusal (not CloudHub's) is an answer, not a retry.
+    tx.write(second.error_response("forbidden")).await.unwrap();
+    e.ctx.send(edgehive_edgehub::MODULE, status("b", 1)).await.unwrap();
+    assert_eq!(text(&next_report(&mut rx).await), ("default/podstatus/b".to_owned(), "1".to_owned()));
+    assert_eq!(e.metric("edgehive_edgehub_reports_retried_total"), 1);
+}
