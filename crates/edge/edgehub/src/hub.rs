@@ -297,8 +297,8 @@ pub struct EdgeLink<L> {
     /// [`EdgeLink::with_reset`].
     reset: Option<Arc<tokio::sync::Notify>>,
     /// The status reports written lately, the newest per object, until
-    /// [`REFUSAL_WINDOW`] has passed: one the cloud says it was too busy to
-    /// take goes again.
+    /// answered or [`REFUSAL_WINDOW`] has passed: one the cloud says it was
+    /// too busy to take goes again.
     sent_reports: HashMap<String, (Message, Instant)>,
 }
 
@@ -688,6 +688,12 @@ impl<L: LocalSide> EdgeLink<L> {
             return;
         }
         let g = m.route.group.as_str();
+        if let Some(parent) = m.parent_id()
+            && !self.sent_reports.is_empty()
+        {
+            // A report answered (a node's, a patch's) is done with.
+            self.sent_reports.retain(|_, (r, _)| r.header.msg_id != *parent);
+        }
         if m.parent_id().is_some() && g != group::TWIN {
             // The answer to a request some module is waiting for. If it gave
             // up, the answer still goes to its module below (MetaManager

@@ -412,8 +412,10 @@ async fn a_status_report_the_cloud_was_too_busy_for_goes_again() {
     let second = next_report(&mut rx).await;
     assert_eq!(text(&second).1, "2");
     tx.write(busy(&again)).await.unwrap();
-    // The controller's own refusal (not CloudHub's) is an answer, not a retry.
+    // The controller's own refusal (not CloudHub's) is an answer, not a
+    // retry; and once a report is answered, no refusal brings it back.
     tx.write(second.error_response("forbidden")).await.unwrap();
+    tx.write(busy(&second)).await.unwrap();
     e.ctx.send(edgehive_edgehub::MODULE, status("b", 1)).await.unwrap();
     assert_eq!(text(&next_report(&mut rx).await), ("default/podstatus/b".to_owned(), "1".to_owned()));
     assert_eq!(e.metric("edgehive_edgehub_reports_retried_total"), 1);
