@@ -11,10 +11,15 @@
 //! overtakes the registration before it, nor a newer report an older one),
 //! and the loop is free for the informers and the lifecycle meanwhile.
 //!
-//! Both bounds are what the loop checks before it reads its mailbox: at
-//! most [`IN_FLIGHT`] tasks, at most [`WAITING`] requests queued behind a
-//! node's request in flight. Past either the mailbox waits, and CloudHub
-//! holds its edges back.
+//! Both shared bounds are what the loop checks before it reads its mailbox:
+//! at most [`IN_FLIGHT`] tasks, at most [`WAITING`] requests queued behind
+//! the nodes' requests in flight. Past either the mailbox waits, and
+//! CloudHub holds its edges back. One node alone may not fill them: past
+//! [`PER_NODE`] requests waiting behind its own, a node's next request is
+//! refused at once as busy (CloudHub's answer, `… is busy; try again`,
+//! which an edgehive edge reads as "send the status report again"), so an
+//! edge that floods requests while its first waits on the store delays
+//! only itself, never the mailbox every other node's requests come through.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -25,8 +30,13 @@ use tokio::task::{Id, JoinSet};
 /// Requests whose store work runs at once.
 pub(crate) const IN_FLIGHT: usize = 256;
 
-/// Requests waiting behind a request of the same node.
+/// Requests waiting behind a request of the same node, all nodes together.
 pub(crate) const WAITING: usize = 4096;
+
+/// Requests waiting behind one node's request in flight. An edge sends a
+/// burst of at most about one per pod (its pods' statuses on reconnect,
+/// 110 by default) and paces the rest; this is twice that and more.
+pub(crate) const PER_NODE: usize = 256;
 
 /// The nodes with a request in flight, and what waits behind each.
 #[derive(Default)]
@@ -59,10 +69,16 @@ impl Lanes {
         self.busy.contains_key(node)
     }
 
-    /// Queues `m` behind `node`'s request in flight.
-    pub(crate) fn wait(&mut self, node: Text, m: Message) {
-        self.busy.entry(node).or_default().push_back(m);
+    /// Queues `m` behind `node`'s request in flight; hands it back when
+    /// [`PER_NODE`] of `node`'s already wait.
+    pub(crate) fn wait(&mut self, node: Text, m: Message) -> Result<(), Message> {
+        let queue = self.busy.entry(node).or_default();
+        if queue.len() >= PER_NODE {
+            return Err(m);
+        }
+        queue.push_back(m);
         self.waiting += 1;
+        Ok(())
     }
 
     /// Runs `node`'s request; the node is busy until it ends.
@@ -126,8 +142,8 @@ mod tests {
         lanes.start(a.clone(), async {});
         assert!(lanes.is_busy("a") && !lanes.is_busy("b"));
         let (m1, m2) = (Message::new(), Message::new());
-        lanes.wait(a.clone(), m1.clone());
-        lanes.wait(a.clone(), m2.clone());
+        lanes.wait(a.clone(), m1.clone()).unwrap();
+        lanes.wait(a.clone(), m2.clone()).unwrap();
         assert_eq!(lanes.waiting(), 2);
         assert_eq!(lanes.ended().await.as_deref(), Some("a"));
         assert_eq!(lanes.next("a").map(|m| m.header.msg_id.clone()), Some(m1.header.msg_id.clone()));
@@ -137,6 +153,27 @@ mod tests {
         assert!(!lanes.is_busy("a"));
         assert_eq!(lanes.waiting(), 0);
         assert_eq!(lanes.ended().await, None);
+    }
+
+    #[tokio::test]
+    async fn past_its_share_a_nodes_request_is_handed_back_and_others_still_wait() {
+        let mut lanes = Lanes::default();
+        let (a, b) = (Text::from("a".to_owned()), Text::from("b".to_owned()));
+        lanes.start(a.clone(), std::future::pending());
+        lanes.start(b.clone(), std::future::pending());
+        for _ in 0..PER_NODE {
+            lanes.wait(a.clone(), Message::new()).unwrap();
+        }
+        let extra = Message::new();
+        let back = lanes.wait(a.clone(), extra.clone()).unwrap_err();
+        assert_eq!(back.header.msg_id, extra.header.msg_id, "the refused request itself comes back");
+        assert_eq!(lanes.waiting(), PER_NODE);
+        assert!(lanes.has_room(), "one node's share leaves the loop reading");
+        lanes.wait(b.clone(), Message::new()).unwrap();
+        assert_eq!(lanes.waiting(), PER_NODE + 1);
+        // Once one of a's is taken, a has room again.
+        assert!(lanes.next("a").is_some());
+        lanes.wait(a, Message::new()).unwrap();
     }
 
     #[tokio::test]

@@ -20,6 +20,8 @@ pub struct Metrics {
     pub(crate) upstream_in_flight: Gauge,
     /// Upstream requests waiting behind a request of the same node.
     pub(crate) upstream_waiting: Gauge,
+    /// Upstream requests refused as busy: their node had its share waiting.
+    pub(crate) upstream_busy: Counter,
     /// Upstream requests refused by the NodeRestriction rule.
     pub(crate) forbidden: Counter,
     /// Upstream requests refused as malformed or unsupported.
@@ -67,6 +69,11 @@ impl Metrics {
             "upstream_waiting",
             "Upstream requests waiting behind a request of the same node",
             self.upstream_waiting.clone(),
+        );
+        r.register(
+            "upstream_busy",
+            "Upstream requests refused as busy: 256 of their node's already waited behind its request in flight",
+            self.upstream_busy.clone(),
         );
         r.register("forbidden", "Upstream requests refused: not the node's object", self.forbidden.clone());
         r.register("invalid", "Upstream requests refused as malformed or unsupported", self.invalid.clone());

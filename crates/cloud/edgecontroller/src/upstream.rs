@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use edgehive_beehive::Context;
 use edgehive_model::resource::NodeResource as CloudPath;
-use edgehive_model::{Content, Message, ResourcePath, Text, op, resource_type as rt, source};
+use edgehive_model::{Content, Message, ResourcePath, Text, op, resource_type as rt, source, well_known};
 use edgehive_registry::status::ApiError;
 use edgehive_store::resources::{CONFIGMAPS, EVENTS, LEASES, NODES, PODS, ResourceDef, SECRETS, SERVICE_ACCOUNTS};
 use edgehive_store::{DeleteOptions, Object, Store, StoreError};
@@ -365,7 +365,19 @@ impl Controller {
         };
         self.metrics.upstream.inc();
         if self.lanes.is_busy(&res.node) {
-            self.lanes.wait(res.node, m);
+            if let Err(m) = self.lanes.wait(res.node.clone(), m) {
+                // Its share of the waiting room is full: refused now, as
+                // CloudHub refuses what it cannot hand over (an edgehive
+                // edge sends a status report so refused again, paced by its
+                // own rate limit), rather than holding up the mailbox every
+                // other node's requests come through.
+                self.metrics.upstream_busy.inc();
+                tracing::debug!(node = %res.node, resource = %res.path, "upstream request refused: the node's share of waiting requests is full");
+                let mut busy =
+                    reply(&m, Content::string(&format!("{} {}", source::EDGECONTROLLER, well_known::CLOUD_BUSY)), None);
+                busy.route.operation = Text::from(op::ERROR);
+                answer_to(&self.ctx, &res.node, busy).await;
+            }
         } else {
             self.serve(res.node, m).await;
         }

@@ -1174,3 +1174,66 @@ async fn a_node_waiting_on_the_store_holds_no_other_node_up_and_keeps_its_own_or
     assert_eq!(node["status"]["conditions"][0]["status"], "True", "the read saw the patch");
     cloud.stop().await;
 }
+
+/// An edge that floods requests while its first waits on the store holds
+/// up only itself: past its share of waiting requests (256) the rest are
+/// refused at once as busy, every one answered, and another node's request
+/// is served meanwhile. Before the share, 4,096 requests of one node filled
+/// the waiting room, the controller stopped reading its mailbox, and every
+/// node's requests waited behind the flood.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_flooding_requests_holds_up_only_itself() {
+    const FLOOD: usize = 5000;
+    const SHARE: usize = 256;
+    let (cloud, a) = two_nodes_and_edge_a().await;
+    let b = Edge::connect(&cloud, "b").await;
+    eventually("b has its pod", WAIT, || b.has("default/pod/b-pod").is_some()).await;
+    let other = rusqlite::Connection::open(cloud.db_path()).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let patch = nodepatch("a", json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}));
+    let handed = cloud.metric("edgehive_cloudhub_upstream_total");
+    let mut ids = std::collections::HashSet::new();
+    let patch_id = patch.header.msg_id.clone();
+    ids.insert(patch_id.to_string());
+    a.tx.write(patch).await.unwrap();
+    eventually("a's patch waits on the store", WAIT, || {
+        cloud.metric("edgehive_edgecontroller_upstream_in_flight") == 1
+    })
+    .await;
+    for _ in 0..FLOOD {
+        let read = req("query", "default/node/a", json!(null));
+        ids.insert(read.header.msg_id.to_string());
+        a.tx.write(read).await.unwrap();
+    }
+    // Every request of a's (the patch and the flood) handed to the
+    // controller, before b asks.
+    eventually("a's flood handed over", WAIT, || {
+        cloud.metric("edgehive_cloudhub_upstream_total") > handed + FLOOD as u64
+    })
+    .await;
+    // The store is still held: b's read is served all the same.
+    let b_read = ask(&b, req("query", "default/node/b", json!(null))).await;
+    assert_eq!(b_read.route.operation, "response", "b is served: {:?}", b_read.content.as_text());
+    assert!(
+        !a.others().iter().any(|m| m.header.parent_msg_id == patch_id),
+        "b was served while a's patch still waited on the store"
+    );
+    let is_busy = |m: &Message| {
+        m.route.operation == "error"
+            && m.content.as_text().is_some_and(|t| t.ends_with(edgehive_model::well_known::CLOUD_BUSY))
+    };
+    let busy = |edge: &Edge| edge.others().iter().filter(|m| is_busy(m)).count();
+    // Answers a's session has no room for are dropped and counted (an
+    // edge that floods does not read them all in time).
+    let dropped = || cloud.metric("edgehive_cloudhub_dropped_total{reason=\"full\"}") as usize;
+    eventually("a's requests past its share refused", WAIT, || busy(&a) + dropped() == FLOOD - SHARE).await;
+    assert!(busy(&a) > 0);
+    assert_eq!(cloud.metric("edgehive_edgecontroller_upstream_waiting"), SHARE as u64);
+    assert_eq!(cloud.metric("edgehive_edgecontroller_upstream_busy_total"), (FLOOD - SHARE) as u64);
+    other.execute_batch("ROLLBACK").unwrap();
+    // What was taken is served: the patch, then the reads behind it.
+    let served = || a.others().iter().filter(|m| !is_busy(m) && ids.contains(m.header.parent_msg_id.as_str())).count();
+    eventually("a's requests taken all answered", WAIT, || served() == SHARE + 1).await;
+    assert_eq!(busy(&a) + dropped(), FLOOD - SHARE);
+    cloud.stop().await;
+}

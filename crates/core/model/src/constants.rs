@@ -158,10 +158,12 @@ pub mod well_known {
     /// ([`connection_has`]). This one: the cloud takes the link's WebSocket
     /// pings as the node's heartbeat (no Lease renewals needed).
     pub const SESSION_LIVENESS: &str = "session-liveness";
-    /// How CloudHub says it could not hand an edge's message to its
-    /// controller in time: an `error` answer from source `cloudhub`
-    /// (naming the message as its parent) whose content ends so. The edge
-    /// sends a status report again; a request's asker is told.
+    /// How the cloud says it is too busy for an edge's message: an `error`
+    /// answer naming the message as its parent, whose content ends so —
+    /// from source `cloudhub` when CloudHub could not hand it to its
+    /// controller in time, from `edgecontroller` when the node already had
+    /// its share of requests waiting there. The edge sends a status report
+    /// again; a request's asker is told.
     pub const CLOUD_BUSY: &str = "is busy; try again";
     /// In the `cloud_connected` event's list: the cloud reconciles the
     /// edge store's inventory (MetaManager sends it).

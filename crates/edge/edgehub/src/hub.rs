@@ -572,7 +572,11 @@ impl<L: LocalSide> EdgeLink<L> {
                     tx.close();
                     return End::Renewed;
                 }
-                Event::Down(Some(m)) => self.downstream(m).await,
+                Event::Down(Some(m)) => {
+                    if let Some(report) = self.downstream(m).await {
+                        self.send_again(report, held.as_ref(), &line);
+                    }
+                }
                 Event::Down(None) => {
                     self.set_aside(held.take(), &mut line);
                     return End::Lost(closed_reason(&rx));
@@ -661,31 +665,52 @@ impl<L: LocalSide> EdgeLink<L> {
         self.sent_reports.remove(&key).map(|(m, _)| m)
     }
 
-    /// Routes one message from the cloud (KubeEdge's EdgeHub rules).
-    async fn downstream(&mut self, m: Message) {
-        self.metrics.downstream.inc();
-        // CloudHub says why it refuses this edge before it closes (another
-        // node's certificate, a revoked or replaced one, the node limit):
-        // the operator of the edge must read it here.
-        if m.route.operation == op::ERROR && m.route.source == source::CLOUDHUB && m.parent_id().is_some() {
-            // CloudHub could not hand a message to its controller in time
-            // (well_known::CLOUD_BUSY): a status report goes again, as the
-            // newest of its object (a report since replaced is not), and a
-            // request's asker is told below.
-            if let Some(report) = self.refused_report(&m) {
+    /// A status report the cloud was too busy for goes back into the
+    /// outbox, unless a newer one of its object waits to be written (held
+    /// by the rate limit, in line behind it, or in the outbox): that one
+    /// stands, and the older must not follow it.
+    fn send_again(&mut self, report: Message, held: Option<&Message>, line: &VecDeque<Message>) {
+        let key = coalesce_key(&report);
+        if held.into_iter().chain(line).any(|m| coalesce_key(m) == key) {
+            tracing::debug!(node = %self.cfg.node_name, resource = %report.route.resource, "a refused status report since replaced; the newer one goes");
+            return;
+        }
+        match self.outbox.push_unless_newer(report) {
+            Ok(true) => {
                 self.metrics.reports_retried.inc();
-                tracing::info!(node = %self.cfg.node_name, resource = %report.route.resource, "the cloud was too busy for a status report; it goes again");
-                if let Err((_, report)) = self.outbox.push(report) {
-                    self.metrics.outbox_overflow.inc();
-                    tracing::warn!(node = %self.cfg.node_name, resource = %report.route.resource, "the status buffer is full: a refused report is not sent again");
-                }
-                return;
+                self.metrics.outbox_depth.set(self.outbox.len() as i64);
+                tracing::info!(node = %self.cfg.node_name, "the cloud was too busy for a status report; it goes again");
+            }
+            Ok(false) => {}
+            Err((_, report)) => {
+                self.metrics.outbox_overflow.inc();
+                tracing::warn!(node = %self.cfg.node_name, resource = %report.route.resource, "the status buffer is full: a refused report is not sent again");
+            }
+        }
+    }
+
+    /// Routes one message from the cloud (KubeEdge's EdgeHub rules); hands
+    /// back a status report the cloud was too busy for.
+    async fn downstream(&mut self, m: Message) -> Option<Message> {
+        self.metrics.downstream.inc();
+        if m.route.operation == op::ERROR && m.parent_id().is_some() {
+            // The cloud was too busy for a message (well_known::CLOUD_BUSY:
+            // CloudHub could not hand it to its controller in time, or the
+            // controller had this node's share of requests waiting): a
+            // status report goes again, as the newest of its object (a
+            // report since replaced is not), and a request's asker is told
+            // below.
+            if let Some(report) = self.refused_report(&m) {
+                return Some(report);
             }
         } else if m.route.operation == op::ERROR && m.route.source == source::CLOUDHUB {
+            // CloudHub says why it refuses this edge before it closes
+            // (another node's certificate, a revoked or replaced one, the
+            // node limit): the operator of the edge must read it here.
             let reason =
                 m.content.as_text().map(|t| t.into_owned()).unwrap_or_else(|| m.content.to_value().to_string());
             tracing::warn!(node = %self.cfg.node_name, %reason, "the cloud refused this edge");
-            return;
+            return None;
         }
         let g = m.route.group.as_str();
         if let Some(parent) = m.parent_id()
@@ -699,10 +724,10 @@ impl<L: LocalSide> EdgeLink<L> {
             // up, the answer still goes to its module below (MetaManager
             // stores a late query answer and ACKs it).
             match self.local.answer(m) {
-                Ok(()) => return,
+                Ok(()) => return None,
                 Err(m) => {
                     self.deliver(crate::METAMANAGER, m).await;
-                    return;
+                    return None;
                 }
             }
         }
@@ -718,10 +743,11 @@ impl<L: LocalSide> EdgeLink<L> {
             _ => {
                 self.metrics.downstream_undeliverable.inc();
                 tracing::warn!(node = %self.cfg.node_name, group = g, operation = %m.route.operation, resource = %m.route.resource, "message from the cloud for an unknown group; dropped");
-                return;
+                return None;
             }
         };
         self.deliver(target, m).await;
+        None
     }
 
     async fn deliver(&mut self, target: &'static str, m: Message) {
@@ -732,9 +758,6 @@ impl<L: LocalSide> EdgeLink<L> {
     }
 }
 
-/// ACKs and other answers to the cloud skip the rate limit: the cloud paces
-/// what it sends (its ACK window), and holding back an ACK only makes it
-/// re-send. Everything the edge starts itself is limited.
 /// Aborts a task when dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -759,6 +782,9 @@ async fn hand_over(mut incoming: IncomingStreams, to: mpsc::Sender<Stream>) {
     }
 }
 
+/// ACKs and other answers to the cloud skip the rate limit: the cloud paces
+/// what it sends (its ACK window), and holding back an ACK only makes it
+/// re-send. Everything the edge starts itself is limited.
 fn exempt(m: &Message) -> bool {
     m.route.operation == op::RESPONSE && m.parent_id().is_some()
 }

@@ -68,6 +68,16 @@ impl Outbox {
         Ok(replaced)
     }
 
+    /// Keeps `m`, a report written before, unless a report about the same
+    /// object waits already (made after `m`: it stands). Returns whether
+    /// `m` was kept.
+    pub fn push_unless_newer(&mut self, m: Message) -> Result<bool, (Refused, Message)> {
+        match coalesce_key(&m) {
+            Some(key) if self.by_key.contains_key(&key) => Ok(false),
+            _ => self.push(m).map(|_| true),
+        }
+    }
+
     /// The oldest waiting report.
     pub fn pop(&mut self) -> Option<Message> {
         let (_, m) = self.order.pop_first()?;
@@ -171,5 +181,15 @@ mod tests {
         o.unpop(b);
         assert_eq!(o.len(), 1);
         assert_eq!(o.pop().unwrap().content.as_text().as_deref(), Some("2"));
+    }
+
+    #[test]
+    fn a_report_sent_again_never_replaces_a_newer_one() {
+        let mut o = Outbox::new(4);
+        o.push(status("default/podstatus/a", 2)).unwrap();
+        assert_eq!(o.push_unless_newer(status("default/podstatus/a", 1)), Ok(false));
+        assert_eq!(o.push_unless_newer(status("default/podstatus/b", 1)), Ok(true));
+        assert_eq!(o.pop().unwrap().content.as_text().as_deref(), Some("2"));
+        assert_eq!(o.pop().unwrap().route.resource.as_str(), "default/podstatus/b");
     }
 }

@@ -412,11 +412,41 @@ async fn a_status_report_the_cloud_was_too_busy_for_goes_again() {
     let second = next_report(&mut rx).await;
     assert_eq!(text(&second).1, "2");
     tx.write(busy(&again)).await.unwrap();
-    // The controller's own refusal (not CloudHub's) is an answer, not a
-    // retry; and once a report is answered, no refusal brings it back.
-    tx.write(second.error_response("forbidden")).await.unwrap();
-    tx.write(busy(&second)).await.unwrap();
+    // The controller's own busy answer (its node's share of requests was
+    // waiting) is read as CloudHub's.
+    let mut controller_busy = busy(&second);
+    controller_busy.route.source = edgehive_model::Text::from(source::EDGECONTROLLER);
+    tx.write(controller_busy).await.unwrap();
+    let third = next_report(&mut rx).await;
+    assert_eq!(text(&third), ("default/podstatus/a".to_owned(), "2".to_owned()));
+    // The controller's refusal is an answer, not a retry; and once a
+    // report is answered, no refusal brings it back.
+    tx.write(third.error_response("forbidden")).await.unwrap();
+    tx.write(busy(&third)).await.unwrap();
     e.ctx.send(edgehive_edgehub::MODULE, status("b", 1)).await.unwrap();
     assert_eq!(text(&next_report(&mut rx).await), ("default/podstatus/b".to_owned(), "1".to_owned()));
-    assert_eq!(e.metric("edgehive_edgehub_reports_retried_total"), 1);
+    assert_eq!(e.metric("edgehive_edgehub_reports_retried_total"), 2);
+}
+
+/// A report refused as busy while a newer one of its object is held back
+/// by the rate limit does not go again: it would follow the newer one and
+/// leave the cloud with the older status.
+#[tokio::test]
+async fn a_busy_refusal_never_sends_an_older_report_after_a_newer_one() {
+    let cloud = Cloud::new();
+    let mut server = cloud.server("127.0.0.1:0".parse().unwrap(), false).await;
+    let mut cfg = config(&[server.local_addr()]);
+    (cfg.message_qps, cfg.message_burst) = (2.0, 1);
+    let e = edge(&cloud, cfg);
+    let (tx, mut rx) = accept(&mut server).await.split();
+    let text = |m: &Message| (m.route.resource.to_string(), m.content.as_text().unwrap().into_owned());
+    e.ctx.send(edgehive_edgehub::MODULE, status("a", 1)).await.unwrap();
+    let first = next_report(&mut rx).await;
+    e.ctx.send(edgehive_edgehub::MODULE, status("a", 2)).await.unwrap();
+    eventually("the newer report held back", || e.metric("edgehive_edgehub_throttled_total") >= 1).await;
+    tx.write(busy(&first)).await.unwrap();
+    e.ctx.send(edgehive_edgehub::MODULE, status("b", 1)).await.unwrap();
+    assert_eq!(text(&next_report(&mut rx).await), ("default/podstatus/a".to_owned(), "2".to_owned()));
+    assert_eq!(text(&next_report(&mut rx).await), ("default/podstatus/b".to_owned(), "1".to_owned()));
+    assert_eq!(e.metric("edgehive_edgehub_reports_retried_total"), 0);
 }
