@@ -11,15 +11,15 @@
 //! overtakes the registration before it, nor a newer report an older one),
 //! and the loop is free for the informers and the lifecycle meanwhile.
 //!
-//! Both shared bounds are what the loop checks before it reads its mailbox:
-//! at most [`IN_FLIGHT`] tasks, at most [`WAITING`] requests queued behind
-//! the nodes' requests in flight. Past either the mailbox waits, and
-//! CloudHub holds its edges back. One node alone may not fill them: past
-//! [`PER_NODE`] requests waiting behind its own, a node's next request is
-//! refused at once as busy (CloudHub's answer, `… is busy; try again`,
-//! which an edgehive edge reads as "send the status report again"), so an
-//! edge that floods requests while its first waits on the store delays
-//! only itself, never the mailbox every other node's requests come through.
+//! At most [`IN_FLIGHT`] tasks run: past that the loop does not read its
+//! mailbox, and CloudHub holds its edges back. A node has one at most, so
+//! no node takes more than its turn. What waits behind a node's request in
+//! flight is bounded twice, [`PER_NODE`] for the node and [`WAITING`] for
+//! all; past either the request is refused at once as busy (CloudHub's
+//! answer, `… is busy; try again`, which an edgehive edge reads as "send
+//! the status report again"). So edges that flood requests while their
+//! first waits on the store delay only themselves, never the mailbox every
+//! other node's requests come through.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -51,7 +51,7 @@ pub(crate) struct Lanes {
 impl Lanes {
     /// Whether the loop may take another request now.
     pub(crate) fn has_room(&self) -> bool {
-        self.tasks.len() < IN_FLIGHT && self.waiting < WAITING
+        self.tasks.len() < IN_FLIGHT
     }
 
     /// Tasks running.
@@ -70,10 +70,10 @@ impl Lanes {
     }
 
     /// Queues `m` behind `node`'s request in flight; hands it back when
-    /// [`PER_NODE`] of `node`'s already wait.
+    /// [`PER_NODE`] of `node`'s, or [`WAITING`] in all, already wait.
     pub(crate) fn wait(&mut self, node: Text, m: Message) -> Result<(), Message> {
         let queue = self.busy.entry(node).or_default();
-        if queue.len() >= PER_NODE {
+        if queue.len() >= PER_NODE || self.waiting >= WAITING {
             return Err(m);
         }
         queue.push_back(m);
@@ -174,6 +174,24 @@ mod tests {
         // Once one of a's is taken, a has room again.
         assert!(lanes.next("a").is_some());
         lanes.wait(a, Message::new()).unwrap();
+    }
+
+    #[tokio::test]
+    async fn past_the_room_for_all_a_request_is_handed_back_and_the_loop_still_reads() {
+        let mut lanes = Lanes::default();
+        let nodes: Vec<Text> = (0..WAITING / PER_NODE + 1).map(|i| Text::from(format!("n{i}"))).collect();
+        for n in &nodes {
+            lanes.start(n.clone(), std::future::pending());
+        }
+        for n in &nodes[..WAITING / PER_NODE] {
+            for _ in 0..PER_NODE {
+                lanes.wait(n.clone(), Message::new()).unwrap();
+            }
+        }
+        assert_eq!(lanes.waiting(), WAITING);
+        let last = nodes.last().unwrap().clone();
+        assert!(lanes.wait(last, Message::new()).is_err(), "the room for all is full");
+        assert!(lanes.has_room(), "a node with nothing in flight is still served");
     }
 
     #[tokio::test]

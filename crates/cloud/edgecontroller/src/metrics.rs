@@ -20,7 +20,8 @@ pub struct Metrics {
     pub(crate) upstream_in_flight: Gauge,
     /// Upstream requests waiting behind a request of the same node.
     pub(crate) upstream_waiting: Gauge,
-    /// Upstream requests refused as busy: their node had its share waiting.
+    /// Upstream requests refused as busy: their node had its share waiting,
+    /// or all nodes together had.
     pub(crate) upstream_busy: Counter,
     /// Upstream requests refused by the NodeRestriction rule.
     pub(crate) forbidden: Counter,
@@ -72,7 +73,7 @@ impl Metrics {
         );
         r.register(
             "upstream_busy",
-            "Upstream requests refused as busy: 256 of their node's already waited behind its request in flight",
+            "Upstream requests refused as busy: 256 of their node's (or 4,096 in all) already waited behind a request in flight",
             self.upstream_busy.clone(),
         );
         r.register("forbidden", "Upstream requests refused: not the node's object", self.forbidden.clone());
