@@ -64,6 +64,7 @@ use quinn::{RecvStream, SendStream, VarInt};
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 
+use crate::WireBytes;
 use crate::config::{ClientConfig, ConnConfig, ServerConfig};
 use crate::conn::{Connection, FrameRead, FrameWrite, PeerInfo, Protocol, ReadEvent, Sessions, spawn_conn, wire_line};
 use crate::error::{CloseReason, ConnectError};
@@ -152,17 +153,19 @@ fn widen_recv_buffer(socket: &std::net::UdpSocket, bytes: usize) {
 
 /// A quinn endpoint on `socket` (a server's when `server` is given) whose
 /// sends carry one datagram each ([`OneDatagram`]), with a wide receive
-/// buffer when `shared` (a server's, or a socket many clients share).
+/// buffer when `shared` (a server's, or a socket many clients share), its
+/// datagrams' bytes counted in `wire` when given.
 fn endpoint_on(
     socket: std::net::UdpSocket,
     server: Option<quinn::ServerConfig>,
     shared: bool,
+    wire: Option<Arc<WireBytes>>,
 ) -> std::io::Result<quinn::Endpoint> {
     if shared {
         widen_recv_buffer(&socket, SHARED_RECV_BUFFER);
     }
     let runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
-    let socket = Arc::new(OneDatagram(runtime.wrap_udp_socket(socket)?));
+    let socket = Arc::new(OneDatagram { inner: runtime.wrap_udp_socket(socket)?, wire });
     quinn::Endpoint::new_with_abstract_socket(quinn::EndpointConfig::default(), server, socket, runtime)
 }
 
@@ -172,16 +175,27 @@ fn endpoint_on(
 /// its whole life, most of an idle edge link's memory. An edge link sends
 /// little at a time; one datagram per send costs a system call per
 /// datagram on a bulk transfer (a stream session), and keeps 1.5 KiB.
+///
+/// With `wire`, the UDP payloads sent and received are counted there (the
+/// QUIC packets, encryption included: what a WebSocket link counts as its
+/// TLS bytes).
 #[derive(Debug)]
-struct OneDatagram(Arc<dyn quinn::AsyncUdpSocket>);
+struct OneDatagram {
+    inner: Arc<dyn quinn::AsyncUdpSocket>,
+    wire: Option<Arc<WireBytes>>,
+}
 
 impl quinn::AsyncUdpSocket for OneDatagram {
     fn create_io_poller(self: Arc<Self>) -> std::pin::Pin<Box<dyn quinn::UdpPoller>> {
-        Arc::clone(&self.0).create_io_poller()
+        Arc::clone(&self.inner).create_io_poller()
     }
 
     fn try_send(&self, transmit: &quinn::udp::Transmit<'_>) -> std::io::Result<()> {
-        self.0.try_send(transmit)
+        self.inner.try_send(transmit)?;
+        if let Some(wire) = &self.wire {
+            wire.sent.inc_by(transmit.contents.len() as u64);
+        }
+        Ok(())
     }
 
     fn poll_recv(
@@ -190,11 +204,15 @@ impl quinn::AsyncUdpSocket for OneDatagram {
         bufs: &mut [std::io::IoSliceMut<'_>],
         meta: &mut [quinn::udp::RecvMeta],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        self.0.poll_recv(cx, bufs, meta)
+        let polled = self.inner.poll_recv(cx, bufs, meta);
+        if let (Some(wire), std::task::Poll::Ready(Ok(n))) = (&self.wire, &polled) {
+            wire.received.inc_by(meta[..*n].iter().map(|m| m.len as u64).sum());
+        }
+        polled
     }
 
     fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.0.local_addr()
+        self.inner.local_addr()
     }
 
     fn max_transmit_segments(&self) -> usize {
@@ -202,11 +220,11 @@ impl quinn::AsyncUdpSocket for OneDatagram {
     }
 
     fn max_receive_segments(&self) -> usize {
-        self.0.max_receive_segments()
+        self.inner.max_receive_segments()
     }
 
     fn may_fragment(&self) -> bool {
-        self.0.may_fragment()
+        self.inner.may_fragment()
     }
 }
 
@@ -221,7 +239,7 @@ pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
     server.transport_config(transport(&cfg.conn, cfg.features.iter().any(|f| f == stream::FEATURE))?);
     server.migration(true);
     let endpoint = std::net::UdpSocket::bind(cfg.listen)
-        .and_then(|s| endpoint_on(s, Some(server), true))
+        .and_then(|s| endpoint_on(s, Some(server), true, None))
         .map_err(|source| ConnectError::Io { what: "listen on", addr: cfg.listen.to_string(), source })?;
     let local_addr = endpoint.local_addr().map_err(|source| ConnectError::Io {
         what: "read address of",
@@ -513,10 +531,12 @@ pub struct QuicEndpoint(quinn::Endpoint);
 
 impl QuicEndpoint {
     /// Binds a UDP socket at `bind` (e.g. `127.0.0.1:0`), with a receive
-    /// buffer wide enough for many connections ([`SHARED_RECV_BUFFER`]).
-    pub fn bind(bind: SocketAddr) -> Result<QuicEndpoint, ConnectError> {
+    /// buffer wide enough for many connections ([`SHARED_RECV_BUFFER`]);
+    /// the bytes of its datagrams, every connection's, are counted in
+    /// `wire` when given.
+    pub fn bind(bind: SocketAddr, wire: Option<Arc<WireBytes>>) -> Result<QuicEndpoint, ConnectError> {
         std::net::UdpSocket::bind(bind)
-            .and_then(|s| endpoint_on(s, None, true))
+            .and_then(|s| endpoint_on(s, None, true, wire))
             .map(QuicEndpoint)
             .map_err(|source| ConnectError::Io { what: "bind", addr: bind.to_string(), source })
     }
@@ -529,10 +549,12 @@ impl QuicEndpoint {
 
 impl QuicClient {
     /// Binds a UDP socket of its own at `bind` (e.g. `127.0.0.1:0` or
-    /// `0.0.0.0:0`).
+    /// `0.0.0.0:0`); its datagrams' bytes are counted in the configuration's
+    /// `wire_bytes`.
     pub fn new(cfg: ClientConfig, bind: SocketAddr) -> Result<QuicClient, ConnectError> {
+        let wire = cfg.conn.wire_bytes.clone();
         let endpoint = std::net::UdpSocket::bind(bind)
-            .and_then(|s| endpoint_on(s, None, false))
+            .and_then(|s| endpoint_on(s, None, false, wire))
             .map_err(|source| ConnectError::Io { what: "bind", addr: bind.to_string(), source })?;
         QuicClient::on(cfg, QuicEndpoint(endpoint))
     }
@@ -560,7 +582,8 @@ impl QuicClient {
     /// edge's address changes; QUIC migrates the connections.
     pub fn rebind(&self, socket: std::net::UdpSocket) -> std::io::Result<()> {
         let runtime = quinn::TokioRuntime;
-        self.endpoint.rebind_abstract(Arc::new(OneDatagram(quinn::Runtime::wrap_udp_socket(&runtime, socket)?)))
+        let inner = quinn::Runtime::wrap_udp_socket(&runtime, socket)?;
+        self.endpoint.rebind_abstract(Arc::new(OneDatagram { inner, wire: self.cfg.conn.wire_bytes.clone() }))
     }
 
     /// Connections whose handshake headers went out in 0-RTT and were accepted.

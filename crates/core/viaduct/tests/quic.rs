@@ -106,6 +106,53 @@ async fn large_messages_cross_whole_one_datagram_per_send() {
     }
 }
 
+/// The bytes of a link's datagrams are counted where the configuration
+/// asks (a socket of its own), and on a socket links share, every link's:
+/// at least what the messages carried, both ways.
+#[tokio::test]
+async fn wire_bytes_are_counted_on_own_and_shared_sockets() {
+    let pki = Pki::new();
+    let mut srv = quic_server(&pki, ConnConfig::default()).await;
+    let payload = |tag: &str| {
+        Message::new()
+            .with_route("edgehub", "", format!("wire/{tag}"), op::UPDATE)
+            .with_content(Content::string(&"w".repeat(50_000)))
+    };
+    let exchange = |conn: Connection, accepted: Connection, tag: &'static str| async move {
+        let (ctx, mut crx) = conn.split();
+        let (stx, mut srx) = accepted.split();
+        ctx.write(payload(tag)).await.unwrap();
+        stx.write(payload(tag)).await.unwrap();
+        for rx in [&mut srx, &mut crx] {
+            let m = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.unwrap().unwrap();
+            assert_eq!(m.route.resource, format!("wire/{tag}"));
+        }
+        (ctx, crx, stx, srx)
+    };
+
+    let own = Arc::new(edgehive_viaduct::WireBytes::default());
+    let mut cfg = client_config(&pki, srv.local_addr(), "edge-own");
+    cfg.conn.wire_bytes = Some(Arc::clone(&own));
+    let client = QuicClient::new(cfg, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let conn = client.connect().await.unwrap();
+    let _own_link = exchange(conn, srv.accept().await.unwrap(), "own").await;
+    let (sent, received) = own.get();
+    assert!(sent > 50_000 && received > 50_000, "own socket: sent {sent}, received {received}");
+
+    let shared = Arc::new(edgehive_viaduct::WireBytes::default());
+    let endpoint =
+        edgehive_viaduct::quic::QuicEndpoint::bind("127.0.0.1:0".parse().unwrap(), Some(Arc::clone(&shared))).unwrap();
+    let mut links = Vec::new();
+    for node in ["edge-s1", "edge-s2"] {
+        let client = QuicClient::on(client_config(&pki, srv.local_addr(), node), endpoint.clone()).unwrap();
+        let conn = client.connect().await.unwrap();
+        links.push((client, exchange(conn, srv.accept().await.unwrap(), "shared").await));
+    }
+    let (sent, received) = shared.get();
+    assert!(sent > 100_000 && received > 100_000, "shared socket: sent {sent}, received {received}");
+    assert!(own.get().0 < 100_000, "the own socket's counter has none of the shared socket's links");
+}
+
 #[tokio::test]
 async fn reconnect_resumes_in_zero_rtt() {
     let pki = Pki::new();

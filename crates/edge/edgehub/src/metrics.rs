@@ -52,7 +52,8 @@ pub struct EdgeHubMetrics {
     /// The stream sessions the cloud opened to this edge (logs, exec,
     /// port-forward, metrics), over every connection.
     pub(crate) streams: std::sync::Arc<edgehive_viaduct::StreamStats>,
-    /// Bytes on the wire to and from the cloud, TLS included (WebSocket).
+    /// Bytes on the wire to and from the cloud: WebSocket's TLS bytes,
+    /// QUIC's UDP payloads.
     pub(crate) wire: std::sync::Arc<edgehive_viaduct::WireBytes>,
 }
 
@@ -115,10 +116,14 @@ impl EdgeHubMetrics {
             "Other upstream messages not sent while disconnected",
             self.dropped_disconnected.clone(),
         );
-        r.register("wire_sent_bytes", "Bytes written to the cloud, TLS included (WebSocket)", self.wire.sent.clone());
+        r.register(
+            "wire_sent_bytes",
+            "Bytes written to the cloud (WebSocket: TLS included; QUIC: UDP payloads)",
+            self.wire.sent.clone(),
+        );
         r.register(
             "wire_received_bytes",
-            "Bytes read from the cloud, TLS included (WebSocket)",
+            "Bytes read from the cloud (WebSocket: TLS included; QUIC: UDP payloads)",
             self.wire.received.clone(),
         );
         self.streams.register(r, "streams");
@@ -133,5 +138,12 @@ impl EdgeHubMetrics {
     /// these metrics counted.
     pub fn wire_bytes(&self) -> (u64, u64) {
         self.wire.get()
+    }
+
+    /// The counter of bytes on the wire, for a QUIC socket that links share
+    /// ([`edgehive_viaduct::quic::QuicEndpoint::bind`]): their datagrams
+    /// are counted there, not per connection.
+    pub fn wire_counter(&self) -> &std::sync::Arc<edgehive_viaduct::WireBytes> {
+        &self.wire
     }
 }

@@ -271,13 +271,17 @@ impl Fleet {
     /// Starts one link per certificate, node `first + i` with `certs[i]`,
     /// at `cfg.start_rate` a second.
     pub fn start(cfg: FleetConfig, first: usize, certs: Vec<Arc<EdgeCerts>>) -> Result<Arc<Fleet>, SimError> {
+        let metrics = Arc::new(EdgeHubMetrics::default());
         let quic = match cfg.transport {
             Transport::Quic => {
                 let sources =
                     if cfg.sources.is_empty() { vec![IpAddr::from([127, 0, 0, 1])] } else { cfg.sources.clone() };
                 sources
                     .iter()
-                    .map(|ip| QuicEndpoint::bind((*ip, 0).into()).map_err(|e| SimError::Io(e.to_string())))
+                    .map(|ip| {
+                        QuicEndpoint::bind((*ip, 0).into(), Some(Arc::clone(metrics.wire_counter())))
+                            .map_err(|e| SimError::Io(e.to_string()))
+                    })
                     .collect::<Result<Vec<_>, _>>()?
             }
             Transport::WebSocket => Vec::new(),
@@ -295,7 +299,7 @@ impl Fleet {
                 stats: FleetStats::default(),
                 receipts,
             }),
-            metrics: Arc::default(),
+            metrics,
             quic,
             nodes: Mutex::default(),
             cancel: CancellationToken::new(),
