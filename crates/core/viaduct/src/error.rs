@@ -138,9 +138,12 @@ pub enum ConnectError {
         #[source]
         source: std::io::Error,
     },
-    /// The WebSocket upgrade failed (or the server refused it).
-    #[error("WebSocket handshake with {addr}: {reason}")]
+    /// The WebSocket upgrade or the QUIC handshake frames failed (or the
+    /// server refused them).
+    #[error("{} handshake with {addr}: {reason}", match protocol { crate::Protocol::WebSocket => "WebSocket", crate::Protocol::Quic => "QUIC" })]
     Handshake {
+        /// The transport.
+        protocol: crate::Protocol,
         /// The peer.
         addr: String,
         /// What went wrong.

@@ -348,7 +348,7 @@ async fn upgrade<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     let (path, headers) = request;
     let (resp, tail) = wsframe::upgrade_client(&mut tls, &cfg.server, &path, &headers)
         .await
-        .map_err(|reason| ConnectError::Handshake { addr: addr.clone(), reason })?;
+        .map_err(|reason| ConnectError::Handshake { protocol: crate::Protocol::WebSocket, addr: addr.clone(), reason })?;
     let info = PeerInfo {
         node_id: Text::from(cfg.node_id.clone()),
         project_id: Text::from(cfg.project_id.clone()),
