@@ -442,6 +442,7 @@ impl Controller {
             let was_edge = self.index.is_edge(obj.name());
             self.index.remove_node(obj.name());
             self.sessions.remove(obj.name());
+            self.metrics.sessions.set(self.sessions.len() as i64);
             if was_edge {
                 // CloudHub ends the session and forgets the node's success points.
                 self.send_object(obj.name(), op::DELETE, obj).await;

@@ -20,6 +20,8 @@ pub struct Metrics {
     pub(crate) upstream_in_flight: Gauge,
     /// Upstream requests waiting behind a request of the same node.
     pub(crate) upstream_waiting: Gauge,
+    /// Nodes with a session, or whose session's end is remembered.
+    pub(crate) sessions: Gauge,
     /// Upstream requests refused as busy: their node had its share waiting,
     /// or all nodes together had.
     pub(crate) upstream_busy: Counter,
@@ -70,6 +72,11 @@ impl Metrics {
             "upstream_waiting",
             "Upstream requests waiting behind a request of the same node",
             self.upstream_waiting.clone(),
+        );
+        r.register(
+            "sessions",
+            "Nodes with a CloudHub session, or whose session's end is remembered as their last beat",
+            self.sessions.clone(),
         );
         r.register(
             "upstream_busy",

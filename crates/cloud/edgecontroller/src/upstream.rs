@@ -343,6 +343,7 @@ impl Controller {
             match m.route.operation.as_str() {
                 op::CONNECTED => {
                     self.sessions.insert(node.clone(), None);
+                    self.metrics.sessions.set(self.sessions.len() as i64);
                     self.resync_node(&node).await;
                 }
                 op::DISCONNECTED => {
@@ -353,7 +354,15 @@ impl Controller {
                         .as_i64()
                         .and_then(|ms| time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok())
                         .map_or(now, |t| t.min(now));
-                    self.sessions.insert(node, Some(ended));
+                    // The end is remembered as a beat of the node's; a node
+                    // with no Node (deleted, or never registered) has none
+                    // to keep, and leaves no entry behind.
+                    if self.index.is_edge(&node) {
+                        self.sessions.insert(node, Some(ended));
+                    } else {
+                        self.sessions.remove(&node);
+                    }
+                    self.metrics.sessions.set(self.sessions.len() as i64);
                 }
                 _ => {}
             }

@@ -1237,3 +1237,31 @@ async fn a_node_flooding_requests_holds_up_only_itself() {
     assert_eq!(busy(&a) + dropped(), FLOOD - SHARE);
     cloud.stop().await;
 }
+
+/// What the controller remembers of sessions is bounded by the nodes that
+/// exist: a deleted node's session, and the session of a node that never
+/// registered, leave nothing behind once they end (nodes joining and
+/// leaving all day must not grow the cloud).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ended_sessions_of_nodes_that_are_gone_are_forgotten() {
+    let (cloud, a) = two_nodes_and_edge_a().await;
+    let sessions = || cloud.metric("edgehive_edgecontroller_sessions");
+    eventually("a's session known", WAIT, || sessions() == 1).await;
+    // A node that never registers connects and leaves.
+    let stranger = Edge::connect(&cloud, "stranger").await;
+    eventually("the stranger's session known", WAIT, || sessions() == 2).await;
+    stranger.disconnect().await;
+    eventually("the stranger's session forgotten", WAIT, || sessions() == 1).await;
+    // An existing node's ended session is remembered (its end is a beat).
+    let b = Edge::connect(&cloud, "b").await;
+    eventually("b's session known", WAIT, || sessions() == 2).await;
+    b.disconnect().await;
+    eventually("b's session ended", WAIT, || cloud.hub.connected_nodes().len() == 1).await;
+    assert_eq!(sessions(), 2, "b still exists: its session's end is kept");
+    // a's Node is deleted: CloudHub ends its session, and nothing of it stays.
+    cloud.store.delete(&NODES, "", "a", &Default::default()).await.unwrap();
+    eventually("a's session ended", WAIT, || cloud.hub.connected_nodes().is_empty()).await;
+    eventually("a's session forgotten", WAIT, || sessions() == 1).await;
+    drop(a);
+    cloud.stop().await;
+}

@@ -612,10 +612,9 @@ impl QuicClient {
             None => crate::ws::host_of(&cfg.server)
                 .ok_or_else(|| ConnectError::Invalid(format!("server address {addr_text:?}")))?,
         };
-        let connecting = self
-            .endpoint
-            .connect_with(self.client.clone(), addr, &host)
-            .map_err(|e| ConnectError::Handshake { protocol: Protocol::Quic, addr: addr_text.clone(), reason: e.to_string() })?;
+        let connecting = self.endpoint.connect_with(self.client.clone(), addr, &host).map_err(|e| {
+            ConnectError::Handshake { protocol: Protocol::Quic, addr: addr_text.clone(), reason: e.to_string() }
+        })?;
         let tls_err = |e: quinn::ConnectionError| ConnectError::Tls {
             addr: addr_text.clone(),
             source: std::io::Error::other(e.to_string()),
@@ -639,9 +638,11 @@ impl QuicClient {
         push_frame(&mut frame, &wire_line(&header));
         let open_and_send = || async {
             let (mut send, recv) = conn.open_bi().await.map_err(tls_err)?;
-            send.write_all(&frame)
-                .await
-                .map_err(|e| ConnectError::Handshake { protocol: Protocol::Quic, addr: addr_text.clone(), reason: e.to_string() })?;
+            send.write_all(&frame).await.map_err(|e| ConnectError::Handshake {
+                protocol: Protocol::Quic,
+                addr: addr_text.clone(),
+                reason: e.to_string(),
+            })?;
             Ok::<_, ConnectError>((send, recv))
         };
         let (mut send, mut recv) = open_and_send().await?;
@@ -657,7 +658,8 @@ impl QuicClient {
             tracing::debug!(server = %addr_text, "0-RTT refused; resending headers");
             (send, recv) = open_and_send().await?;
         }
-        let refused = |reason: String| ConnectError::Handshake { protocol: Protocol::Quic, addr: addr_text.clone(), reason };
+        let refused =
+            |reason: String| ConnectError::Handshake { protocol: Protocol::Quic, addr: addr_text.clone(), reason };
         let ack = match read_frame(&mut recv, MAX_HEADER_FRAME).await {
             ReadEvent::Data(b) => Message::decode(&b).map_err(|e| refused(format!("handshake reply: {e}")))?,
             ReadEvent::End(_) | ReadEvent::Alive => {

@@ -346,9 +346,9 @@ async fn upgrade<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
 
     let mut tls = tls;
     let (path, headers) = request;
-    let (resp, tail) = wsframe::upgrade_client(&mut tls, &cfg.server, &path, &headers)
-        .await
-        .map_err(|reason| ConnectError::Handshake { protocol: crate::Protocol::WebSocket, addr: addr.clone(), reason })?;
+    let (resp, tail) = wsframe::upgrade_client(&mut tls, &cfg.server, &path, &headers).await.map_err(|reason| {
+        ConnectError::Handshake { protocol: crate::Protocol::WebSocket, addr: addr.clone(), reason }
+    })?;
     let info = PeerInfo {
         node_id: Text::from(cfg.node_id.clone()),
         project_id: Text::from(cfg.project_id.clone()),
