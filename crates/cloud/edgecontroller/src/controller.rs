@@ -8,7 +8,7 @@ use edgehive_events::{Note, ObjectRef, Recorder};
 use edgehive_model::{Content, Message, op, source, well_known};
 use edgehive_store::informer::{Change, inform};
 use edgehive_store::resources::{CONFIGMAPS, LEASES, NODES, PODS, ResourceDef, SECRETS};
-use edgehive_store::{Object, Store, StoreError};
+use edgehive_store::{DeleteOptions, Object, Store, StoreError};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -443,6 +443,7 @@ impl Controller {
             self.index.remove_node(obj.name());
             self.sessions.remove(obj.name());
             self.metrics.sessions.set(self.sessions.len() as i64);
+            self.delete_lease_of(obj).await;
             if was_edge {
                 // CloudHub ends the session and forgets the node's success points.
                 self.send_object(obj.name(), op::DELETE, obj).await;
@@ -636,6 +637,38 @@ impl Controller {
             }
             Ok(_) | Err(StoreError::NotFound { .. }) => Ok(false),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes the Lease of `node` (deleted) if the Lease names it as its
+    /// owner (kubelet's ownerReference, and the one this controller
+    /// writes): what Kubernetes' garbage collector does. The collector here
+    /// does not watch Leases (their renewals are most of a fleet's writes),
+    /// so without this every node that left would leave its Lease behind.
+    async fn delete_lease_of(&self, node: &Object) {
+        let (Some(uid), name) = (node.uid(), node.name()) else { return };
+        let lease = match self.store.get(&LEASES, NODE_LEASES, name).await {
+            Ok(l) => l,
+            Err(StoreError::NotFound { .. }) => return,
+            Err(e) => {
+                tracing::warn!(node = %name, error = %e, "read the Lease of a deleted node");
+                return;
+            }
+        };
+        let owned = lease
+            .value()
+            .ok()
+            .and_then(|v| v.pointer("/metadata/ownerReferences")?.as_array().cloned())
+            .is_some_and(|refs| refs.iter().any(|r| r["kind"] == "Node" && r["uid"] == uid));
+        if !owned {
+            return;
+        }
+        let only_this = DeleteOptions { uid: lease.uid().map(str::to_owned), ..DeleteOptions::default() };
+        match self.store.delete(&LEASES, NODE_LEASES, name, &only_this).await {
+            Ok(_) => tracing::debug!(node = %name, "the Lease of a deleted node deleted"),
+            // Gone already, or replaced by a new node's of the same name.
+            Err(StoreError::NotFound { .. } | StoreError::Conflict { .. }) => {}
+            Err(e) => tracing::warn!(node = %name, error = %e, "delete the Lease of a deleted node"),
         }
     }
 

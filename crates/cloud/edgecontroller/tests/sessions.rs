@@ -1265,3 +1265,45 @@ async fn ended_sessions_of_nodes_that_are_gone_are_forgotten() {
     drop(a);
     cloud.stop().await;
 }
+
+/// A deleted node's Lease goes with it when the Lease names the node as
+/// its owner (kubelet's ownerReference), as Kubernetes' garbage collector
+/// deletes it; a Lease of the same name owned by nothing, or by another
+/// node of that name, stays. Nodes that leave leave no Lease behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_nodes_lease_goes_with_it() {
+    use edgehive_store::resources::LEASES;
+    let cloud = Cloud::start(CloudHubConfig::default()).await;
+    let lease = |node: &str, owner: Option<&str>| {
+        let mut l = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": node, "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": node, "leaseDurationSeconds": 40}});
+        if let Some(uid) = owner {
+            l["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}]);
+        }
+        l
+    };
+    let lease_of = |node: &'static str| {
+        let store = cloud.store.clone();
+        async move { store.get(&LEASES, "kube-node-lease", node).await.is_ok() }
+    };
+    for (node, owned) in [("owned", true), ("unowned", false), ("stranger", true)] {
+        cloud.edge_node(node).await;
+        let uid = cloud.store.get(&NODES, "", node).await.unwrap().uid().unwrap().to_owned();
+        let owner = match (owned, node) {
+            (true, "stranger") => Some("another-node-of-that-name".to_owned()),
+            (true, _) => Some(uid),
+            (false, _) => None,
+        };
+        cloud.store.create(&LEASES, lease(node, owner.as_deref())).await.unwrap();
+    }
+    // The owned one last: once its Lease is gone, the others' deletes
+    // (seen in the order they were made) were handled too.
+    for node in ["unowned", "stranger", "owned"] {
+        cloud.store.delete(&NODES, "", node, &Default::default()).await.unwrap();
+    }
+    eventually_async("the owned Lease deleted", WAIT, || async { !lease_of("owned").await }).await;
+    assert!(lease_of("unowned").await, "a Lease no Node owns stays");
+    assert!(lease_of("stranger").await, "a Lease another Node owns stays");
+    cloud.stop().await;
+}
