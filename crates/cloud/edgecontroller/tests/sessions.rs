@@ -953,6 +953,19 @@ async fn a_node_counts_up_its_own_events_only() {
 }
 
 /// Nodes `a` and `b` with a pod each, and edge `a` connected with its pod.
+/// Edges a and b connected (b has its pod), the store held by another
+/// SQLite writer (`BEGIN IMMEDIATE` on the returned connection; `ROLLBACK`
+/// frees it), and a status patch of a's ready to send.
+async fn edges_a_and_b_with_the_store_held() -> (Cloud, Edge, Edge, rusqlite::Connection, Message) {
+    let (cloud, a) = two_nodes_and_edge_a().await;
+    let b = Edge::connect(&cloud, "b").await;
+    eventually("b has its pod", WAIT, || b.has("default/pod/b-pod").is_some()).await;
+    let other = rusqlite::Connection::open(cloud.db_path()).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let patch = nodepatch("a", json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}));
+    (cloud, a, b, other, patch)
+}
+
 async fn two_nodes_and_edge_a() -> (Cloud, Edge) {
     let cloud = Cloud::start(CloudHubConfig::default()).await;
     cloud.edge_node("a").await;
@@ -1141,12 +1154,7 @@ async fn a_quic_edge_that_agreed_liveness_needs_no_keepalive_messages() {
 /// answered first and its read sees what the patch wrote.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_waiting_on_the_store_holds_no_other_node_up_and_keeps_its_own_order() {
-    let (cloud, a) = two_nodes_and_edge_a().await;
-    let b = Edge::connect(&cloud, "b").await;
-    eventually("b has its pod", WAIT, || b.has("default/pod/b-pod").is_some()).await;
-    let other = rusqlite::Connection::open(cloud.db_path()).unwrap();
-    other.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let patch = nodepatch("a", json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}));
+    let (cloud, a, b, other, patch) = edges_a_and_b_with_the_store_held().await;
     let read = req("query", "default/node/a", json!(null));
     let (patch_id, read_id) = (patch.header.msg_id.clone(), read.header.msg_id.clone());
     a.tx.try_write(patch).unwrap();
@@ -1185,12 +1193,7 @@ async fn a_node_waiting_on_the_store_holds_no_other_node_up_and_keeps_its_own_or
 async fn a_node_flooding_requests_holds_up_only_itself() {
     const FLOOD: usize = 5000;
     const SHARE: usize = 256;
-    let (cloud, a) = two_nodes_and_edge_a().await;
-    let b = Edge::connect(&cloud, "b").await;
-    eventually("b has its pod", WAIT, || b.has("default/pod/b-pod").is_some()).await;
-    let other = rusqlite::Connection::open(cloud.db_path()).unwrap();
-    other.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let patch = nodepatch("a", json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}));
+    let (cloud, a, b, other, patch) = edges_a_and_b_with_the_store_held().await;
     let handed = cloud.metric("edgehive_cloudhub_upstream_total");
     let mut ids = std::collections::HashSet::new();
     let patch_id = patch.header.msg_id.clone();
