@@ -46,7 +46,12 @@ pub(crate) struct Controller {
     pub(crate) lanes: crate::lanes::Lanes,
     /// Whether CloudHub has a session for a node now.
     pub(crate) presence: Option<Presence>,
+    /// Deleted Nodes whose Leases are to go ([`collect_leases`]), once running.
+    pub(crate) leases_to_collect: Option<mpsc::Sender<Object>>,
 }
+
+/// Deleted Nodes waiting for their Leases to be deleted.
+const LEASES_TO_COLLECT: usize = 1024;
 
 /// Asks CloudHub whether a node has a session now.
 #[derive(Clone)]
@@ -161,6 +166,9 @@ impl Controller {
         drop(tx);
         let (beats, beat_writer) =
             heartbeat::Writer::start(self.store.clone(), self.lifecycle.heartbeat, self.metrics.clone(), stop.clone());
+        let (collect, to_collect) = mpsc::channel(LEASES_TO_COLLECT);
+        self.leases_to_collect = Some(collect);
+        let lease_collector = tokio::spawn(collect_leases(self.store.clone(), to_collect));
         let mut check = tokio::time::interval(self.lifecycle.interval);
         check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -191,6 +199,9 @@ impl Controller {
             let _ = w.await;
         }
         let _ = beat_writer.await;
+        // What was asked is done (each store call has its own deadline).
+        self.leases_to_collect = None;
+        let _ = lease_collector.await;
     }
 
     async fn send(&self, msg: Message) {
@@ -443,7 +454,11 @@ impl Controller {
             self.index.remove_node(obj.name());
             self.sessions.remove(obj.name());
             self.metrics.sessions.set(self.sessions.len() as i64);
-            self.delete_lease_of(obj).await;
+            if let Some(collect) = &self.leases_to_collect
+                && collect.send_timeout(obj.clone(), SEND_DEADLINE).await.is_err()
+            {
+                tracing::warn!(node = %obj.name(), "the Lease collector is behind; a deleted node's Lease is left");
+            }
             if was_edge {
                 // CloudHub ends the session and forgets the node's success points.
                 self.send_object(obj.name(), op::DELETE, obj).await;
@@ -640,38 +655,6 @@ impl Controller {
         }
     }
 
-    /// Deletes the Lease of `node` (deleted) if the Lease names it as its
-    /// owner (kubelet's ownerReference, and the one this controller
-    /// writes): what Kubernetes' garbage collector does. The collector here
-    /// does not watch Leases (their renewals are most of a fleet's writes),
-    /// so without this every node that left would leave its Lease behind.
-    async fn delete_lease_of(&self, node: &Object) {
-        let (Some(uid), name) = (node.uid(), node.name()) else { return };
-        let lease = match self.store.get(&LEASES, NODE_LEASES, name).await {
-            Ok(l) => l,
-            Err(StoreError::NotFound { .. }) => return,
-            Err(e) => {
-                tracing::warn!(node = %name, error = %e, "read the Lease of a deleted node");
-                return;
-            }
-        };
-        let owned = lease
-            .value()
-            .ok()
-            .and_then(|v| v.pointer("/metadata/ownerReferences")?.as_array().cloned())
-            .is_some_and(|refs| refs.iter().any(|r| r["kind"] == "Node" && r["uid"] == uid));
-        if !owned {
-            return;
-        }
-        let only_this = DeleteOptions { uid: lease.uid().map(str::to_owned), ..DeleteOptions::default() };
-        match self.store.delete(&LEASES, NODE_LEASES, name, &only_this).await {
-            Ok(_) => tracing::debug!(node = %name, "the Lease of a deleted node deleted"),
-            // Gone already, or replaced by a new node's of the same name.
-            Err(StoreError::NotFound { .. } | StoreError::Conflict { .. }) => {}
-            Err(e) => tracing::warn!(node = %name, error = %e, "delete the Lease of a deleted node"),
-        }
-    }
-
     /// Renews the Leases and status heartbeats of nodes whose live session
     /// is their heartbeat ([`heartbeat`]), through the writer.
     fn beat_for_sessions(&mut self, writer: &heartbeat::Writer) {
@@ -827,6 +810,43 @@ impl Controller {
                 Err(StoreError::NotFound { .. } | StoreError::Conflict { .. }) => {}
                 Err(e) => tracing::warn!(%node, pod = %name, error = %e, "evict a pod"),
             }
+        }
+    }
+}
+
+/// Deletes the Lease of each deleted Node it is handed, in the order they
+/// were deleted, if the Lease names that Node as its owner (kubelet's
+/// ownerReference, and the one this controller writes): what Kubernetes'
+/// garbage collector does. The collector here does not watch Leases (their
+/// renewals are most of a fleet's writes), so without this every node that
+/// left would leave its Lease behind. Off the controller's loop: a fleet
+/// deleted at once must not hold up its informers and edges. A Lease
+/// created after this read finds its Node gone itself (`no_orphan_lease`).
+async fn collect_leases(store: Store, mut nodes: mpsc::Receiver<Object>) {
+    while let Some(node) = nodes.recv().await {
+        let (Some(uid), name) = (node.uid(), node.name()) else { continue };
+        let lease = match store.get(&LEASES, NODE_LEASES, name).await {
+            Ok(l) => l,
+            Err(StoreError::NotFound { .. }) => continue,
+            Err(e) => {
+                tracing::warn!(node = %name, error = %e, "read the Lease of a deleted node");
+                continue;
+            }
+        };
+        let owned = lease
+            .value()
+            .ok()
+            .and_then(|v| v.pointer("/metadata/ownerReferences")?.as_array().cloned())
+            .is_some_and(|refs| refs.iter().any(|r| r["kind"] == "Node" && r["uid"] == uid));
+        if !owned {
+            continue;
+        }
+        let only_this = DeleteOptions { uid: lease.uid().map(str::to_owned), ..DeleteOptions::default() };
+        match store.delete(&LEASES, NODE_LEASES, name, &only_this).await {
+            Ok(_) => tracing::debug!(node = %name, "the Lease of a deleted node deleted"),
+            // Gone already, or replaced by a new node's of the same name.
+            Err(StoreError::NotFound { .. } | StoreError::Conflict { .. }) => {}
+            Err(e) => tracing::warn!(node = %name, error = %e, "delete the Lease of a deleted node"),
         }
     }
 }

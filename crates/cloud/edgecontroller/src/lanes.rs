@@ -15,11 +15,13 @@
 //! mailbox, and CloudHub holds its edges back. A node has one at most, so
 //! no node takes more than its turn. What waits behind a node's request in
 //! flight is bounded twice, [`PER_NODE`] for the node and [`WAITING`] for
-//! all; past either the request is refused at once as busy (CloudHub's
-//! answer, `… is busy; try again`, which an edgehive edge reads as "send
-//! the status report again"). So edges that flood requests while their
-//! first waits on the store delay only themselves, never the mailbox every
-//! other node's requests come through.
+//! all; past the first the request is refused at once as busy (CloudHub's
+//! answer, `… is busy; try again`, which an edgehive edge reads as "send it
+//! again"), and past the second the newest request of the node with the
+//! most waiting is (the newcomer's own if none has more than its node).
+//! So edges that flood requests while their first waits on the store
+//! delay only themselves, never the mailbox every other node's requests
+//! come through, nor the room other nodes' requests wait in.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -69,14 +71,27 @@ impl Lanes {
         self.busy.contains_key(node)
     }
 
-    /// Queues `m` behind `node`'s request in flight; hands it back when
-    /// [`PER_NODE`] of `node`'s, or [`WAITING`] in all, already wait.
-    pub(crate) fn wait(&mut self, node: Text, m: Message) -> Result<(), Message> {
-        let queue = self.busy.entry(node).or_default();
-        if queue.len() >= PER_NODE || self.waiting >= WAITING {
-            return Err(m);
+    /// Queues `m` behind `node`'s request in flight, or hands back the
+    /// request refused for it, with its node: `m` itself when [`PER_NODE`]
+    /// of `node`'s already wait; when [`WAITING`] in all do, the newest
+    /// request of the node with the most waiting if that node has at
+    /// least two more than `node`, else `m`. So a few nodes that flood
+    /// cannot take the room from the rest: a node with fewer waiting than
+    /// its equal share (at most [`IN_FLIGHT`] nodes have any) always gets in.
+    pub(crate) fn wait(&mut self, node: Text, m: Message) -> Result<(), (Text, Message)> {
+        let mine = self.busy.get(&node).map_or(0, VecDeque::len);
+        if mine >= PER_NODE {
+            return Err((node, m));
         }
-        queue.push_back(m);
+        if self.waiting >= WAITING {
+            let longest = self.busy.iter_mut().max_by_key(|(_, q)| q.len()).filter(|(_, q)| q.len() > mine + 1);
+            let Some((other, queue)) = longest else { return Err((node, m)) };
+            let evicted = queue.pop_back().expect("the longest queue holds more than one");
+            let other = other.clone();
+            self.busy.entry(node).or_default().push_back(m);
+            return Err((other, evicted));
+        }
+        self.busy.entry(node).or_default().push_back(m);
         self.waiting += 1;
         Ok(())
     }
@@ -165,7 +180,8 @@ mod tests {
             lanes.wait(a.clone(), Message::new()).unwrap();
         }
         let extra = Message::new();
-        let back = lanes.wait(a.clone(), extra.clone()).unwrap_err();
+        let (who, back) = lanes.wait(a.clone(), extra.clone()).unwrap_err();
+        assert_eq!(who, a);
         assert_eq!(back.header.msg_id, extra.header.msg_id, "the refused request itself comes back");
         assert_eq!(lanes.waiting(), PER_NODE);
         assert!(lanes.has_room(), "one node's share leaves the loop reading");
@@ -177,21 +193,48 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn past_the_room_for_all_a_request_is_handed_back_and_the_loop_still_reads() {
+    async fn past_the_room_for_all_the_longest_waiting_gives_way() {
         let mut lanes = Lanes::default();
-        let nodes: Vec<Text> = (0..WAITING / PER_NODE + 1).map(|i| Text::from(format!("n{i}"))).collect();
-        for n in &nodes {
-            lanes.start(n.clone(), std::future::pending());
+        let name = |i: usize| Text::from(format!("n{i}"));
+        let floods = WAITING / PER_NODE;
+        for i in 0..=floods + 1 {
+            lanes.start(name(i), std::future::pending());
         }
-        for n in &nodes[..WAITING / PER_NODE] {
+        let mut newest = Vec::new();
+        for i in 0..floods {
             for _ in 0..PER_NODE {
-                lanes.wait(n.clone(), Message::new()).unwrap();
+                let m = Message::new();
+                newest.push(m.header.msg_id.clone());
+                lanes.wait(name(i), m).unwrap();
             }
         }
         assert_eq!(lanes.waiting(), WAITING);
-        let last = nodes.last().unwrap().clone();
-        assert!(lanes.wait(last, Message::new()).is_err(), "the room for all is full");
-        assert!(lanes.has_room(), "a node with nothing in flight is still served");
+        // A node with none waiting gets in; a flooder's newest is refused for it.
+        let calm = Message::new();
+        let (who, refused) = lanes.wait(name(floods), calm.clone()).unwrap_err();
+        assert_ne!(who, name(floods), "the newcomer is not the one refused");
+        assert!(newest.contains(&refused.header.msg_id) && refused.header.msg_id != calm.header.msg_id);
+        let flooder = lanes.busy[&who].len();
+        assert_eq!(flooder, PER_NODE - 1, "the refused one was the last of its queue");
+        assert_eq!(lanes.waiting(), WAITING, "the room stays bounded");
+        assert!(lanes.has_room(), "the loop still reads");
+        // Nodes in turn get in until each has no fewer than the longest but one.
+        let next = name(floods + 1);
+        for _ in 0..PER_NODE {
+            if let Err((who, _)) = lanes.wait(next.clone(), Message::new())
+                && who == next
+            {
+                break;
+            }
+        }
+        let longest = lanes.busy.values().map(VecDeque::len).max().unwrap();
+        let got = lanes.busy[&next].len();
+        assert!(got > 200 && got + 1 >= longest, "{got} in, the longest {longest}");
+        // A flooder past the room is refused its own, not another's.
+        let own = Message::new();
+        let (who, refused) = lanes.wait(name(0), own.clone()).unwrap_err();
+        assert_eq!((who, refused.header.msg_id.clone()), (name(0), own.header.msg_id.clone()));
+        assert_eq!(lanes.waiting(), WAITING);
     }
 
     #[tokio::test]

@@ -136,6 +136,7 @@ impl Module for EdgeController {
                 unschedulable_writes: tokio::task::JoinSet::new(),
                 lanes: lanes::Lanes::default(),
                 presence: self.presence.clone(),
+                leases_to_collect: None,
             };
             controller.run(ctx, cancel).await;
             Ok(())

@@ -23,8 +23,11 @@ pub struct Metrics {
     /// Nodes with a session, or whose session's end is remembered.
     pub(crate) sessions: Gauge,
     /// Upstream requests refused as busy: their node had its share waiting,
-    /// or all nodes together had.
+    /// or all nodes together had and theirs had the most.
     pub(crate) upstream_busy: Counter,
+    /// Busy answers CloudHub's full mailbox did not take (not waited for:
+    /// the controller's loop never stalls on an answer).
+    pub(crate) busy_unsent: Counter,
     /// Upstream requests refused by the NodeRestriction rule.
     pub(crate) forbidden: Counter,
     /// Upstream requests refused as malformed or unsupported.
@@ -80,8 +83,13 @@ impl Metrics {
         );
         r.register(
             "upstream_busy",
-            "Upstream requests refused as busy: 256 of their node's (or 4,096 in all) already waited behind a request in flight",
+            "Upstream requests refused as busy: 256 of their node's already waited behind a request in flight, or 4,096 in all and their node's the most",
             self.upstream_busy.clone(),
+        );
+        r.register(
+            "busy_answers_unsent",
+            "Busy answers not sent: CloudHub's mailbox was full (the edge's own deadline covers the request)",
+            self.busy_unsent.clone(),
         );
         r.register("forbidden", "Upstream requests refused: not the node's object", self.forbidden.clone());
         r.register("invalid", "Upstream requests refused as malformed or unsupported", self.invalid.clone());

@@ -374,23 +374,33 @@ impl Controller {
         };
         self.metrics.upstream.inc();
         if self.lanes.is_busy(&res.node) {
-            if let Err(m) = self.lanes.wait(res.node.clone(), m) {
-                // Its share of the waiting room is full: refused now, as
-                // CloudHub refuses what it cannot hand over (an edgehive
-                // edge sends a status report so refused again, paced by its
-                // own rate limit), rather than holding up the mailbox every
-                // other node's requests come through.
-                self.metrics.upstream_busy.inc();
-                tracing::debug!(node = %res.node, resource = %res.path, "upstream request refused: the node's share of waiting requests is full");
-                let mut busy =
-                    reply(&m, Content::string(&format!("{} {}", source::EDGECONTROLLER, well_known::CLOUD_BUSY)), None);
-                busy.route.operation = Text::from(op::ERROR);
-                answer_to(&self.ctx, &res.node, busy).await;
+            if let Err((node, m)) = self.lanes.wait(res.node.clone(), m) {
+                // Its node's share of the waiting room is full: refused
+                // now, as CloudHub refuses what it cannot hand over (an
+                // edgehive edge sends it again, paced by its own rate
+                // limit), rather than holding up the mailbox every other
+                // node's requests come through.
+                self.refuse_busy(&node, &m);
             }
         } else {
             self.serve(res.node, m).await;
         }
         self.metrics.upstream_waiting.set(self.lanes.waiting() as i64);
+    }
+
+    /// Answers `m` of `node`'s that it was not taken, for the cloud is busy.
+    /// Not waited for: with CloudHub's mailbox full the answer is dropped
+    /// and counted, and the edge's own deadline covers the request.
+    fn refuse_busy(&self, node: &str, m: &Message) {
+        self.metrics.upstream_busy.inc();
+        tracing::debug!(node, resource = %m.route.resource, "upstream request refused: its node's share of waiting requests is full");
+        let mut busy =
+            reply(m, Content::string(&format!("{} {}", source::EDGECONTROLLER, well_known::CLOUD_BUSY)), None);
+        busy.route.operation = Text::from(op::ERROR);
+        if let Err(e) = self.ctx.try_send(source::CLOUDHUB, busy) {
+            self.metrics.busy_unsent.inc();
+            tracing::debug!(node, error = %e, "busy answer not taken by cloudhub");
+        }
     }
 
     /// A request of `node`'s ended: the next one waiting behind it is served.
@@ -606,7 +616,10 @@ impl Controller {
                 admit_create(&LEASES, &mut v)?;
                 job(async move {
                     let obj = match api.store.create(&LEASES, v).await {
-                        Ok(o) => o,
+                        Ok(o) => {
+                            api.no_orphan_lease(&o).await?;
+                            o
+                        }
                         Err(StoreError::AlreadyExists { .. }) => {
                             api.edge_update(&LEASES, &ns, &name, |_, old| {
                                 let mut v = old.clone();
@@ -713,6 +726,40 @@ async fn answer_to(ctx: &Context, node: &str, answer: Message) {
 }
 
 impl Api {
+    /// A Lease just created for a Node that is gone (deleted while the
+    /// create was in flight, or replaced by a new Node of its name) is
+    /// deleted again, and the node told its Node is not found. The
+    /// controller deletes a deleted Node's Lease when it sees the Node go
+    /// (`collect_leases`), reading the store after the Node's
+    /// delete: a create that commits before that read is deleted there, one
+    /// that commits after it finds the Node gone here. Either way no Lease
+    /// outlives its Node (the garbage collector does not watch Leases).
+    async fn no_orphan_lease(&self, lease: &Object) -> Result<(), Refusal> {
+        let Some(owner) = lease.value().ok().and_then(|v| {
+            let refs = v.pointer("/metadata/ownerReferences")?.as_array()?.clone();
+            refs.iter().find(|r| r["kind"] == "Node").and_then(|r| r["uid"].as_str().map(str::to_owned))
+        }) else {
+            return Ok(());
+        };
+        let name = lease.name();
+        match self.store.get(&NODES, "", name).await {
+            Ok(node) if node.uid() == Some(owner.as_str()) => return Ok(()),
+            Ok(_) | Err(StoreError::NotFound { .. }) => {}
+            Err(e) => {
+                // Unknown: the Lease stays, as when the Node exists.
+                tracing::warn!(node = name, error = %e, "read the Node of a Lease just created");
+                return Ok(());
+            }
+        }
+        tracing::info!(node = name, "a Lease created for a Node that is gone; deleted again");
+        let only_this = DeleteOptions { uid: lease.uid().map(str::to_owned), ..DeleteOptions::default() };
+        match self.store.delete(&LEASES, lease.namespace(), name, &only_this).await {
+            Ok(_) | Err(StoreError::NotFound { .. } | StoreError::Conflict { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Err(Refusal::Store(StoreError::NotFound { resource: "nodes".into(), name: name.into() }))
+    }
+
     /// The edge confirms that a pod's containers are gone, with the uid it
     /// stopped (kubelet's `DeleteOptions` precondition, edgehive's pod
     /// metadata, or, from older KubeEdge edges, the uid as a string): the

@@ -1226,9 +1226,12 @@ async fn a_node_flooding_requests_holds_up_only_itself() {
             && m.content.as_text().is_some_and(|t| t.ends_with(edgehive_model::well_known::CLOUD_BUSY))
     };
     let busy = |edge: &Edge| edge.others().iter().filter(|m| is_busy(m)).count();
-    // Answers a's session has no room for are dropped and counted (an
-    // edge that floods does not read them all in time).
-    let dropped = || cloud.metric("edgehive_cloudhub_dropped_total{reason=\"full\"}") as usize;
+    // Answers a's session (or CloudHub's mailbox) has no room for are
+    // dropped and counted (an edge that floods does not read them all in time).
+    let dropped = || {
+        (cloud.metric("edgehive_cloudhub_dropped_total{reason=\"full\"}")
+            + cloud.metric("edgehive_edgecontroller_busy_answers_unsent_total")) as usize
+    };
     eventually("a's requests past its share refused", WAIT, || busy(&a) + dropped() == FLOOD - SHARE).await;
     assert!(busy(&a) > 0);
     assert_eq!(cloud.metric("edgehive_edgecontroller_upstream_waiting"), SHARE as u64);
@@ -1308,5 +1311,26 @@ async fn a_deleted_nodes_lease_goes_with_it() {
     eventually_async("the owned Lease deleted", WAIT, || async { !lease_of("owned").await }).await;
     assert!(lease_of("unowned").await, "a Lease no Node owns stays");
     assert!(lease_of("stranger").await, "a Lease another Node owns stays");
+    // An edge's Lease create that lands after its Node went: the Node was
+    // replaced by a new one of its name, and the edge still names the old
+    // uid. The Lease is deleted again and the edge told its Node is gone.
+    cloud.edge_node("late").await;
+    let old_uid = cloud.store.get(&NODES, "", "late").await.unwrap().uid().unwrap().to_owned();
+    cloud.store.delete(&NODES, "", "late", &Default::default()).await.unwrap();
+    cloud.edge_node("late").await;
+    let late = Edge::connect(&cloud, "late").await;
+    let create = |uid: &str| {
+        let mut l = lease("late", Some(uid));
+        l["metadata"].as_object_mut().unwrap().remove("namespace");
+        req("insert", "kube-node-lease/lease/late", l)
+    };
+    let refused = ask(&late, create(&old_uid)).await;
+    assert_eq!(refused.route.operation, "error", "{:?}", refused.content.as_json());
+    assert!(refused.content.as_json().contains(r#"nodes \"late\" not found"#), "{}", refused.content.as_json());
+    assert!(!lease_of("late").await, "no Lease outlives its Node");
+    // With the Node's own uid it stays.
+    let new_uid = cloud.store.get(&NODES, "", "late").await.unwrap().uid().unwrap().to_owned();
+    assert_eq!(ask(&late, create(&new_uid)).await.route.operation, "response");
+    assert!(lease_of("late").await);
     cloud.stop().await;
 }

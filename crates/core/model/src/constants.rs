@@ -162,7 +162,7 @@ pub mod well_known {
     /// answer naming the message as its parent, whose content ends so —
     /// from source `cloudhub` when CloudHub could not hand it to its
     /// controller in time, from `edgecontroller` when the node already had
-    /// its share of requests waiting there. The edge sends a status report
+    /// its share of requests waiting there. The edge sends the message
     /// again; a request's asker is told.
     pub const CLOUD_BUSY: &str = "is busy; try again";
     /// In the `cloud_connected` event's list: the cloud reconciles the

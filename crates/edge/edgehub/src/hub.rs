@@ -22,6 +22,7 @@ use crate::certs::EdgeCerts;
 use crate::limiter::RateLimiter;
 use crate::metrics::EdgeHubMetrics;
 use crate::outbox::{Outbox, Refused, coalesce_key};
+use crate::unanswered::Unanswered;
 
 /// EdgeHub's module name: edge modules send to `websocket` what goes to the cloud.
 pub const MODULE: &str = source::WEBSOCKET;
@@ -296,15 +297,10 @@ pub struct EdgeLink<L> {
     state: Option<watch::Sender<Option<Text>>>,
     /// [`EdgeLink::with_reset`].
     reset: Option<Arc<tokio::sync::Notify>>,
-    /// The status reports written lately, the newest per object, until
-    /// answered or [`REFUSAL_WINDOW`] has passed: one the cloud says it was
-    /// too busy to take goes again.
-    sent_reports: HashMap<String, (Message, Instant)>,
+    /// What was written and not answered yet: one the cloud says it was
+    /// too busy to take goes again ([`crate::unanswered`]).
+    unanswered: Unanswered,
 }
-
-/// How long a written status report is kept in case the cloud answers
-/// that it was too busy for it (CloudHub waits 5 s for room before saying so).
-const REFUSAL_WINDOW: Duration = Duration::from_secs(30);
 
 impl<L> std::fmt::Debug for EdgeLink<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -332,7 +328,7 @@ impl<L: LocalSide> EdgeLink<L> {
             streams: None,
             state: None,
             reset: None,
-            sent_reports: HashMap::new(),
+            unanswered: Unanswered::default(),
             cfg,
             local,
             cancel: CancellationToken::new(),
@@ -573,8 +569,8 @@ impl<L: LocalSide> EdgeLink<L> {
                     return End::Renewed;
                 }
                 Event::Down(Some(m)) => {
-                    if let Some(report) = self.downstream(m).await {
-                        self.send_again(report, held.as_ref(), &line);
+                    if let Some(refused) = self.downstream(m).await {
+                        self.send_again(refused, held.as_ref(), &mut line);
                     }
                 }
                 Event::Down(None) => {
@@ -582,7 +578,7 @@ impl<L: LocalSide> EdgeLink<L> {
                     return End::Lost(closed_reason(&rx));
                 }
                 Event::Beat => {
-                    self.sent_reports.retain(|_, (_, at)| at.elapsed() < REFUSAL_WINDOW);
+                    self.unanswered.expire();
                     if !pings && let Err(e) = self.keepalive(&tx).await {
                         self.set_aside(held.take(), &mut line);
                         return e;
@@ -631,14 +627,15 @@ impl<L: LocalSide> EdgeLink<L> {
 
     async fn write(&mut self, tx: &ConnTx, mut m: Message) -> Result<(), End> {
         let sync = m.header.sync;
-        let report = coalesce_key(&m).map(|key| (key, m.clone()));
+        // What no module waits on is kept in case the cloud is too busy for it.
+        let keep = (!sync && !exempt(&m)).then(|| m.clone());
         // KubeEdge writes every message as asynchronous.
         m.header.sync = false;
         match tx.write(m).await {
             Ok(()) => {
                 self.metrics.upstream.inc();
-                if let Some((key, m)) = report {
-                    self.sent_reports.insert(key, (m, Instant::now()));
+                if let Some(m) = keep {
+                    self.unanswered.written(m);
                 }
                 Ok(())
             }
@@ -654,30 +651,36 @@ impl<L: LocalSide> EdgeLink<L> {
         }
     }
 
-    /// The status report `refusal` answers, if it is still its object's
-    /// newest written (taken out: a report goes again once per refusal).
-    fn refused_report(&mut self, refusal: &Message) -> Option<Message> {
+    /// The message `refusal` says the cloud was too busy for, if it is kept
+    /// (taken out: a message goes again once per refusal).
+    fn refused(&mut self, refusal: &Message) -> Option<Message> {
         let parent = refusal.parent_id()?;
         if !refusal.content.as_text().is_some_and(|t| t.ends_with(well_known::CLOUD_BUSY)) {
             return None;
         }
-        let key = self.sent_reports.iter().find(|(_, (m, _))| m.header.msg_id == *parent).map(|(k, _)| k.clone())?;
-        self.sent_reports.remove(&key).map(|(m, _)| m)
+        self.unanswered.answered(parent)
     }
 
-    /// A status report the cloud was too busy for goes back into the
-    /// outbox, unless a newer one of its object waits to be written (held
-    /// by the rate limit, in line behind it, or in the outbox): that one
-    /// stands, and the older must not follow it.
-    fn send_again(&mut self, report: Message, held: Option<&Message>, line: &VecDeque<Message>) {
-        let key = coalesce_key(&report);
-        if held.into_iter().chain(line).any(|m| coalesce_key(m) == key) {
-            tracing::debug!(node = %self.cfg.node_name, resource = %report.route.resource, "a refused status report since replaced; the newer one goes");
+    /// A message the cloud was too busy for goes again: behind what is in
+    /// line, or, a status report, into the outbox unless a newer one of its
+    /// object waits to be written (held by the rate limit, in line behind
+    /// it, or in the outbox): that one stands, and the older must not
+    /// follow it. The line may so hold more than [`LINE`], by at most the
+    /// messages kept unanswered.
+    fn send_again(&mut self, m: Message, held: Option<&Message>, line: &mut VecDeque<Message>) {
+        let Some(key) = coalesce_key(&m) else {
+            self.metrics.busy_retried.inc();
+            tracing::info!(node = %self.cfg.node_name, operation = %m.route.operation, resource = %m.route.resource, "the cloud was too busy for a message; it goes again");
+            line.push_back(m);
+            return;
+        };
+        if held.into_iter().chain(line.iter()).any(|m| coalesce_key(m).as_ref() == Some(&key)) {
+            tracing::debug!(node = %self.cfg.node_name, resource = %m.route.resource, "a refused status report since replaced; the newer one goes");
             return;
         }
-        match self.outbox.push_unless_newer(report) {
+        match self.outbox.push_unless_newer(m) {
             Ok(true) => {
-                self.metrics.reports_retried.inc();
+                self.metrics.busy_retried.inc();
                 self.metrics.outbox_depth.set(self.outbox.len() as i64);
                 tracing::info!(node = %self.cfg.node_name, "the cloud was too busy for a status report; it goes again");
             }
@@ -690,18 +693,18 @@ impl<L: LocalSide> EdgeLink<L> {
     }
 
     /// Routes one message from the cloud (KubeEdge's EdgeHub rules); hands
-    /// back a status report the cloud was too busy for.
+    /// back a message of the edge's the cloud was too busy for.
     async fn downstream(&mut self, m: Message) -> Option<Message> {
         self.metrics.downstream.inc();
         if m.route.operation == op::ERROR && m.parent_id().is_some() {
             // The cloud was too busy for a message (well_known::CLOUD_BUSY:
             // CloudHub could not hand it to its controller in time, or the
-            // controller had this node's share of requests waiting): a
-            // status report goes again, as the newest of its object (a
-            // report since replaced is not), and a request's asker is told
-            // below.
-            if let Some(report) = self.refused_report(&m) {
-                return Some(report);
+            // controller had this node's share of requests waiting): what
+            // no module waits on goes again (a status report as the newest
+            // of its object; one since replaced does not), and a request's
+            // asker is told below.
+            if let Some(refused) = self.refused(&m) {
+                return Some(refused);
             }
         } else if m.route.operation == op::ERROR && m.route.source == source::CLOUDHUB {
             // CloudHub says why it refuses this edge before it closes
@@ -713,11 +716,9 @@ impl<L: LocalSide> EdgeLink<L> {
             return None;
         }
         let g = m.route.group.as_str();
-        if let Some(parent) = m.parent_id()
-            && !self.sent_reports.is_empty()
-        {
-            // A report answered (a node's, a patch's) is done with.
-            self.sent_reports.retain(|_, (r, _)| r.header.msg_id != *parent);
+        if let Some(parent) = m.parent_id() {
+            // A message answered is done with.
+            self.unanswered.answered(parent);
         }
         if m.parent_id().is_some() && g != group::TWIN {
             // The answer to a request some module is waiting for. If it gave

@@ -23,6 +23,7 @@ mod hub;
 mod limiter;
 mod metrics;
 mod outbox;
+mod unanswered;
 
 pub use backoff::Backoff;
 pub use certs::{CertError, CertFiles, EdgeCerts};

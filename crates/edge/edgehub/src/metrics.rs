@@ -38,8 +38,8 @@ pub struct EdgeHubMetrics {
     pub(crate) outbox_coalesced: Counter,
     /// Status reports refused: the disconnected buffer was full.
     pub(crate) outbox_overflow: Counter,
-    /// Status reports sent again because the cloud was too busy to take them.
-    pub(crate) reports_retried: Counter,
+    /// Messages sent again because the cloud was too busy to take them.
+    pub(crate) busy_retried: Counter,
     /// Status reports waiting for the link.
     pub(crate) outbox_depth: Gauge,
     /// Upstream messages read behind one the rate limit holds.
@@ -96,9 +96,9 @@ impl EdgeHubMetrics {
         r.register("throttled", "Upstream messages delayed by the rate limit", self.throttled.clone());
         r.register("outbox_kept", "Status reports kept while disconnected", self.outbox_kept.clone());
         r.register(
-            "reports_retried",
-            "Status reports sent again because the cloud was too busy to take them",
-            self.reports_retried.clone(),
+            "busy_retried",
+            "Messages sent again because the cloud answered it was too busy to take them (status reports still their object's newest, and messages no module waits on, such as pod deletion confirmations)",
+            self.busy_retried.clone(),
         );
         r.register(
             "outbox_coalesced",

@@ -406,7 +406,7 @@ async fn a_status_report_the_cloud_was_too_busy_for_goes_again() {
     tx.write(busy(&first)).await.unwrap();
     let again = next_report(&mut rx).await;
     assert_eq!(text(&again), ("default/podstatus/a".to_owned(), "1".to_owned()));
-    eventually("counted", || e.metric("edgehive_edgehub_reports_retried_total") == 1).await;
+    eventually("counted", || e.metric("edgehive_edgehub_busy_retried_total") == 1).await;
     // A newer report of the same pod, then a refusal of the older one.
     e.ctx.send(edgehive_edgehub::MODULE, status("a", 2)).await.unwrap();
     let second = next_report(&mut rx).await;
@@ -425,7 +425,7 @@ async fn a_status_report_the_cloud_was_too_busy_for_goes_again() {
     tx.write(busy(&third)).await.unwrap();
     e.ctx.send(edgehive_edgehub::MODULE, status("b", 1)).await.unwrap();
     assert_eq!(text(&next_report(&mut rx).await), ("default/podstatus/b".to_owned(), "1".to_owned()));
-    assert_eq!(e.metric("edgehive_edgehub_reports_retried_total"), 2);
+    assert_eq!(e.metric("edgehive_edgehub_busy_retried_total"), 2);
 }
 
 /// A report refused as busy while a newer one of its object is held back
@@ -436,7 +436,8 @@ async fn a_busy_refusal_never_sends_an_older_report_after_a_newer_one() {
     let cloud = Cloud::new();
     let mut server = cloud.server("127.0.0.1:0".parse().unwrap(), false).await;
     let mut cfg = config(&[server.local_addr()]);
-    (cfg.message_qps, cfg.message_burst) = (2.0, 1);
+    // One message every 2 s: the refusal comes while the newer report is held.
+    (cfg.message_qps, cfg.message_burst) = (0.5, 1);
     let e = edge(&cloud, cfg);
     let (tx, mut rx) = accept(&mut server).await.split();
     let text = |m: &Message| (m.route.resource.to_string(), m.content.as_text().unwrap().into_owned());
@@ -448,5 +449,63 @@ async fn a_busy_refusal_never_sends_an_older_report_after_a_newer_one() {
     e.ctx.send(edgehive_edgehub::MODULE, status("b", 1)).await.unwrap();
     assert_eq!(text(&next_report(&mut rx).await), ("default/podstatus/a".to_owned(), "2".to_owned()));
     assert_eq!(text(&next_report(&mut rx).await), ("default/podstatus/b".to_owned(), "1".to_owned()));
-    assert_eq!(e.metric("edgehive_edgehub_reports_retried_total"), 0);
+    assert_eq!(e.metric("edgehive_edgehub_busy_retried_total"), 0);
+}
+
+/// A message no module waits on (a pod's deletion confirmation) that the
+/// cloud was too busy for goes again, once per refusal: lost, it would
+/// leave the pod Terminating until the edge reconnects. A request's asker
+/// is told instead, and the request is not sent again behind its back.
+#[tokio::test]
+async fn a_deletion_confirmation_the_cloud_was_too_busy_for_goes_again() {
+    let cloud = Cloud::new();
+    let mut server = cloud.server("127.0.0.1:0".parse().unwrap(), false).await;
+    let e = edge(&cloud, config(&[server.local_addr()]));
+    let (tx, mut rx) = accept(&mut server).await.split();
+    let gone = Message::new()
+        .with_route(source::EDGED, group::META, "default/pod/web-0", op::DELETE)
+        .with_content(Content::string("{}"));
+    e.ctx.send(edgehive_edgehub::MODULE, gone.clone()).await.unwrap();
+    let first = next_not_keepalive(&mut rx).await;
+    assert_eq!(first.header.msg_id, gone.header.msg_id);
+    // The controller had this node's share of requests waiting.
+    let mut controller_busy = busy(&first);
+    controller_busy.route.source = edgehive_model::Text::from(source::EDGECONTROLLER);
+    tx.write(controller_busy).await.unwrap();
+    let again = next_not_keepalive(&mut rx).await;
+    assert_eq!((again.route.operation.as_str(), again.route.resource.as_str()), (op::DELETE, "default/pod/web-0"));
+    // CloudHub too: it goes a third time; answered, it is done with.
+    tx.write(busy(&again)).await.unwrap();
+    let third = next_not_keepalive(&mut rx).await;
+    assert_eq!(third.route.resource, "default/pod/web-0");
+    tx.write(third.response(Content::string("OK"))).await.unwrap();
+    tx.write(busy(&third)).await.unwrap();
+    assert_eq!(e.metric("edgehive_edgehub_busy_retried_total"), 2);
+    // A request refused as busy: its asker reads the refusal, and it is
+    // not written again.
+    let ask = Message::new().with_route(source::EDGED, group::META, "default/configmap/c", op::QUERY);
+    let ctx = e.ctx.clone();
+    let asked = tokio::spawn(async move { ctx.send_sync(edgehive_edgehub::MODULE, ask, WAIT).await });
+    let query = next_not_keepalive(&mut rx).await;
+    assert_eq!(query.route.operation, op::QUERY);
+    tx.write(busy(&query)).await.unwrap();
+    let answer = asked.await.unwrap().unwrap();
+    assert!(answer.content.as_text().unwrap().ends_with(well_known::CLOUD_BUSY));
+    // Nothing was written again: the next message is the next one sent.
+    e.ctx.send(edgehive_edgehub::MODULE, status("b", 1)).await.unwrap();
+    assert_eq!(next_not_keepalive(&mut rx).await.route.resource, "default/podstatus/b");
+    assert_eq!(e.metric("edgehive_edgehub_busy_retried_total"), 2);
+}
+
+/// The next message the cloud receives but keepalives.
+async fn next_not_keepalive(rx: &mut edgehive_viaduct::ConnRx) -> Message {
+    let message = async {
+        loop {
+            let m = next(rx).await;
+            if m.route.operation != op::KEEPALIVE {
+                return m;
+            }
+        }
+    };
+    tokio::time::timeout(WAIT, message).await.expect("a message but a keepalive in time")
 }
