@@ -14,9 +14,9 @@
 //! report since replaced does not go again (the newer one stands).
 //!
 //! Bounded: [`CAPACITY`] messages (the oldest is forgotten past that) for at
-//! most [`WINDOW`] (a busy answer comes within seconds; a cloud that answers
-//! minutes late is past helping, and the next connection's resync covers
-//! what it missed).
+//! most [`WINDOW`]: a busy answer comes within seconds, and some messages
+//! are never answered (a pod's status update, an inventory), so what the
+//! window holds is what a fleet simulator holds per node.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -30,9 +30,10 @@ use crate::outbox::coalesce_key;
 pub(crate) const CAPACITY: usize = 1024;
 
 /// How long a written message is kept unanswered. CloudHub says it was
-/// busy 5 s after a message came; EdgeController's mailbox (8,192 deep) may
-/// hold a message longer before refusing it.
-pub(crate) const WINDOW: Duration = Duration::from_secs(300);
+/// busy 5 s after a message came; EdgeController's mailbox (8,192 deep,
+/// read at thousands a second) may hold a message some seconds more before
+/// its lane refuses it.
+pub(crate) const WINDOW: Duration = Duration::from_secs(60);
 
 struct Sent {
     m: Message,
