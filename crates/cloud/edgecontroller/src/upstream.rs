@@ -660,7 +660,9 @@ impl Controller {
             (op::INVENTORY, rt::INVENTORY) => {
                 let items = crate::inventory::parse(&m.content).map_err(Refusal::BadRequest)?;
                 self.reconcile_inventory(node, &items).await;
-                Ok(None)
+                // Answered, so that the edge stops keeping it in case the
+                // cloud was busy (docs/protocol.md §8).
+                Ok(Some(reply(m, Content::string(well_known::ACK_OK), None)))
             }
             (op::PATCH, rt::EVENT) => {
                 let obj = self.count_event(node, ns, name, m).await?;

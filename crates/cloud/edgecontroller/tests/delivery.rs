@@ -463,7 +463,14 @@ async fn an_edge_store_emptied_or_restored_is_made_whole_from_its_inventory() {
             json!({"kind": "Secret", "metadata": {"name": "gone", "namespace": "default", "uid": "stale-uid"}}),
         ),
     );
-    edge.tx.try_write(inventory(&edge)).unwrap();
+    let first = inventory(&edge);
+    let id = first.header.msg_id.clone();
+    edge.tx.try_write(first).unwrap();
+    // Answered, so that the edge stops keeping it (docs/protocol.md §8).
+    eventually("the inventory answered", WAIT, || {
+        edge.others().iter().any(|m| m.parent_id() == Some(&id) && m.route.operation == "response")
+    })
+    .await;
     eventually("the newer configmap again, the gone secret deleted", WAIT, || {
         edge.has("default/configmap/cfg").is_some_and(|(_, v)| v["data"]["a"] == "2")
             && edge.has("default/secret/gone").is_none()

@@ -1,7 +1,8 @@
 //! Admission of connections before they authenticate: a table that bounds
 //! them in number and per source, closing the oldest pending one to make
-//! room rather than refusing the new one, and a throttle for the log lines
-//! that go with it.
+//! room rather than refusing the new one; a budget that runs fewer of them
+//! at once while the server falls behind; and a throttle for the log lines
+//! that go with them.
 //!
 //! A connection is *pending* from accept until its handshake is over (until
 //! it has said who it is); from then on it is *established*. Only pending
@@ -117,6 +118,11 @@ impl<T> ConnectionTable<T> {
         self.pending.len()
     }
 
+    /// The oldest pending connection: its id and value.
+    pub fn oldest_pending(&self) -> Option<(u64, &T)> {
+        self.pending.first_key_value().map(|(id, (_, v))| (*id, v))
+    }
+
     /// Whether admitting a connection from `source` now would evict another.
     pub fn would_evict(&self, source: IpAddr) -> bool {
         self.source_at_limit(source_key(source)) || (self.len() >= self.max_total && !self.pending.is_empty())
@@ -178,6 +184,102 @@ impl<T> ConnectionTable<T> {
             }
         }
         Some(value)
+    }
+}
+
+/// How many handshakes a server runs at once while it falls behind.
+///
+/// The table's limits bound what a flood can hold; they do not keep a
+/// server's own fleet from overloading it. When every edge of a fleet
+/// connects at once (a cloud restart, a bring-up), each handshake costs
+/// crypto on both sides; once the server's cores are full, handshakes take
+/// longer, pass their deadline and are retried, which costs more, and the
+/// established sessions' keep-alives wait behind them until those sessions
+/// expire too and join the reconnecting crowd. So the server watches its
+/// own lag (how late its runtime wakes a timer) and how long handshakes
+/// take to complete, and, while it is behind,
+/// runs fewer handshakes: a new one past the budget is refused at once,
+/// cheaply (QUIC's CONNECTION_REFUSED, a closed TCP socket), and its edge
+/// retries after its jittered backoff. What the budget frees goes to the
+/// sessions already established.
+///
+/// The limit starts at the table's `ceiling` (no budget in effect). Each
+/// time the server is found behind, at most once per [`CUT_EVERY`], it
+/// drops to three quarters of the handshakes then in progress (so the first
+/// cut binds at once), never below `floor`; each time it is found keeping
+/// up, it grows by a sixteenth (at least one) back toward the ceiling.
+/// A plain value: no I/O, no clock of its own.
+///
+/// ```
+/// use std::time::Duration;
+/// use edgehive_viaduct::admission::HandshakeBudget;
+/// use tokio::time::Instant;
+///
+/// let mut budget = HandshakeBudget::new(16, 4096);
+/// assert!(!budget.in_effect());
+/// let now = Instant::now();
+/// assert!(budget.behind(400, now));
+/// assert_eq!(budget.limit(), 300);
+/// // Not cut again before CUT_EVERY has passed.
+/// assert!(!budget.behind(300, now + Duration::from_millis(10)));
+/// budget.keeping_up();
+/// assert_eq!(budget.limit(), 318);
+/// ```
+#[derive(Debug)]
+pub struct HandshakeBudget {
+    floor: usize,
+    ceiling: usize,
+    limit: usize,
+    last_cut: Option<Instant>,
+}
+
+/// The shortest time between two cuts of a [`HandshakeBudget`]: a cut takes
+/// effect as handshakes in progress finish, within a few round trips.
+pub const CUT_EVERY: Duration = Duration::from_millis(250);
+
+impl HandshakeBudget {
+    /// A budget between `floor` and `ceiling` (the table's total limit),
+    /// starting at the ceiling.
+    pub fn new(floor: usize, ceiling: usize) -> HandshakeBudget {
+        let ceiling = ceiling.max(1);
+        HandshakeBudget { floor: floor.clamp(1, ceiling), ceiling, limit: ceiling, last_cut: None }
+    }
+
+    /// Handshakes allowed in progress at once.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Whether the budget is below the ceiling, i.e. binds before the
+    /// table's own limit.
+    pub fn in_effect(&self) -> bool {
+        self.limit < self.ceiling
+    }
+
+    /// Whether a new handshake, with `pending` in progress, is past the
+    /// budget.
+    pub fn exceeded(&self, pending: usize) -> bool {
+        self.in_effect() && pending >= self.limit
+    }
+
+    /// The server was found behind at `now` with `pending` handshakes in
+    /// progress; `true` when the limit was cut.
+    pub fn behind(&mut self, pending: usize, now: Instant) -> bool {
+        if self.last_cut.is_some_and(|at| now.saturating_duration_since(at) < CUT_EVERY) {
+            return false;
+        }
+        let cut = (self.limit.min(pending) * 3 / 4).max(self.floor);
+        if cut >= self.limit {
+            return false;
+        }
+        self.limit = cut;
+        self.last_cut = Some(now);
+        true
+    }
+
+    /// The server was found keeping up.
+    pub fn keeping_up(&mut self) {
+        self.limit = (self.limit + (self.limit / 16).max(1)).min(self.ceiling);
     }
 }
 
@@ -376,6 +478,40 @@ mod tests {
         assert_eq!(admitted(t.admit(ip("2001:db8:1:3::1"), "other /64")).1, None);
         admitted(t.admit(ip("10.0.0.1"), "v4"));
         assert_eq!(admitted(t.admit(ip("::ffff:10.0.0.1"), "mapped")).1, Some(("v4", Limit::Source)));
+    }
+
+    #[test]
+    fn the_budget_follows_the_load_between_floor_and_ceiling() {
+        let t0 = Instant::now();
+        let mut b = HandshakeBudget::new(64, 4096);
+        assert_eq!(b.limit(), 4096);
+        assert!(!b.exceeded(4095), "at the ceiling the table's own limit applies");
+        // Behind with 100 in progress: cut below what is in progress.
+        assert!(b.behind(100, t0));
+        assert_eq!(b.limit(), 75);
+        assert!(b.in_effect() && b.exceeded(75) && !b.exceeded(74));
+        // At most one cut per CUT_EVERY: a burst of lag samples is one cut.
+        assert!(!b.behind(75, t0 + CUT_EVERY / 2));
+        assert!(b.behind(75, t0 + CUT_EVERY));
+        assert_eq!(b.limit(), 64, "never below the floor");
+        assert!(!b.behind(64, t0 + CUT_EVERY * 3), "at the floor there is nothing to cut");
+        // Few in progress: the cut is from them, not from an unused limit.
+        let mut b = HandshakeBudget::new(1, 4096);
+        assert!(b.behind(8, t0));
+        assert_eq!(b.limit(), 6);
+        // Keeping up: back to the ceiling, by a sixteenth at a time.
+        b.keeping_up();
+        assert_eq!(b.limit(), 7);
+        let mut steps = 1;
+        while b.in_effect() {
+            b.keeping_up();
+            steps += 1;
+        }
+        assert_eq!(b.limit(), 4096);
+        assert!((40..200).contains(&steps), "{steps} steps from 6 to 4096");
+        // A floor above the ceiling is the ceiling; a zero ceiling is one.
+        assert_eq!(HandshakeBudget::new(10, 5).floor, 5);
+        assert_eq!(HandshakeBudget::new(0, 0).limit(), 1);
     }
 
     #[test]

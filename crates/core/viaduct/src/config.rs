@@ -97,6 +97,12 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// holds at most 1/32 of the server's default 4,096 slots.
 pub const DEFAULT_MAX_PENDING_HANDSHAKES_PER_SOURCE: usize = 128;
 
+/// A server's default [`ServerConfig::max_lag`]: 50 ms. An idle runtime
+/// wakes a timer within a millisecond or two; 50 ms late is a server whose
+/// cores are full, well before its sockets overflow (a QUIC socket's 16 MiB
+/// receive buffer holds about a second of a busy fleet's datagrams).
+pub const DEFAULT_MAX_LAG: Duration = Duration::from_millis(50);
+
 /// Settings of a WebSocket server.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -121,6 +127,19 @@ pub struct ServerConfig {
     /// else's. On QUIC, an unvalidated source at a limit is first asked to
     /// validate its address (a Retry), so a spoofed address evicts nothing.
     pub max_pending_handshakes_per_source: usize,
+    /// How late the server's runtime may wake a timer before the server
+    /// counts as behind and runs fewer handshakes at once
+    /// ([`crate::admission::HandshakeBudget`]; [`DEFAULT_MAX_LAG`], 50 ms).
+    /// While behind, a new handshake past the budget is refused at once,
+    /// unless the oldest in progress has taken half the deadline already (it
+    /// is then cancelled instead, so silent connections hold the budget no
+    /// longer than that). `None`: no budget, only the limits above.
+    pub max_lag: Option<Duration>,
+    /// The fewest handshakes the budget lets run at once: 256, twice the
+    /// per-source limit's default, so one source (a site reconnecting
+    /// through one NAT address, or an attacker's address) holds at most
+    /// half of it.
+    pub min_handshake_budget: usize,
     /// Accepted connections not yet taken by `accept()`.
     pub accept_queue: usize,
     /// Accept an edge's offer to keep its session alive with WebSocket pings
@@ -141,6 +160,8 @@ impl ServerConfig {
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             max_pending_handshakes: 4096,
             max_pending_handshakes_per_source: DEFAULT_MAX_PENDING_HANDSHAKES_PER_SOURCE,
+            max_lag: Some(DEFAULT_MAX_LAG),
+            min_handshake_budget: 2 * DEFAULT_MAX_PENDING_HANDSHAKES_PER_SOURCE,
             accept_queue: 1024,
             ping_keepalive: false,
             features: Vec::new(),
@@ -209,5 +230,6 @@ mod tests {
         assert_eq!(cfg.handshake_timeout, Duration::from_secs(5));
         assert_eq!(cfg.max_pending_handshakes, 4096);
         assert_eq!(cfg.max_pending_handshakes_per_source, 128);
+        assert_eq!((cfg.max_lag, cfg.min_handshake_budget), (Some(Duration::from_millis(50)), 256));
     }
 }

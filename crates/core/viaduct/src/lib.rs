@@ -37,8 +37,8 @@ pub mod ws;
 mod wsframe;
 
 pub use config::{
-    ClientConfig, ClientTls, ConnConfig, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_PENDING_HANDSHAKES_PER_SOURCE,
-    Identity, ServerConfig, ServerTls,
+    ClientConfig, ClientTls, ConnConfig, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_LAG,
+    DEFAULT_MAX_PENDING_HANDSHAKES_PER_SOURCE, Identity, ServerConfig, ServerTls,
 };
 pub use conn::{ConnRx, ConnTx, Connection, PeerInfo, Protocol};
 pub use counted::WireBytes;

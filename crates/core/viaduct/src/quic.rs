@@ -259,15 +259,21 @@ async fn accept_loop(endpoint: quinn::Endpoint, cfg: Arc<ServerConfig>, intake: 
         };
         let remote = incoming.remote_address();
         // A QUIC Initial's source address can be forged. Before it may evict
-        // another handshake, its sender must prove it receives at that
-        // address: a Retry costs us no state and the client one round trip.
-        if !incoming.remote_address_validated() && incoming.may_retry() && intake.would_evict(remote) {
+        // another handshake (or be refused for the server's load), its
+        // sender must prove it receives at that address: a Retry costs us
+        // no state and the client one round trip.
+        if !incoming.remote_address_validated() && incoming.may_retry() && intake.under_pressure(remote) {
             if incoming.retry().is_ok() {
                 intake.stats.quic_retries.inc();
             }
             continue;
         }
-        let pending = intake.admit(remote);
+        let Ok(pending) = intake.admit(remote) else {
+            // Before any crypto: the client is told CONNECTION_REFUSED at
+            // once and retries after its backoff.
+            incoming.refuse();
+            continue;
+        };
         let (cfg, stats) = (cfg.clone(), intake.stats.clone());
         intake.spawn(pending, remote, async move { server_handshake(incoming, &cfg, &stats).await });
     }

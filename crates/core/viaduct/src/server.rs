@@ -11,6 +11,13 @@
 //! room, and a flood of silent connections (from one address or many) cannot
 //! lock out an edge's reconnect: it only shortens how long the flood's own
 //! connections live.
+//!
+//! While the server falls behind on its work (its runtime wakes a timer
+//! late, or most handshakes take over a quarter of the deadline), a
+//! [`HandshakeBudget`] runs fewer handshakes at once: a new one past
+//! it is refused before any crypto, unless the oldest in progress has taken
+//! half the deadline (that one is cancelled instead, so silent connections
+//! hold the budget no longer than that).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -27,7 +34,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::{Admission, ConnectionTable, Limit, LogThrottle};
+use crate::admission::{Admission, ConnectionTable, HandshakeBudget, Limit, LogThrottle};
 use crate::config::ServerConfig;
 use crate::conn::{Connection, Protocol};
 use crate::error::ConnectError;
@@ -44,8 +51,12 @@ pub struct ServerStats {
     pub(crate) refused_busy: Counter,
     pub(crate) evicted_per_source: Counter,
     pub(crate) evicted_global: Counter,
+    pub(crate) evicted_budget: Counter,
+    pub(crate) refused_overload: Counter,
     pub(crate) quic_retries: Counter,
     pub(crate) pending_handshakes: Gauge,
+    pub(crate) handshake_budget: Gauge,
+    pub(crate) budget_cuts: Counter,
 }
 
 impl ServerStats {
@@ -90,9 +101,33 @@ impl ServerStats {
         self.evicted_global.get()
     }
 
-    /// Pending handshakes cancelled to make room, for either limit.
+    /// Pending handshakes cancelled, while the server was behind, because
+    /// a new connection came past the handshake budget and the oldest had
+    /// taken half the deadline already.
+    pub fn evicted_budget(&self) -> u64 {
+        self.evicted_budget.get()
+    }
+
+    /// Pending handshakes cancelled to make room, for any limit.
     pub fn handshakes_evicted(&self) -> u64 {
-        self.evicted_per_source() + self.evicted_global()
+        self.evicted_per_source() + self.evicted_global() + self.evicted_budget()
+    }
+
+    /// New connections refused before any crypto because the server was
+    /// behind and had its handshake budget in progress.
+    pub fn refused_overload(&self) -> u64 {
+        self.refused_overload.get()
+    }
+
+    /// Handshakes the server lets run at once now
+    /// ([`HandshakeBudget::limit`]; the total limit when not behind).
+    pub fn handshake_budget(&self) -> u64 {
+        self.handshake_budget.get().max(0) as u64
+    }
+
+    /// Times the handshake budget was cut because the server was behind.
+    pub fn budget_cuts(&self) -> u64 {
+        self.budget_cuts.get()
     }
 
     /// QUIC connection attempts answered with a Retry (address validation)
@@ -150,6 +185,7 @@ impl Collector for ServerMetrics {
                 ("timeout", s.handshake_timeouts()),
                 ("evicted", s.handshakes_evicted()),
                 ("refused", s.refused_busy()),
+                ("refused_overload", s.refused_overload()),
             ] {
                 ConstCounter::new(value)
                     .encode(family.encode_family(&[("transport", transport), ("result", result)])?)?;
@@ -163,8 +199,12 @@ impl Collector for ServerMetrics {
         )?;
         for (protocol, s) in &self.servers {
             let transport = transport_label(*protocol);
-            for (limit, counter) in [(Limit::Source, &s.evicted_per_source), (Limit::Total, &s.evicted_global)] {
-                counter.encode(family.encode_family(&[("transport", transport), ("limit", limit_label(limit))])?)?;
+            for (limit, counter) in [
+                (limit_label(Limit::Source), &s.evicted_per_source),
+                (limit_label(Limit::Total), &s.evicted_global),
+                ("budget", &s.evicted_budget),
+            ] {
+                counter.encode(family.encode_family(&[("transport", transport), ("limit", limit)])?)?;
             }
         }
         if self.servers.iter().any(|(p, _)| *p == Protocol::Quic) {
@@ -182,6 +222,24 @@ impl Collector for ServerMetrics {
             encoder.encode_descriptor("pending_handshakes", "Handshakes in progress.", None, MetricType::Gauge)?;
         for (protocol, s) in &self.servers {
             s.pending_handshakes.encode(family.encode_family(&[("transport", transport_label(*protocol))])?)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            "handshake_budget",
+            "Handshakes the server lets run at once (fewer while it is behind).",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (protocol, s) in &self.servers {
+            s.handshake_budget.encode(family.encode_family(&[("transport", transport_label(*protocol))])?)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            "handshake_budget_cuts",
+            "Times the handshake budget was cut because the server was behind.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (protocol, s) in &self.servers {
+            s.budget_cuts.encode(family.encode_family(&[("transport", transport_label(*protocol))])?)?;
         }
         Ok(())
     }
@@ -275,6 +333,7 @@ const WARN_EVERY: Duration = Duration::from_secs(10);
 struct Victim {
     remote: SocketAddr,
     cancel: CancellationToken,
+    since: Instant,
 }
 
 /// The table and the log throttles, behind one lock held only for table
@@ -283,8 +342,15 @@ struct Victim {
 struct PendingState {
     /// Handshakes in progress; none is ever established.
     table: ConnectionTable<Victim>,
+    /// How many may be in progress while the server is behind.
+    budget: HandshakeBudget,
+    /// Handshakes completed since the budget was last looked at, and how
+    /// many of them took over a quarter of the deadline.
+    completed: u32,
+    slow: u32,
     evictions: LogThrottle,
     timeouts: LogThrottle,
+    refusals: LogThrottle,
 }
 
 type SharedPending = Arc<Mutex<PendingState>>;
@@ -305,11 +371,17 @@ pub(crate) struct Intake {
     deadline: Duration,
 }
 
+/// A new connection refused because the server is behind and has its
+/// handshake budget in progress.
+#[derive(Debug)]
+pub(crate) struct Overloaded;
+
 /// One admitted handshake: its cancellation (fired when it is evicted) and
 /// its entry in the table, removed when this is dropped.
 #[derive(Debug)]
 pub(crate) struct PendingHandshake {
     id: u64,
+    since: Instant,
     cancel: CancellationToken,
     pending: SharedPending,
     stats: Arc<ServerStats>,
@@ -332,29 +404,141 @@ pub(crate) fn new_server(
 ) -> (Server, Intake) {
     let (out, accepted) = mpsc::channel(cfg.accept_queue.max(1));
     let stats = Arc::new(ServerStats::default());
+    let table = ConnectionTable::new(cfg.max_pending_handshakes, cfg.max_pending_handshakes_per_source);
     let state = PendingState {
-        table: ConnectionTable::new(cfg.max_pending_handshakes, cfg.max_pending_handshakes_per_source),
+        table,
+        budget: HandshakeBudget::new(cfg.min_handshake_budget, cfg.max_pending_handshakes),
+        completed: 0,
+        slow: 0,
         evictions: LogThrottle::new(WARN_EVERY),
         timeouts: LogThrottle::new(WARN_EVERY),
+        refusals: LogThrottle::new(WARN_EVERY),
     };
+    stats.handshake_budget.set(state.budget.limit() as i64);
     let intake =
         Intake { out, stats: stats.clone(), pending: Arc::new(Mutex::new(state)), deadline: cfg.handshake_timeout };
+    let cancel = CancellationToken::new();
+    if let Some(max_lag) = cfg.max_lag {
+        let watch = Watch { pending: intake.pending.clone(), stats: stats.clone(), max_lag, protocol };
+        tokio::spawn(watch.run(cancel.clone()));
+    }
     tracing::info!(addr = %local_addr, ?protocol, "server listening");
-    (Server { protocol, local_addr, accepted, cancel: CancellationToken::new(), stats, quic }, intake)
+    (Server { protocol, local_addr, accepted, cancel, stats, quic }, intake)
+}
+
+/// How often [`Watch`] looks at the server's load.
+const LOAD_SAMPLE: Duration = Duration::from_millis(100);
+
+/// Looks, every [`LOAD_SAMPLE`], at how far behind the server is, and cuts
+/// the handshake budget while it is behind: when the runtime woke its timer
+/// more than `max_lag` late, or when most handshakes completed since the
+/// last look took over a quarter of the deadline (one socket's reader, or
+/// the peers, can be the bottleneck while the runtime itself is on time).
+/// Otherwise, once the lag is under half of `max_lag`, the budget grows.
+/// The lag is the whole process's: whatever fills the cores (handshakes,
+/// the sessions' traffic, the store) makes every task wait, the sockets'
+/// readers among them. Only completed handshakes are timed (their peers
+/// passed TLS with a certificate of the fleet and sent valid headers):
+/// a stranger's silent or failed handshakes never move the budget.
+struct Watch {
+    pending: SharedPending,
+    stats: Arc<ServerStats>,
+    max_lag: Duration,
+    protocol: Protocol,
+}
+
+impl Watch {
+    async fn run(self, cancel: CancellationToken) {
+        loop {
+            let asked = Instant::now() + LOAD_SAMPLE;
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep_until(asked) => {}
+            }
+            let now = Instant::now();
+            self.look(now.saturating_duration_since(asked), now);
+        }
+    }
+
+    fn look(&self, lag: Duration, now: Instant) {
+        let mut state = lock(&self.pending);
+        let (completed, slow) = (std::mem::take(&mut state.completed), std::mem::take(&mut state.slow));
+        let slow_majority = slow > 0 && slow * 2 > completed;
+        if lag > self.max_lag || slow_majority {
+            let in_progress = state.table.pending_len();
+            if state.budget.behind(in_progress, now) {
+                self.stats.budget_cuts.inc();
+                tracing::info!(
+                    transport = transport_label(self.protocol),
+                    lag_ms = lag.as_millis() as u64,
+                    completed,
+                    slow,
+                    in_progress,
+                    budget = state.budget.limit(),
+                    "the server is behind; fewer handshakes at once"
+                );
+            }
+        } else if lag < self.max_lag / 2 && state.budget.in_effect() {
+            state.budget.keeping_up();
+            if !state.budget.in_effect() {
+                tracing::info!(
+                    transport = transport_label(self.protocol),
+                    "the server keeps up; handshake budget lifted"
+                );
+            }
+        }
+        self.stats.handshake_budget.set(state.budget.limit() as i64);
+    }
 }
 
 impl Intake {
-    /// Whether admitting a handshake from `remote` now would evict another.
-    pub(crate) fn would_evict(&self, remote: SocketAddr) -> bool {
-        lock(&self.pending).table.would_evict(remote.ip())
+    /// Whether admitting a handshake from `remote` now would evict another
+    /// or be refused: its sender should first prove its address, where the
+    /// transport can ask that.
+    pub(crate) fn under_pressure(&self, remote: SocketAddr) -> bool {
+        let state = lock(&self.pending);
+        state.table.would_evict(remote.ip()) || state.budget.exceeded(state.table.pending_len())
     }
 
     /// Admits a handshake from `remote`, evicting (cancelling) the oldest
     /// pending one of the same source, or of all, when a limit is reached.
-    pub(crate) fn admit(&self, remote: SocketAddr) -> PendingHandshake {
+    /// Past the budget of a server that is behind, the oldest pending one
+    /// is evicted if it has taken half the deadline already; otherwise the
+    /// new one is refused.
+    pub(crate) fn admit(&self, remote: SocketAddr) -> Result<PendingHandshake, Overloaded> {
         let cancel = CancellationToken::new();
+        let now = Instant::now();
         let mut state = lock(&self.pending);
-        let (id, evicted) = match state.table.admit(remote.ip(), Victim { remote, cancel: cancel.clone() }) {
+        if !state.table.would_evict(remote.ip()) && state.budget.exceeded(state.table.pending_len()) {
+            let stale = state
+                .table
+                .oldest_pending()
+                .filter(|(_, v)| now.saturating_duration_since(v.since) >= self.deadline / 2);
+            match stale.map(|(id, _)| id) {
+                Some(id) => {
+                    if let Some(victim) = state.table.remove(id) {
+                        victim.cancel.cancel();
+                        self.stats.evicted_budget.inc();
+                        tracing::debug!(remote = %victim.remote, new = %remote, "a slow handshake given up for a new one");
+                    }
+                }
+                None => {
+                    self.stats.refused_overload.inc();
+                    tracing::debug!(%remote, "server behind; connection refused");
+                    if let Some(refused) = state.refusals.event(now) {
+                        tracing::warn!(
+                            refused,
+                            %remote,
+                            budget = state.budget.limit(),
+                            "the server is behind with its handshake budget in progress; new connections refused (they retry after their backoff)"
+                        );
+                    }
+                    return Err(Overloaded);
+                }
+            }
+        }
+        let victim = Victim { remote, cancel: cancel.clone(), since: now };
+        let (id, evicted) = match state.table.admit(remote.ip(), victim) {
             Admission::Admitted { id, evicted } => (id, evicted),
             // Refused only when every entry is established, and handshakes
             // never are: a full table always has a pending one to evict.
@@ -380,7 +564,7 @@ impl Intake {
             }
         }
         drop(state);
-        PendingHandshake { id, cancel, pending: self.pending.clone(), stats: self.stats.clone() }
+        Ok(PendingHandshake { id, since: now, cancel, pending: self.pending.clone(), stats: self.stats.clone() })
     }
 
     /// Runs a handshake in its own task under the deadline, and hands the
@@ -404,13 +588,26 @@ impl Intake {
                 outcome = tokio::time::timeout(intake.deadline, handshake) => outcome,
             };
             // The handshake is over: leave the table before handing over.
+            let took = pending.since.elapsed();
             drop(pending);
             match outcome {
                 Err(_) => intake.timed_out(remote),
                 Ok(None) => {}
-                Ok(Some(conn)) => intake.hand_over(conn),
+                Ok(Some(conn)) => {
+                    intake.completed(took);
+                    intake.hand_over(conn);
+                }
             }
         });
+    }
+
+    /// A handshake completed after `took`, for the budget's next look.
+    fn completed(&self, took: Duration) {
+        let mut state = lock(&self.pending);
+        state.completed = state.completed.saturating_add(1);
+        if took > self.deadline / 4 {
+            state.slow = state.slow.saturating_add(1);
+        }
     }
 
     fn timed_out(&self, remote: SocketAddr) {
@@ -448,6 +645,10 @@ mod tests {
         ws.evicted_global.inc_by(2);
         ws.handshake_timeouts.inc_by(3);
         quic.quic_retries.inc_by(4);
+        quic.evicted_budget.inc_by(1);
+        quic.refused_overload.inc_by(6);
+        quic.handshake_budget.set(96);
+        quic.budget_cuts.inc_by(2);
         let mut registry = Registry::with_prefix("edgehive");
         ServerStats::register(&[(Protocol::WebSocket, ws), (Protocol::Quic, quic)], &mut registry);
         let mut out = String::new();
@@ -460,6 +661,11 @@ mod tests {
             "edgehive_viaduct_handshakes_evicted_total{transport=\"websocket\",limit=\"server\"} 2",
             "edgehive_viaduct_quic_retries_total{transport=\"quic\"} 4",
             "edgehive_viaduct_pending_handshakes{transport=\"websocket\"} 0",
+            "edgehive_viaduct_handshakes_evicted_total{transport=\"quic\",limit=\"budget\"} 1",
+            "edgehive_viaduct_handshakes_total{transport=\"quic\",result=\"evicted\"} 1",
+            "edgehive_viaduct_handshakes_total{transport=\"quic\",result=\"refused_overload\"} 6",
+            "edgehive_viaduct_handshake_budget{transport=\"quic\"} 96",
+            "edgehive_viaduct_handshake_budget_cuts_total{transport=\"quic\"} 2",
         ] {
             assert!(out.lines().any(|l| l == line), "{line} in\n{out}");
         }
@@ -474,7 +680,7 @@ mod tests {
                 assert!(seen.contains(name.trim_end_matches("_total")), "{line} before its HELP");
             }
         }
-        assert_eq!(seen.len(), 4);
+        assert_eq!(seen.len(), 6);
         assert!(out.ends_with("# EOF\n"));
     }
 }

@@ -101,8 +101,12 @@ impl Acceptor {
                     }
                 },
             };
-            // Never refused: at a limit, the oldest pending handshake goes.
-            let pending = self.intake.admit(remote);
+            // At a limit, the oldest pending handshake goes; only a server
+            // behind on its work refuses, by closing the socket before TLS.
+            let Ok(pending) = self.intake.admit(remote) else {
+                drop(tcp);
+                continue;
+            };
             let _ = tcp.set_nodelay(true);
             let (tls, cfg, stats) = (self.tls.clone(), self.cfg.clone(), self.intake.stats.clone());
             self.intake.spawn(pending, remote, async move { handshake(tcp, remote, tls, &cfg, &stats).await });

@@ -289,6 +289,78 @@ async fn a_silent_handshake_is_evicted_for_an_edge_that_validates_its_address() 
     tokio::time::timeout(Duration::from_secs(30), silent.closed()).await.expect("the silent connection is closed");
 }
 
+/// A server behind on its work (here: told that any lag is too much) runs
+/// at most its handshake budget at once. The attacker's move: open silent
+/// handshakes up to the budget so that no edge gets in. A new edge past the
+/// budget is refused at once, before any crypto, with a reason it can read
+/// (and retries after its backoff); once the silent handshakes have taken
+/// half the deadline, the next edge's attempt gives the oldest up and gets
+/// in, so silent connections hold the budget no longer than that.
+#[tokio::test]
+async fn a_server_behind_refuses_past_its_budget_and_silent_handshakes_hold_it_only_so_long() {
+    let pki = Pki::new();
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    cfg.handshake_timeout = Duration::from_secs(10);
+    cfg.max_lag = Some(Duration::ZERO);
+    cfg.min_handshake_budget = 2;
+    let mut srv = Server::bind_quic(cfg).await.unwrap();
+    eventually("the budget cut to its floor", || srv.stats().handshake_budget() == 2).await;
+    let (_a, silent_a) = raw_quic(&pki, srv.local_addr()).await;
+    let (_b, _silent_b) = raw_quic(&pki, srv.local_addr()).await;
+    let opened = tokio::time::Instant::now();
+    assert_eq!(srv.stats().pending_handshakes(), 2);
+
+    let client = quic_client(&pki, srv.local_addr(), "edge-q");
+    let err = tokio::time::timeout(Duration::from_secs(5), client.connect())
+        .await
+        .expect("refused at once, not left to time out")
+        .unwrap_err();
+    assert!(opened.elapsed() < Duration::from_secs(5), "the silent handshakes are still young");
+    assert!(err.to_string().contains("refused"), "{err}");
+    assert_eq!(srv.stats().refused_overload(), 1);
+    assert_eq!(srv.stats().quic_retries(), 1, "its address was validated before it was refused");
+    assert_eq!(srv.stats().pending_handshakes(), 2);
+
+    // Half the deadline on, the edge's next attempt gets in.
+    tokio::time::sleep_until(opened + Duration::from_secs(5)).await;
+    let conn = client.connect().await.unwrap();
+    assert_eq!(srv.accept().await.unwrap().peer().node_id, "edge-q");
+    assert_eq!(conn.peer().node_id, "edge-q");
+    assert_eq!(srv.stats().evicted_budget(), 1);
+    tokio::time::timeout(Duration::from_secs(30), silent_a.closed()).await.expect("the oldest silent one is closed");
+}
+
+/// The budget also follows how long handshakes take to complete, since one
+/// socket's reader (or the edges) can be the bottleneck while the runtime
+/// is on time: most handshakes completed in a look taking over a quarter of
+/// the deadline cut it. Only completed handshakes count, so a stranger's
+/// silent handshake that times out moves nothing.
+#[tokio::test]
+async fn slow_completed_handshakes_cut_the_budget_and_silent_ones_do_not() {
+    let pki = Pki::new();
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    cfg.handshake_timeout = Duration::from_secs(2);
+    // Lag alone never cuts here.
+    cfg.max_lag = Some(Duration::from_secs(60));
+    cfg.min_handshake_budget = 1;
+    let mut srv = Server::bind_quic(cfg).await.unwrap();
+    let (_ep, silent) = raw_quic(&pki, srv.local_addr()).await;
+    tokio::time::timeout(Duration::from_secs(30), silent.closed()).await.expect("the silent connection is closed");
+    eventually("the timeout counted", || srv.stats().handshake_timeouts() == 1).await;
+    // Two looks pass after it.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(srv.stats().budget_cuts(), 0, "a timeout does not cut");
+
+    // An edge that sends its header after 700 ms (over 2 s / 4).
+    let (_ep, conn) = raw_quic(&pki, srv.local_addr()).await;
+    let (mut send, _recv) = conn.open_bi().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    send.write_all(&header(serde_json::json!({"node_id": "slow"}))).await.unwrap();
+    assert_eq!(srv.accept().await.unwrap().peer().node_id, "slow");
+    eventually("the budget cut", || srv.stats().budget_cuts() == 1).await;
+    assert!(srv.stats().handshake_budget() < 4096);
+}
+
 /// The QUIC handshake and the header frame must arrive within the deadline.
 #[tokio::test]
 async fn a_silent_handshake_times_out() {

@@ -175,6 +175,40 @@ async fn a_flood_of_silent_connections_does_not_lock_an_edge_out() {
     assert_eq!(srv.stats().handshake_timeouts(), 0);
 }
 
+/// A server behind on its work (told that any lag is too much) runs at
+/// most its handshake budget at once: with a silent connection holding it,
+/// an edge's connection is closed before TLS (the edge retries after its
+/// backoff); once the silent one has taken half the deadline, the edge's
+/// next attempt gives it up and gets in.
+#[tokio::test]
+async fn a_server_behind_closes_connections_past_its_budget_until_the_oldest_is_stale() {
+    let pki = Pki::new();
+    let mut srv = patient_server(&pki, |c| {
+        c.handshake_timeout = Duration::from_secs(10);
+        c.max_lag = Some(Duration::ZERO);
+        c.min_handshake_budget = 1;
+    })
+    .await;
+    eventually("the budget cut to its floor", || srv.stats().handshake_budget() == 1).await;
+    let mut silent = silent_connections(srv.local_addr(), 1).await;
+    let opened = tokio::time::Instant::now();
+    eventually("the silent one pending", || srv.stats().pending_handshakes() == 1).await;
+    let cfg = client_config(&pki, srv.local_addr(), "edge-1");
+    let err = tokio::time::timeout(Duration::from_secs(5), connect(&cfg))
+        .await
+        .expect("refused at once, not left to time out")
+        .unwrap_err();
+    assert!(opened.elapsed() < Duration::from_secs(5), "the silent one is still young");
+    assert!(err.to_string().contains("TLS handshake"), "{err}");
+    eventually("the refusal counted", || srv.stats().refused_overload() == 1).await;
+    assert!(still_open(&silent[0]));
+
+    tokio::time::sleep_until(opened + Duration::from_secs(5)).await;
+    assert_healthy(&pki, &mut srv).await;
+    assert_eq!(srv.stats().evicted_budget(), 1);
+    assert!(closed_within(&mut silent[0], Duration::from_secs(30)).await, "the stale one is closed");
+}
+
 #[tokio::test]
 async fn a_source_at_its_limit_loses_its_oldest_pending_handshake() {
     let pki = Pki::new();

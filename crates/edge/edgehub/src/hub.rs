@@ -716,9 +716,13 @@ impl<L: LocalSide> EdgeLink<L> {
             return None;
         }
         let g = m.route.group.as_str();
-        if let Some(parent) = m.parent_id() {
-            // A message answered is done with.
-            self.unanswered.answered(parent);
+        if let Some(parent) = m.parent_id()
+            && let Some(sent) = self.unanswered.answered(parent)
+            && sent.route.operation == op::INVENTORY
+        {
+            // A message answered is done with; an inventory's answer says
+            // only that it was taken, and no module waits for it.
+            return None;
         }
         if m.parent_id().is_some() && g != group::TWIN {
             // The answer to a request some module is waiting for. If it gave

@@ -14,9 +14,11 @@
 //! report since replaced does not go again (the newer one stands).
 //!
 //! Bounded: [`CAPACITY`] messages (the oldest is forgotten past that) for at
-//! most [`WINDOW`]: a busy answer comes within seconds, and some messages
-//! are never answered (a pod's status update, an inventory), so what the
-//! window holds is what a fleet simulator holds per node.
+//! most [`WINDOW`]: a busy answer comes within seconds. A pod's status
+//! update is never answered (KubeEdge's rule), nor an inventory by a cloud
+//! older than the answer (docs/protocol.md §8): those are kept the whole
+//! window. What it holds at rest is what a fleet simulator holds per node:
+//! nothing, once a connection's inventory is answered.
 
 use std::collections::HashMap;
 use std::time::Duration;

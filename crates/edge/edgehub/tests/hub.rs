@@ -495,6 +495,34 @@ async fn a_deletion_confirmation_the_cloud_was_too_busy_for_goes_again() {
     e.ctx.send(edgehive_edgehub::MODULE, status("b", 1)).await.unwrap();
     assert_eq!(next_not_keepalive(&mut rx).await.route.resource, "default/podstatus/b");
     assert_eq!(e.metric("edgehive_edgehub_busy_retried_total"), 2);
+
+    // An inventory is kept until the cloud answers it; the answer ends the
+    // keeping and no module is given it (nothing waits for it).
+    let inventory = Message::new()
+        .with_route(source::METAMANAGER, group::META, "null/inventory/edge-1", op::INVENTORY)
+        .with_content(Content::string(r#"{"items":[]}"#));
+    e.ctx.send(edgehive_edgehub::MODULE, inventory.clone()).await.unwrap();
+    let sent = next_not_keepalive(&mut rx).await;
+    assert_eq!(sent.header.msg_id, inventory.header.msg_id);
+    tx.write(sent.response(Content::string(well_known::ACK_OK))).await.unwrap();
+    tx.write(busy(&sent)).await.unwrap();
+    let after = Message::new()
+        .with_route(source::EDGECONTROLLER, group::RESOURCE, "default/configmap/after", op::UPDATE)
+        .with_content(Content::string("{}"));
+    tx.write(after.clone()).await.unwrap();
+    eventually("the next message reaches metamanager", || {
+        e.got.lock().unwrap().iter().any(|m| m.header.msg_id == after.header.msg_id)
+    })
+    .await;
+    let answers = e.got.lock().unwrap().iter().filter(|m| m.parent_id() == Some(&inventory.header.msg_id)).count();
+    assert_eq!(answers, 1, "only the refusal after the answer reaches a module, as any unknown answer does");
+    e.ctx.send(edgehive_edgehub::MODULE, status("c", 1)).await.unwrap();
+    assert_eq!(
+        next_not_keepalive(&mut rx).await.route.resource,
+        "default/podstatus/c",
+        "the inventory is not written again"
+    );
+    assert_eq!(e.metric("edgehive_edgehub_busy_retried_total"), 2);
 }
 
 /// The next message the cloud receives but keepalives.
