@@ -234,6 +234,10 @@ pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
     tls.alpn_protocols = vec![ALPN.to_vec()];
     // Accept 0-RTT from resuming clients (quinn requires all or nothing).
     tls.max_early_data_size = u32::MAX;
+    // One ticket per handshake (rustls sends two by default): an edge
+    // resumes once per connection, and each ticket is work for the server
+    // and memory for the client.
+    tls.send_tls13_tickets = 1;
     let crypto = QuicServerConfig::try_from(tls).map_err(|e| ConnectError::TlsConfig(e.to_string()))?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     server.transport_config(transport(&cfg.conn, cfg.features.iter().any(|f| f == stream::FEATURE))?);

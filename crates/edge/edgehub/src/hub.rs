@@ -814,7 +814,10 @@ enum Client {
 }
 
 /// Clients by endpoint, with the certificate generation each was made with.
-type Clients = HashMap<String, (usize, Client)>;
+/// Boxed: a map's first insert makes room for three entries, and a client
+/// (its configuration inline) is large, which a fleet simulator pays per
+/// node.
+type Clients = HashMap<String, (usize, Box<Client>)>;
 
 async fn dial(
     cfg: &EdgeHubConfig,
@@ -849,11 +852,11 @@ async fn dial(
                 }
             }),
         };
-        clients.insert(endpoint.server.clone(), (generation, made));
+        clients.insert(endpoint.server.clone(), (generation, Box::new(made)));
     }
-    match clients.get(&endpoint.server) {
-        Some((_, Client::WebSocket(c))) => c.connect().await,
-        Some((_, Client::Quic(c))) => c.connect().await,
+    match clients.get(&endpoint.server).map(|(_, c)| &**c) {
+        Some(Client::WebSocket(c)) => c.connect().await,
+        Some(Client::Quic(c)) => c.connect().await,
         None => Err(ConnectError::Invalid("no client for the endpoint".into())),
     }
 }
