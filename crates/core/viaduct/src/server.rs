@@ -8,7 +8,7 @@
 //! its own limit, otherwise the oldest of all when the server is at its
 //! limit. A handshake leaves the table when it finishes (it is never
 //! established there), so a new connection is never refused for want of
-//! room, and a flood of silent connections (from one address or many) cannot
+//! room in it, and a flood of silent connections (from one address or many) cannot
 //! lock out an edge's reconnect: it only shortens how long the flood's own
 //! connections live.
 //!
@@ -82,7 +82,9 @@ impl ServerStats {
 
     /// Connections that completed their handshake but were dropped because
     /// the accept queue was full or the server closed. (Handshakes are never
-    /// refused for want of room: the oldest pending one is evicted instead.)
+    /// refused for want of room in the table: the oldest pending one is
+    /// evicted instead. A server behind on its work refuses some before any
+    /// crypto: [`ServerStats::refused_overload`].)
     pub fn refused_busy(&self) -> u64 {
         self.refused_busy.get()
     }
