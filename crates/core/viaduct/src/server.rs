@@ -220,32 +220,33 @@ impl Collector for ServerMetrics {
                 s.quic_retries.encode(family.encode_family(&[("transport", "quic")])?)?;
             }
         }
-        let mut family =
-            encoder.encode_descriptor("pending_handshakes", "Handshakes in progress.", None, MetricType::Gauge)?;
-        for (protocol, s) in &self.servers {
-            s.pending_handshakes.encode(family.encode_family(&[("transport", transport_label(*protocol))])?)?;
-        }
-        let mut family = encoder.encode_descriptor(
-            "handshake_budget",
-            "Handshakes the server lets run at once (fewer while it is behind).",
-            None,
-            MetricType::Gauge,
-        )?;
-        for (protocol, s) in &self.servers {
-            s.handshake_budget.encode(family.encode_family(&[("transport", transport_label(*protocol))])?)?;
-        }
-        let mut family = encoder.encode_descriptor(
-            "handshake_budget_cuts",
-            "Times the handshake budget was cut because the server was behind.",
-            None,
-            MetricType::Counter,
-        )?;
-        for (protocol, s) in &self.servers {
-            s.budget_cuts.encode(family.encode_family(&[("transport", transport_label(*protocol))])?)?;
+        let each: [(&str, &str, MetricType, PickMetric); 3] = [
+            ("pending_handshakes", "Handshakes in progress.", MetricType::Gauge, |s| &s.pending_handshakes),
+            (
+                "handshake_budget",
+                "Handshakes the server lets run at once (fewer while it is behind).",
+                MetricType::Gauge,
+                |s| &s.handshake_budget,
+            ),
+            (
+                "handshake_budget_cuts",
+                "Times the handshake budget was cut because the server was behind.",
+                MetricType::Counter,
+                |s| &s.budget_cuts,
+            ),
+        ];
+        for (name, help, ty, metric) in each {
+            let mut family = encoder.encode_descriptor(name, help, None, ty)?;
+            for (protocol, s) in &self.servers {
+                metric(s).encode(family.encode_family(&[("transport", transport_label(*protocol))])?)?;
+            }
         }
         Ok(())
     }
 }
+
+/// One metric of a server's counters.
+type PickMetric = fn(&ServerStats) -> &dyn EncodeMetric;
 
 fn transport_label(protocol: Protocol) -> &'static str {
     match protocol {

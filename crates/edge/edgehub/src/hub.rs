@@ -721,7 +721,10 @@ impl<L: LocalSide> EdgeLink<L> {
             && sent.route.operation == op::INVENTORY
         {
             // A message answered is done with; an inventory's answer says
-            // only that it was taken, and no module waits for it.
+            // only that it was taken (or why not), and no module waits for it.
+            if m.route.operation == op::ERROR {
+                tracing::warn!(node = %self.cfg.node_name, reason = %m.content.as_json(), "the cloud refused this edge's inventory");
+            }
             return None;
         }
         if m.parent_id().is_some() && g != group::TWIN {
