@@ -8,9 +8,10 @@
 
 use std::sync::Arc;
 
-use rustls::RootCertStore;
+use rustls::client::{ClientSessionStore, Tls12ClientSessionValue, Tls13ClientSessionValue};
 use rustls::server::WebPkiClientVerifier;
-use rustls_pki_types::CertificateDer;
+use rustls::{NamedGroup, RootCertStore};
+use rustls_pki_types::{CertificateDer, ServerName};
 
 use crate::config::{ClientTls, ServerTls};
 use crate::error::ConnectError;
@@ -93,9 +94,6 @@ pub(crate) fn server_config(tls: &ServerTls) -> Result<Arc<rustls::ServerConfig>
     Ok(Arc::new(cfg))
 }
 
-/// Sessions a client keeps to resume: one server, so a couple.
-const CLIENT_SESSIONS: usize = 2;
-
 /// Client configuration: verify the server against our CA, present our certificate.
 pub(crate) fn client_config(tls: &ClientTls) -> Result<Arc<rustls::ClientConfig>, ConnectError> {
     client_config_for(tls, &[&rustls::version::TLS13, &rustls::version::TLS12]).map(Arc::new)
@@ -128,8 +126,100 @@ pub(crate) fn client_config_for(
         .with_root_certificates(roots(&tls.server_ca)?)
         .with_client_auth_cert(tls.identity.cert_chain.clone(), tls.identity.key.clone_key())
         .map_err(|e| ConnectError::TlsConfig(format!("client certificate: {e}")))?;
-    // rustls keeps 256 sessions by default, ~7 KB allocated up front per
-    // configuration; an edge talks to one cloud.
-    cfg.resumption = rustls::client::Resumption::in_memory_sessions(CLIENT_SESSIONS);
+    cfg.resumption = rustls::client::Resumption::store(Arc::new(OneServer::default()));
     Ok(cfg)
+}
+
+/// What a client keeps to resume its TLS sessions: a configuration talks
+/// to one server name (an edge's cloud endpoint), so one slot holds that
+/// server's newest ticket and the key-exchange group it chose. rustls's
+/// own cache keeps a table of servers with room for eight tickets each,
+/// ~7 KB allocated up front by default and ~2 KB at two sessions; a fleet
+/// simulator keeps one configuration per simulated edge. A name other
+/// than the slot's takes the slot.
+#[derive(Debug, Default)]
+pub(crate) struct OneServer(std::sync::Mutex<Option<Box<Slot>>>);
+
+#[derive(Debug)]
+pub(crate) struct Slot {
+    name: ServerName<'static>,
+    kx_hint: Option<NamedGroup>,
+    tls12: Option<Tls12ClientSessionValue>,
+    tls13: Option<Tls13ClientSessionValue>,
+}
+
+impl OneServer {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Box<Slot>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Changes the slot of `name`, made (or taken from another name) first.
+    fn update(&self, name: ServerName<'static>, change: impl FnOnce(&mut Slot)) {
+        let mut slot = self.lock();
+        if slot.as_ref().is_none_or(|s| s.name != name) {
+            *slot = Some(Box::new(Slot { name, kx_hint: None, tls12: None, tls13: None }));
+        }
+        if let Some(s) = slot.as_mut() {
+            change(s);
+        }
+    }
+
+    /// Reads (or changes) the slot of `name`, if it holds that name.
+    fn with<T>(&self, name: &ServerName<'_>, read: impl FnOnce(&mut Slot) -> Option<T>) -> Option<T> {
+        let mut slot = self.lock();
+        slot.as_mut().filter(|s| s.name == *name).and_then(|s| read(s))
+    }
+}
+
+impl ClientSessionStore for OneServer {
+    fn set_kx_hint(&self, name: ServerName<'static>, group: NamedGroup) {
+        self.update(name, |s| s.kx_hint = Some(group));
+    }
+
+    fn kx_hint(&self, name: &ServerName<'_>) -> Option<NamedGroup> {
+        self.with(name, |s| s.kx_hint)
+    }
+
+    fn set_tls12_session(&self, name: ServerName<'static>, value: Tls12ClientSessionValue) {
+        self.update(name, |s| s.tls12 = Some(value));
+    }
+
+    fn tls12_session(&self, name: &ServerName<'_>) -> Option<Tls12ClientSessionValue> {
+        self.with(name, |s| s.tls12.clone())
+    }
+
+    fn remove_tls12_session(&self, name: &ServerName<'static>) {
+        self.with(name, |s| s.tls12.take());
+    }
+
+    /// The newest ticket replaces the one kept: the server sends one per
+    /// handshake, and a ticket is used once.
+    fn insert_tls13_ticket(&self, name: ServerName<'static>, value: Tls13ClientSessionValue) {
+        self.update(name, |s| s.tls13 = Some(value));
+    }
+
+    fn take_tls13_ticket(&self, name: &ServerName<'static>) -> Option<Tls13ClientSessionValue> {
+        self.with(name, |s| s.tls13.take())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_server_keeps_one_name_and_another_takes_its_slot() {
+        let store = OneServer::default();
+        let cloud = ServerName::try_from("cloud.example").unwrap();
+        let other = ServerName::try_from("other.example").unwrap();
+        assert_eq!(store.kx_hint(&cloud), None, "nothing kept at first");
+        store.set_kx_hint(cloud.clone(), NamedGroup::X25519);
+        assert_eq!(store.kx_hint(&cloud), Some(NamedGroup::X25519));
+        assert_eq!(store.kx_hint(&other), None, "a name gets only its own");
+        assert!(store.take_tls13_ticket(&cloud).is_none());
+        assert!(store.tls12_session(&cloud).is_none());
+        store.set_kx_hint(other.clone(), NamedGroup::secp256r1);
+        assert_eq!(store.kx_hint(&other), Some(NamedGroup::secp256r1));
+        assert_eq!(store.kx_hint(&cloud), None, "the other name took the slot");
+    }
 }

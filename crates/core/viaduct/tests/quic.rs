@@ -174,7 +174,18 @@ async fn reconnect_resumes_in_zero_rtt() {
     assert_eq!(client.zero_rtt_accepted(), 1);
     let again = srv.accept().await.unwrap();
     assert_eq!(again.peer().node_id, "edge-flappy");
-    assert_delivers(&again.tx, &mut { second.rx }).await;
+    let mut second_rx = second.rx;
+    assert_delivers(&again.tx, &mut second_rx).await;
+    second.tx.close();
+    let _ = second.tx.closed().await;
+
+    // A ticket is used once: the next reconnect resumes from the one the
+    // resumed session brought.
+    let third = client.connect().await.unwrap();
+    assert!(third.peer().resumed, "the ticket of a resumed session resumes the next one");
+    assert_eq!(client.zero_rtt_accepted(), 2);
+    let once_more = srv.accept().await.unwrap();
+    assert_delivers(&once_more.tx, &mut { third.rx }).await;
 }
 
 #[tokio::test]

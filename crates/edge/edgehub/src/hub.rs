@@ -344,9 +344,13 @@ impl<L: LocalSide> EdgeLink<L> {
     }
 
     /// Runs until `cancel`: connects, serves, reconnects.
-    pub async fn run(mut self, cancel: CancellationToken) {
+    ///
+    /// Not an `async fn`: that would keep the link twice in the future, as
+    /// its argument and as the local it moves into (a fleet simulator keeps
+    /// one such future per node).
+    pub fn run(mut self, cancel: CancellationToken) -> impl Future<Output = ()> {
         self.cancel = cancel;
-        self.run_link().await;
+        async move { self.run_link().await }
     }
 
     async fn run_link(&mut self) {
@@ -356,7 +360,7 @@ impl<L: LocalSide> EdgeLink<L> {
         loop {
             if self.cfg.endpoints.is_empty() {
                 tracing::error!(node = %node, "no cloud endpoint configured");
-                self.serve_offline_until(None).await;
+                Box::pin(self.serve_offline_until(None)).await;
                 return;
             }
             let endpoint = self.cfg.endpoints[next % self.cfg.endpoints.len()].clone();
@@ -366,8 +370,10 @@ impl<L: LocalSide> EdgeLink<L> {
                 self.certs.mark_unchanged();
             }
             let certs = Arc::clone(&self.certs.borrow());
-            // Boxed: a TLS handshake's state is large, and held only while
-            // dialing (a fleet simulator keeps thousands of links).
+            // Boxed, as every future this loop awaits: a TLS handshake's
+            // state is large, and each is held only for a while, where the
+            // task's own room is held for the link's life (a fleet simulator
+            // keeps thousands of links).
             let dial = Box::pin(dial(&self.cfg, &endpoint, &certs, &mut self.clients, cert_generation, &self.metrics));
             let dialed = tokio::select! {
                 biased;
@@ -381,7 +387,7 @@ impl<L: LocalSide> EdgeLink<L> {
                     tracing::info!(node = %node, server = %endpoint.server, transport = ?endpoint.transport, "connected to the cloud");
                     let end = Box::pin(self.connected(conn)).await;
                     self.metrics.connected.dec();
-                    self.publish(well_known::CLOUD_DISCONNECTED, "").await;
+                    Box::pin(self.publish(well_known::CLOUD_DISCONNECTED, "")).await;
                     match end {
                         End::Stop => return,
                         End::Renewed => {
@@ -403,7 +409,7 @@ impl<L: LocalSide> EdgeLink<L> {
             }
             let delay = self.backoff.next_delay();
             tracing::debug!(node = %node, delay_ms = delay.as_millis() as u64, "next connection attempt");
-            if !self.serve_offline_until(Some(Instant::now() + delay)).await {
+            if !Box::pin(self.serve_offline_until(Some(Instant::now() + delay))).await {
                 return;
             }
         }
