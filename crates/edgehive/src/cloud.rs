@@ -64,6 +64,13 @@ pub(crate) struct Args {
     /// Do not serve QUIC.
     #[arg(long)]
     no_quic: bool,
+    /// QUIC: TLS sessions kept so that their edges may reconnect in 0-RTT
+    /// (their handshake headers in the first flight), ~1 KB each, the
+    /// oldest forgotten past this many. 0: none kept; every edge resumes
+    /// from a stateless ticket (no certificate signed or verified again,
+    /// whatever the fleet's size), without 0-RTT.
+    #[arg(long, default_value_t = 0)]
+    quic_zero_rtt_sessions: usize,
     /// KubeEdge's stream tunnel (CloudStream's tunnel port): KubeEdge edges
     /// with `edgeStream` enabled connect here so that `kubectl logs`, `exec`
     /// and `attach` reach their pods. Default: port 10004 on the CloudHub
@@ -220,6 +227,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     if !args.no_quic {
         let mut quic = ServerConfig::new(args.quic_bind, tls);
         quic.handshake_timeout = args.handshake_timeout;
+        quic.zero_rtt_sessions = args.quic_zero_rtt_sessions;
         // As on WebSocket: the connection's idle timeout, and edgehive edges
         // that offer it keep their session alive with QUIC's keep-alives.
         quic.conn.read_timeout = read_timeout;

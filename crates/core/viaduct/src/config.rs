@@ -148,6 +148,16 @@ pub struct ServerConfig {
     /// Features this server agrees to when an edge offers them
     /// ([`crate::features`]).
     pub features: Vec<String>,
+    /// QUIC: TLS sessions the server keeps so that their clients may
+    /// resume in 0-RTT (their handshake headers ride in the first flight).
+    /// 0, the default: none are kept, and sessions resume from stateless
+    /// tickets instead, as on WebSocket: every client resumes, whatever the
+    /// fleet's size, with no certificate signed or verified again, but
+    /// without 0-RTT (rustls takes early data only in sessions it keeps).
+    /// A kept session holds the client's certificate, about 1 KB; past
+    /// this many the oldest are forgotten, and their clients' next
+    /// handshakes are full ones.
+    pub zero_rtt_sessions: usize,
 }
 
 impl ServerConfig {
@@ -165,6 +175,7 @@ impl ServerConfig {
             accept_queue: 1024,
             ping_keepalive: false,
             features: Vec::new(),
+            zero_rtt_sessions: 0,
         }
     }
 }

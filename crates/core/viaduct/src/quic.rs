@@ -47,11 +47,14 @@
 //!   edge sends no `keepalive` messages and no Lease of its own, and the
 //!   cloud counts any datagram from the edge as a sign of life
 //!   ([`crate::ConnRx::idle_for`]).
-//! - **Flapping links**: a reconnecting client resumes its TLS session and
-//!   sends its header in 0-RTT, saving a round trip; the server only acts on
-//!   it once the handshake has completed, so replayed early data is never
-//!   processed. A client whose address changes (new port, new network) keeps
-//!   its connection: QUIC migrates it.
+//! - **Flapping links**: a reconnecting client resumes its TLS session from
+//!   a stateless ticket, so no certificate is signed or verified again
+//!   whatever the fleet's size. A server configured to keep sessions
+//!   ([`ServerConfig::zero_rtt_sessions`]) lets those clients send their
+//!   header in 0-RTT, saving a round trip; it only acts on it once the
+//!   handshake has completed, so replayed early data is never processed. A
+//!   client whose address changes (new port, new network) keeps its
+//!   connection: QUIC migrates it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -71,7 +74,7 @@ use crate::error::{CloseReason, ConnectError};
 use crate::features;
 use crate::server::{Intake, Server, ServerStats, new_server};
 use crate::stream::{self, QuicSessions};
-use crate::tls::{CertIdentity, client_config_for, server_config_for};
+use crate::tls::{CertIdentity, client_config_for, keep_sessions, server_config_for, stateless_tickets};
 use crate::ws::KEEPALIVE_PING;
 
 /// The ALPN protocol id of edgehive's QUIC mapping.
@@ -230,14 +233,16 @@ impl quinn::AsyncUdpSocket for OneDatagram {
 
 /// Binds the QUIC server's UDP socket and starts accepting.
 pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
+    let stats = Arc::new(ServerStats::default());
     let mut tls = server_config_for(&cfg.tls, &[&rustls::version::TLS13])?;
     tls.alpn_protocols = vec![ALPN.to_vec()];
-    // Accept 0-RTT from resuming clients (quinn requires all or nothing).
-    tls.max_early_data_size = u32::MAX;
-    // One ticket per handshake (rustls sends two by default): an edge
-    // resumes once per connection, and each ticket is work for the server
-    // and memory for the client.
-    tls.send_tls13_tickets = 1;
+    if cfg.zero_rtt_sessions > 0 {
+        keep_sessions(&mut tls, cfg.zero_rtt_sessions, stats.tls_resumed.clone());
+        // Accept 0-RTT from resuming clients (quinn requires all or nothing).
+        tls.max_early_data_size = u32::MAX;
+    } else {
+        stateless_tickets(&mut tls, stats.tls_resumed.clone())?;
+    }
     let crypto = QuicServerConfig::try_from(tls).map_err(|e| ConnectError::TlsConfig(e.to_string()))?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     server.transport_config(transport(&cfg.conn, cfg.features.iter().any(|f| f == stream::FEATURE))?);
@@ -250,7 +255,7 @@ pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
         addr: cfg.listen.to_string(),
         source,
     })?;
-    let (server, intake) = new_server(Protocol::Quic, local_addr, &cfg, Some(endpoint.clone()));
+    let (server, intake) = new_server(Protocol::Quic, local_addr, &cfg, stats, Some(endpoint.clone()));
     tokio::spawn(accept_loop(endpoint, Arc::new(cfg), intake, server.cancel.clone()));
     Ok(server)
 }
@@ -521,7 +526,8 @@ fn spawn_quic(
 }
 
 /// A QUIC client endpoint. Keep it for the life of the edge: it holds the TLS
-/// session tickets that let a reconnect resume in 0-RTT, and its socket can be
+/// session tickets that let a reconnect resume (in 0-RTT from a server that
+/// keeps sessions), and its socket can be
 /// replaced (`rebind`) without dropping the connection.
 #[derive(Debug)]
 pub struct QuicClient {

@@ -57,6 +57,7 @@ pub struct ServerStats {
     pub(crate) pending_handshakes: Gauge,
     pub(crate) handshake_budget: Gauge,
     pub(crate) budget_cuts: Counter,
+    pub(crate) tls_resumed: Counter,
 }
 
 impl ServerStats {
@@ -130,6 +131,13 @@ impl ServerStats {
     /// Times the handshake budget was cut because the server was behind.
     pub fn budget_cuts(&self) -> u64 {
         self.budget_cuts.get()
+    }
+
+    /// TLS handshakes that resumed a session (from a ticket, or a session
+    /// the server kept) instead of exchanging certificates; counted when
+    /// the server accepts the ticket.
+    pub fn tls_resumed(&self) -> u64 {
+        self.tls_resumed.get()
     }
 
     /// QUIC connection attempts answered with a Retry (address validation)
@@ -220,7 +228,7 @@ impl Collector for ServerMetrics {
                 s.quic_retries.encode(family.encode_family(&[("transport", "quic")])?)?;
             }
         }
-        let each: [(&str, &str, MetricType, PickMetric); 3] = [
+        let each: [(&str, &str, MetricType, PickMetric); 4] = [
             ("pending_handshakes", "Handshakes in progress.", MetricType::Gauge, |s| &s.pending_handshakes),
             (
                 "handshake_budget",
@@ -233,6 +241,12 @@ impl Collector for ServerMetrics {
                 "Times the handshake budget was cut because the server was behind.",
                 MetricType::Counter,
                 |s| &s.budget_cuts,
+            ),
+            (
+                "tls_resumed",
+                "TLS handshakes that resumed a session instead of exchanging certificates.",
+                MetricType::Counter,
+                |s| &s.tls_resumed,
             ),
         ];
         for (name, help, ty, metric) in each {
@@ -403,10 +417,10 @@ pub(crate) fn new_server(
     protocol: Protocol,
     local_addr: SocketAddr,
     cfg: &ServerConfig,
+    stats: Arc<ServerStats>,
     quic: Option<quinn::Endpoint>,
 ) -> (Server, Intake) {
     let (out, accepted) = mpsc::channel(cfg.accept_queue.max(1));
-    let stats = Arc::new(ServerStats::default());
     let table = ConnectionTable::new(cfg.max_pending_handshakes, cfg.max_pending_handshakes_per_source);
     let state = PendingState {
         table,
@@ -652,6 +666,7 @@ mod tests {
         quic.refused_overload.inc_by(6);
         quic.handshake_budget.set(96);
         quic.budget_cuts.inc_by(2);
+        ws.tls_resumed.inc_by(9);
         let mut registry = Registry::with_prefix("edgehive");
         ServerStats::register(&[(Protocol::WebSocket, ws), (Protocol::Quic, quic)], &mut registry);
         let mut out = String::new();
@@ -669,6 +684,8 @@ mod tests {
             "edgehive_viaduct_handshakes_total{transport=\"quic\",result=\"refused_overload\"} 6",
             "edgehive_viaduct_handshake_budget{transport=\"quic\"} 96",
             "edgehive_viaduct_handshake_budget_cuts_total{transport=\"quic\"} 2",
+            "edgehive_viaduct_tls_resumed_total{transport=\"websocket\"} 9",
+            "edgehive_viaduct_tls_resumed_total{transport=\"quic\"} 0",
         ] {
             assert!(out.lines().any(|l| l == line), "{line} in\n{out}");
         }
@@ -683,7 +700,7 @@ mod tests {
                 assert!(seen.contains(name.trim_end_matches("_total")), "{line} before its HELP");
             }
         }
-        assert_eq!(seen.len(), 6);
+        assert_eq!(seen.len(), 7);
         assert!(out.ends_with("# EOF\n"));
     }
 }

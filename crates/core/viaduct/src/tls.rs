@@ -8,8 +8,9 @@
 
 use std::sync::Arc;
 
+use prometheus_client::metrics::counter::Counter;
 use rustls::client::{ClientSessionStore, Tls12ClientSessionValue, Tls13ClientSessionValue};
-use rustls::server::WebPkiClientVerifier;
+use rustls::server::{ProducesTickets, StoresServerSessions, WebPkiClientVerifier};
 use rustls::{NamedGroup, RootCertStore};
 use rustls_pki_types::{CertificateDer, ServerName};
 
@@ -79,19 +80,102 @@ fn roots(cas: &[CertificateDer<'static>]) -> Result<RootCertStore, ConnectError>
     Ok(store)
 }
 
-/// Server configuration: our certificate, client certificates required.
+/// Server configuration: our certificate, client certificates required,
+/// sessions resumed from [stateless tickets](stateless_tickets) (counted in
+/// `resumed`).
+pub(crate) fn server_config(tls: &ServerTls, resumed: Counter) -> Result<Arc<rustls::ServerConfig>, ConnectError> {
+    let mut cfg = server_config_for(tls, &[&rustls::version::TLS13, &rustls::version::TLS12])?;
+    stateless_tickets(&mut cfg, resumed)?;
+    Ok(Arc::new(cfg))
+}
+
 /// Sessions resume from stateless tickets (encrypted with keys the process
 /// rotates every 6 h and never stores), so a reconnecting edge skips the
-/// certificate signature and verification whatever the number of edges;
-/// the client certificate comes back with the session, so whoever checks it
-/// after the handshake (CloudHub: identity and revocation) still does.
-pub(crate) fn server_config(tls: &ServerTls) -> Result<Arc<rustls::ServerConfig>, ConnectError> {
-    let mut cfg = server_config_for(tls, &[&rustls::version::TLS13, &rustls::version::TLS12])?;
-    cfg.ticketer =
+/// certificate signature and verification whatever the number of edges.
+/// The client certificate comes back with the session, so whoever checks
+/// it after the handshake (CloudHub: identity and revocation) still does.
+/// One ticket per handshake (rustls sends two by default): an edge resumes
+/// once per connection, and each ticket is work for the server and memory
+/// for the client. Tickets the server accepts are counted in `resumed`.
+pub(crate) fn stateless_tickets(cfg: &mut rustls::ServerConfig, resumed: Counter) -> Result<(), ConnectError> {
+    let inner =
         rustls::crypto::ring::Ticketer::new().map_err(|e| ConnectError::TlsConfig(format!("session tickets: {e}")))?;
+    cfg.ticketer = Arc::new(CountedTickets { inner, resumed });
     cfg.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
     cfg.send_tls13_tickets = 1;
-    Ok(Arc::new(cfg))
+    Ok(())
+}
+
+/// The server keeps up to `sessions` sessions (the oldest forgotten first)
+/// instead of handing out stateless tickets (`cfg` must have none): what
+/// rustls needs to accept 0-RTT. Sessions resumed are counted in `resumed`.
+pub(crate) fn keep_sessions(cfg: &mut rustls::ServerConfig, sessions: usize, resumed: Counter) {
+    cfg.session_storage =
+        Arc::new(CountedSessions { inner: rustls::server::ServerSessionMemoryCache::new(sessions), resumed });
+    cfg.send_tls13_tickets = 1;
+}
+
+/// Stateless tickets, counting those accepted back.
+#[derive(Debug)]
+struct CountedTickets {
+    inner: Arc<dyn ProducesTickets>,
+    resumed: Counter,
+}
+
+impl ProducesTickets for CountedTickets {
+    fn enabled(&self) -> bool {
+        self.inner.enabled()
+    }
+
+    fn lifetime(&self) -> u32 {
+        self.inner.lifetime()
+    }
+
+    fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
+        self.inner.encrypt(plain)
+    }
+
+    fn decrypt(&self, cipher: &[u8]) -> Option<Vec<u8>> {
+        let plain = self.inner.decrypt(cipher);
+        if plain.is_some() {
+            self.resumed.inc();
+        }
+        plain
+    }
+}
+
+/// Sessions the server keeps, counting those resumed.
+#[derive(Debug)]
+struct CountedSessions {
+    inner: Arc<rustls::server::ServerSessionMemoryCache>,
+    resumed: Counter,
+}
+
+impl CountedSessions {
+    fn count(&self, found: Option<Vec<u8>>) -> Option<Vec<u8>> {
+        if found.is_some() {
+            self.resumed.inc();
+        }
+        found
+    }
+}
+
+impl StoresServerSessions for CountedSessions {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        self.inner.put(key, value)
+    }
+
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.count(self.inner.get(key))
+    }
+
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.count(self.inner.take(key))
+    }
+
+    fn can_cache(&self) -> bool {
+        self.inner.can_cache()
+    }
 }
 
 /// Client configuration: verify the server against our CA, present our certificate.

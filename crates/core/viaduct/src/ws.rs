@@ -61,7 +61,8 @@ fn spawn_ws<S: AsyncRead + AsyncWrite + Send + 'static>(
 
 /// Binds the WebSocket server and starts accepting.
 pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
-    let tls = TlsAcceptor::from(server_config(&cfg.tls)?);
+    let stats = Arc::new(ServerStats::default());
+    let tls = TlsAcceptor::from(server_config(&cfg.tls, stats.tls_resumed.clone())?);
     let listener = TcpListener::bind(cfg.listen).await.map_err(|source| ConnectError::Io {
         what: "listen on",
         addr: cfg.listen.to_string(),
@@ -72,7 +73,7 @@ pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
         addr: cfg.listen.to_string(),
         source,
     })?;
-    let (server, intake) = new_server(Protocol::WebSocket, local_addr, &cfg, None);
+    let (server, intake) = new_server(Protocol::WebSocket, local_addr, &cfg, stats, None);
     let acceptor = Acceptor { listener, tls, cfg: Arc::new(cfg), intake, cancel: server.cancel.clone() };
     tokio::spawn(acceptor.run());
     Ok(server)

@@ -1,4 +1,4 @@
-//! edgehive's QUIC mapping: exchange, identity, 0-RTT resumption, connection
+//! edgehive's QUIC mapping: exchange, identity, resumption (0-RTT too), connection
 //! migration, refused headers and bad frames, and stream sessions on QUIC
 //! streams of their own.
 #![allow(clippy::unwrap_used)] // helpers outside #[test] fns
@@ -154,9 +154,11 @@ async fn wire_bytes_are_counted_on_own_and_shared_sockets() {
 }
 
 #[tokio::test]
-async fn reconnect_resumes_in_zero_rtt() {
+async fn reconnect_resumes_in_zero_rtt_from_a_server_that_keeps_sessions() {
     let pki = Pki::new();
-    let mut srv = quic_server(&pki, ConnConfig::default()).await;
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    cfg.zero_rtt_sessions = 16;
+    let mut srv = Server::bind_quic(cfg).await.unwrap();
     let client = quic_client(&pki, srv.local_addr(), "edge-flappy");
 
     let first = client.connect().await.unwrap();
@@ -186,6 +188,41 @@ async fn reconnect_resumes_in_zero_rtt() {
     assert_eq!(client.zero_rtt_accepted(), 2);
     let once_more = srv.accept().await.unwrap();
     assert_delivers(&once_more.tx, &mut { third.rx }).await;
+    assert_eq!(srv.stats().tls_resumed(), 2);
+}
+
+/// Connects `client`, has the server send it one message (its session
+/// ticket has then certainly arrived), and closes the connection.
+async fn connect_once(srv: &mut Server, client: &QuicClient) {
+    let conn = client.connect().await.unwrap();
+    let accepted = srv.accept().await.unwrap();
+    let (ctx, mut crx) = conn.split();
+    accepted.tx.write(pod("a")).await.unwrap();
+    crx.recv().await.unwrap();
+    ctx.close();
+    let _ = ctx.closed().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_edge_resumes_from_a_stateless_ticket_however_many_there_are() {
+    // More edges than a server-side session cache of rustls's default size
+    // (256) holds: with stateless tickets (the default), every one of them
+    // resumes, the first as well as the last.
+    const EDGES: usize = 300;
+    let pki = Pki::new();
+    let mut srv = quic_server(&pki, ConnConfig::default()).await;
+    let cfg = client_config(&pki, srv.local_addr(), "edge-fleet");
+    let endpoint = edgehive_viaduct::quic::QuicEndpoint::bind("127.0.0.1:0".parse().unwrap(), None).unwrap();
+    let clients: Vec<QuicClient> = (0..EDGES).map(|_| QuicClient::on(cfg.clone(), endpoint.clone()).unwrap()).collect();
+    for client in &clients {
+        connect_once(&mut srv, client).await;
+    }
+    assert_eq!(srv.stats().tls_resumed(), 0, "first connections are full handshakes");
+    for client in &clients {
+        connect_once(&mut srv, client).await;
+    }
+    assert_eq!(srv.stats().tls_resumed(), EDGES as u64, "every reconnection resumed");
+    assert_eq!(clients.iter().map(QuicClient::zero_rtt_accepted).sum::<u64>(), 0, "no 0-RTT without kept sessions");
 }
 
 #[tokio::test]
