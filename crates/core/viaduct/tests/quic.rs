@@ -226,6 +226,56 @@ async fn every_edge_resumes_from_a_stateless_ticket_however_many_there_are() {
 }
 
 #[tokio::test]
+async fn a_handshake_nobody_answers_is_given_up_after_a_third_of_the_deadline() {
+    // A server that forgot a handshake (and whose close was lost) answers
+    // nothing more; so does a black hole.
+    let hole = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let pki = Pki::new();
+    let mut cfg = client_config(&pki, hole.local_addr().unwrap(), "edge-unheard");
+    cfg.handshake_timeout = Duration::from_secs(3);
+    let client = QuicClient::new(cfg, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let started = tokio::time::Instant::now();
+    let err = client.connect().await.expect_err("nobody answers").to_string();
+    assert!(err.contains("did not finish within 1s"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(3), "given up before the dial's deadline");
+}
+
+#[tokio::test]
+async fn a_header_nobody_answers_is_given_up_after_a_third_of_the_deadline() {
+    // A QUIC server that completes the handshake, takes the header stream
+    // and says nothing, as one that forgot the connection and whose close
+    // was lost looks to the client.
+    let pki = Pki::new();
+    let identity = pki.server_tls().identity;
+    let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(identity.cert_chain, identity.key)
+        .unwrap();
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).unwrap();
+    let mute =
+        quinn::Endpoint::server(quinn::ServerConfig::with_crypto(Arc::new(crypto)), "127.0.0.1:0".parse().unwrap())
+            .unwrap();
+    let addr = mute.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let conn = mute.accept().await.unwrap().await.unwrap();
+        let stream = conn.accept_bi().await.unwrap();
+        std::future::pending::<()>().await;
+        drop((conn, stream));
+    });
+    let mut cfg = client_config(&pki, addr, "edge-unanswered");
+    cfg.handshake_timeout = Duration::from_secs(3);
+    let client = QuicClient::new(cfg, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let started = tokio::time::Instant::now();
+    let err = client.connect().await.expect_err("no reply").to_string();
+    assert!(err.contains("no handshake reply within 1s"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(3), "given up before the dial's deadline");
+    held.abort();
+}
+
+#[tokio::test]
 async fn connection_survives_a_change_of_client_address() {
     let pki = Pki::new();
     let mut srv = quic_server(&pki, ConnConfig::default()).await;
