@@ -498,7 +498,13 @@ impl FrameWrite for QuicWrite {
         Ok(())
     }
     async fn close(&mut self) {
-        let _ = self.send.finish();
+        // Closing a QUIC connection discards what the peer has not
+        // acknowledged, so a last message (a refusal and its reason) would
+        // be lost: the stream is finished and the close waits, briefly, for
+        // the peer to have all of it (the writer gives close 1 s in all).
+        if self.send.finish().is_ok() {
+            let _ = timeout(CLOSE_GRACE, self.send.stopped()).await;
+        }
         self.conn.close(VarInt::from_u32(CODE_CLOSED), b"closed");
     }
 }
@@ -524,6 +530,9 @@ fn spawn_quic(
     let cfg = ConnConfig { read_timeout: None, ..cfg };
     spawn_conn(reader, writer, info, cfg, client, Sessions::Quic(conn, sessions))
 }
+
+/// How long closing waits for the peer to acknowledge the last messages.
+const CLOSE_GRACE: Duration = Duration::from_millis(750);
 
 /// A QUIC client endpoint. Keep it for the life of the edge: it holds the TLS
 /// session tickets that let a reconnect resume (in 0-RTT from a server that

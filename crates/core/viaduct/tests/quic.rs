@@ -275,6 +275,27 @@ async fn a_header_nobody_answers_is_given_up_after_a_third_of_the_deadline() {
 }
 
 #[tokio::test]
+async fn the_last_message_before_a_close_reaches_the_peer() {
+    // A refusal is a message and then the close: closing a QUIC connection
+    // discards what the peer has not acknowledged, so the close waits for it.
+    let pki = Pki::new();
+    let mut srv = quic_server(&pki, ConnConfig::default()).await;
+    let client = quic_client(&pki, srv.local_addr(), "edge-refused");
+    let conn = client.connect().await.unwrap();
+    let accepted = srv.accept().await.unwrap();
+    let (_ctx, mut crx) = conn.split();
+    for i in 0..3 {
+        accepted.tx.try_write(pod(&format!("before-{i}"))).unwrap();
+    }
+    accepted.tx.close_with(pod("the-reason")).await.unwrap();
+    for i in 0..3 {
+        assert_eq!(crx.recv().await.unwrap().route.resource, format!("default/pod/before-{i}"));
+    }
+    assert_eq!(crx.recv().await.unwrap().route.resource, "default/pod/the-reason");
+    assert!(crx.recv().await.is_none(), "then the connection closes");
+}
+
+#[tokio::test]
 async fn connection_survives_a_change_of_client_address() {
     let pki = Pki::new();
     let mut srv = quic_server(&pki, ConnConfig::default()).await;
