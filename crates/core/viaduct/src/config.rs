@@ -197,8 +197,9 @@ pub struct ClientConfig {
     /// Per-connection limits.
     pub conn: ConnConfig,
     /// TCP, TLS and WebSocket upgrade must finish within this (KubeEdge: 30 s).
-    /// On QUIC the whole dial must, and the QUIC handshake proper within a
-    /// third of it (a handshake the server forgot is not waited out).
+    /// On QUIC the whole dial must, and each of its two stages (the QUIC
+    /// handshake proper, then the header's reply) within a third of it: a
+    /// handshake the server forgot is not waited out.
     pub handshake_timeout: Duration,
     /// Offer to keep the session alive with WebSocket pings (see
     /// [`crate::ws::HEADER_KEEPALIVE`]); whether the server took the offer

@@ -474,6 +474,9 @@ impl FrameRead for QuicRead {
     }
 }
 
+/// How long closing waits for the peer to acknowledge the last messages.
+const CLOSE_GRACE: Duration = Duration::from_millis(750);
+
 impl FrameWrite for QuicWrite {
     async fn feed(&mut self, line: String) -> Result<(), CloseReason> {
         push_frame(&mut self.buf, &line);
@@ -530,9 +533,6 @@ fn spawn_quic(
     let cfg = ConnConfig { read_timeout: None, ..cfg };
     spawn_conn(reader, writer, info, cfg, client, Sessions::Quic(conn, sessions))
 }
-
-/// How long closing waits for the peer to acknowledge the last messages.
-const CLOSE_GRACE: Duration = Duration::from_millis(750);
 
 /// A QUIC client endpoint. Keep it for the life of the edge: it holds the TLS
 /// session tickets that let a reconnect resume (in 0-RTT from a server that
