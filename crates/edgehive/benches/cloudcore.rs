@@ -354,6 +354,7 @@ async fn delivery(nodes: usize) {
     let last: Vec<Arc<tokio::sync::Mutex<ConfigMap>>> =
         last.into_iter().map(|c| Arc::new(tokio::sync::Mutex::new(c))).collect();
     let mut tick = tokio::time::interval(gap);
+    let phase_start = Instant::now();
     for w in 0..paced_writes {
         tick.tick().await;
         let c = w % CONFIGMAPS;
@@ -422,6 +423,11 @@ async fn delivery(nodes: usize) {
             slow.iter().filter(|s| s.0 > Duration::from_millis(500)).map(|s| (s.3, s.4)).collect();
         println!("  {late} deliveries over 500 ms, of {} writes", writes_late.len());
     }
+    // A p99 past the target: which writes made it. One write reaches every
+    // node, so a write whose burst was late is 1/50 of the deliveries.
+    if percentile(&lat, 0.99) > Duration::from_millis(40) {
+        slowest_writes(&receipts, &writes, phase_start);
+    }
     let counters = delivery_counters(&client).await;
     let delta: Vec<String> =
         counters.iter().zip(&counters0).map(|((name, v), (_, v0))| format!("{name} {:.0}", v - v0)).collect();
@@ -441,6 +447,43 @@ async fn delivery(nodes: usize) {
     );
     for t in edges.tasks {
         t.abort();
+    }
+}
+
+/// Prints the five writes whose deliveries ended latest after the write's
+/// answer: when each was answered (since the paced phase began), how long
+/// its commit took, and its deliveries' spread after the answer.
+fn slowest_writes(
+    receipts: &[(usize, String, u64, Instant)],
+    writes: &HashMap<(usize, u64), (Instant, Instant)>,
+    phase_start: Instant,
+) {
+    let mut per_write: HashMap<(usize, u64), Vec<Duration>> = HashMap::new();
+    for (_, res, rv, at) in receipts {
+        let Some(c) = res.strip_prefix("default/configmap/cm-").and_then(|c| c.parse::<usize>().ok()) else {
+            continue;
+        };
+        if let Some((_, answered)) = writes.get(&(c, *rv)) {
+            per_write.entry((c, *rv)).or_default().push(at.saturating_duration_since(*answered));
+        }
+    }
+    let mut rows: Vec<_> = per_write
+        .into_iter()
+        .map(|(w, mut l)| {
+            l.sort();
+            (l.last().copied().unwrap_or_default(), percentile(&l, 0.5), w)
+        })
+        .collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.0));
+    for (max, p50, (c, rv)) in rows.iter().take(5) {
+        let (t, answered) = writes[&(*c, *rv)];
+        println!(
+            "  slow write cm-{c}@{rv}: answered at {} (commit {}), answer→edge p50 {} max {}",
+            ms(answered.saturating_duration_since(phase_start)),
+            ms(answered.saturating_duration_since(t)),
+            ms(*p50),
+            ms(*max),
+        );
     }
 }
 

@@ -9,6 +9,7 @@ use edgehive_model::{Content, Message, op, source, well_known};
 use edgehive_store::informer::{Change, inform};
 use edgehive_store::resources::{CONFIGMAPS, LEASES, NODES, PODS, ResourceDef, SECRETS};
 use edgehive_store::{DeleteOptions, Object, Store, StoreError};
+use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -52,6 +53,8 @@ pub(crate) struct Controller {
 
 /// Deleted Nodes waiting for their Leases to be deleted.
 const LEASES_TO_COLLECT: usize = 1024;
+/// Node status marks (NotReady, never reported) a check writes at once.
+const MARKS_AT_ONCE: usize = 32;
 
 /// Asks CloudHub whether a node has a session now.
 #[derive(Clone)]
@@ -693,7 +696,9 @@ impl Controller {
             // node lifecycle controller does. Once marked, Ready is Unknown
             // and the node is not read again.
             if live.last_beat().is_none() && !live.unknown {
-                never_reported.push(node.clone());
+                if live.never_reported_past(now, self.lifecycle.grace) {
+                    never_reported.push(node.clone());
+                }
                 continue;
             }
             // A node with a live session is alive: CloudHub ends sessions
@@ -716,9 +721,19 @@ impl Controller {
                 evict.push(node.clone());
             }
         }
+        // Marked several at a time: the store commits them together, and a
+        // fleet that went silent at once (a cloud cut off) holds the
+        // controller's deliveries for a few commits, not one per node.
         let grace = self.lifecycle.grace;
-        for node in never_reported {
-            match self.mark_node(&node, |v| lifecycle::mark_never_updated(v, now, grace)).await {
+        let this = &*self;
+        let mut marks = futures_util::stream::iter(never_reported)
+            .map(|node| async move {
+                let r = this.mark_node(&node, |v| lifecycle::mark_never_updated(v, now, grace)).await;
+                (node, r)
+            })
+            .buffer_unordered(MARKS_AT_ONCE);
+        while let Some((node, r)) = marks.next().await {
+            match r {
                 Ok(true) => {
                     tracing::warn!(%node, grace = ?grace, "node never posted its status; its conditions are Unknown (NodeStatusNeverUpdated)");
                 }
@@ -726,9 +741,17 @@ impl Controller {
                 Err(e) => tracing::warn!(%node, error = %e, "mark a node that never reported Unknown"),
             }
         }
+        drop(marks);
         let stamp = edgehive_store::rfc3339(now);
-        for (node, silent) in silent_nodes {
-            match self.mark_node(&node, |v| lifecycle::mark_unknown(v, &stamp)).await {
+        let stamp = stamp.as_str();
+        let mut marks = futures_util::stream::iter(silent_nodes)
+            .map(|(node, silent)| async move {
+                let r = this.mark_node(&node, |v| lifecycle::mark_unknown(v, stamp)).await;
+                (node, silent, r)
+            })
+            .buffer_unordered(MARKS_AT_ONCE);
+        while let Some((node, silent, r)) = marks.next().await {
+            match r {
                 Ok(true) => {
                     tracing::warn!(%node, silent = ?silent, "no heartbeat; node is NotReady (its pods keep running at the edge)");
                 }
@@ -736,6 +759,7 @@ impl Controller {
                 Err(e) => tracing::warn!(%node, error = %e, "mark node NotReady"),
             }
         }
+        drop(marks);
         for node in evict {
             let pods: Vec<(String, String)> = self.index.pods_on(&node).cloned().collect();
             for (ns, name) in pods {

@@ -52,6 +52,11 @@ pub fn status_heartbeat(node: &Value) -> Option<OffsetDateTime> {
     ready_condition(node).and_then(|c| parse(&c["lastHeartbeatTime"]))
 }
 
+/// When the node was created (`metadata.creationTimestamp`).
+pub fn created_at(node: &Value) -> Option<OffsetDateTime> {
+    node.pointer("/metadata/creationTimestamp").and_then(parse)
+}
+
 /// A node Lease's heartbeat: its `renewTime`.
 pub fn lease_renewal(lease: &Value) -> Option<OffsetDateTime> {
     lease.pointer("/spec/renewTime").and_then(parse)
