@@ -359,6 +359,9 @@ impl Runner {
                     continue;
                 }
             };
+            // The object's content, made once and shared by every node's
+            // message (a configmap behind at 1,000 nodes is one parse).
+            let mut content: Option<Option<Content>> = None;
             let mut pending = false;
             for (node, point) in &holders {
                 let msg = match &current {
@@ -381,7 +384,7 @@ impl Runner {
                     }
                     Some(o) if self.behind(&uid, point, o) => {
                         self.metrics.updates.inc();
-                        match update_message(node, o) {
+                        match update_message(node, o, content.get_or_insert_with(|| object_content(o))) {
                             Some(m) => m,
                             None => continue,
                         }
@@ -469,9 +472,14 @@ fn delete_message(node: &str, uid: &str, p: &Point) -> Message {
         .with_content(Content::from_serialize(&content).unwrap_or_default())
 }
 
-fn update_message(node: &str, o: &Object) -> Option<Message> {
+/// An object's JSON as a message's content (`None`: it cannot be encoded).
+fn object_content(o: &Object) -> Option<Content> {
     let json = o.json().ok()?;
-    let content = Content::from_json(String::from_utf8_lossy(json).into_owned()).ok()?;
+    Content::from_json(String::from_utf8_lossy(json).into_owned()).ok()
+}
+
+fn update_message(node: &str, o: &Object, content: &Option<Content>) -> Option<Message> {
+    let content = content.clone()?;
     Some(
         Message::new()
             .with_route(
