@@ -198,9 +198,10 @@ impl<T> ConnectionTable<T> {
 /// expire too and join the reconnecting crowd. So the server watches its
 /// own lag (how late its runtime wakes a timer) and how long handshakes
 /// take to complete, and, while it is behind,
-/// runs fewer handshakes: a new one past the budget is refused at once,
-/// cheaply (QUIC's CONNECTION_REFUSED, a closed TCP socket), and its edge
-/// retries after its jittered backoff. What the budget frees goes to the
+/// runs fewer handshakes: a new one past the budget is refused, cheaply
+/// (QUIC's CONNECTION_REFUSED, a closed TCP socket), and its edge retries
+/// after its jittered backoff. (On QUIC it first waits up to 2 s for a
+/// slot, as a TCP connection waits in the kernel's accept queue.) What the budget frees goes to the
 /// sessions already established.
 ///
 /// The limit starts at the table's `ceiling` (no budget in effect). Each

@@ -39,7 +39,9 @@
 //!   progress are bounded as on WebSocket, the oldest evicted to make room.
 //!   A connection attempt that would evict another from an address QUIC has
 //!   not validated is answered with a Retry first, so a forged source
-//!   address cannot evict anyone's handshake.
+//!   address cannot evict anyone's handshake. Past the handshake budget of
+//!   a server that is behind, a validated attempt waits up to [`MAX_WAIT`]
+//!   for a slot (bounded, per source too) before it is refused.
 //! - **Liveness**: QUIC keep-alives (default every 25 s) and an idle timeout
 //!   (default 90 s, or the connection's read timeout), instead of
 //!   application pings. When both ends agreed `keepalive: ping`, this
@@ -56,7 +58,8 @@
 //!   client whose address changes (new port, new network) keeps its
 //!   connection: QUIC migrates it.
 
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -64,7 +67,7 @@ use std::time::Duration;
 use edgehive_model::{Content, Message, Text, op};
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::{RecvStream, SendStream, VarInt};
-use tokio::time::timeout;
+use tokio::time::{Instant, timeout};
 use tokio_util::sync::CancellationToken;
 
 use crate::WireBytes;
@@ -72,7 +75,7 @@ use crate::config::{ClientConfig, ConnConfig, ServerConfig};
 use crate::conn::{Connection, FrameRead, FrameWrite, PeerInfo, Protocol, ReadEvent, Sessions, spawn_conn, wire_line};
 use crate::error::{CloseReason, ConnectError};
 use crate::features;
-use crate::server::{Intake, Server, ServerStats, new_server};
+use crate::server::{Intake, Overloaded, PendingHandshake, Server, ServerStats, new_server};
 use crate::stream::{self, QuicSessions};
 use crate::tls::{CertIdentity, client_config_for, keep_sessions, server_config_for, stateless_tickets};
 use crate::ws::KEEPALIVE_PING;
@@ -261,31 +264,148 @@ pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
 }
 
 async fn accept_loop(endpoint: quinn::Endpoint, cfg: Arc<ServerConfig>, intake: Intake, cancel: CancellationToken) {
+    let mut waiting = Waiting::new(cfg.max_pending_handshakes_per_source);
     loop {
         let incoming = tokio::select! {
+            biased;
             _ = cancel.cancelled() => break,
+            // A slot freed, or a while passed (the budget may have grown;
+            // the oldest may have waited long enough).
+            _ = async {
+                tokio::select! {
+                    () = intake.freed() => {}
+                    () = tokio::time::sleep(WAITING_RECHECK) => {}
+                }
+            }, if !waiting.is_empty() => {
+                waiting.admit(&intake, &cfg);
+                continue;
+            }
             i = endpoint.accept() => match i { Some(i) => i, None => break },
         };
         let remote = incoming.remote_address();
         // A QUIC Initial's source address can be forged. Before it may evict
-        // another handshake (or be refused for the server's load), its
-        // sender must prove it receives at that address: a Retry costs us
-        // no state and the client one round trip.
-        if !incoming.remote_address_validated() && incoming.may_retry() && intake.under_pressure(remote) {
+        // another handshake (or wait, or be refused, for the server's load),
+        // its sender must prove it receives at that address: a Retry costs
+        // us no state and the client one round trip.
+        if !incoming.remote_address_validated()
+            && incoming.may_retry()
+            && (!waiting.is_empty() || intake.under_pressure(remote))
+        {
             if incoming.retry().is_ok() {
                 intake.stats.quic_retries.inc();
             }
             continue;
         }
-        let Ok(pending) = intake.admit(remote) else {
-            // Before any crypto: the client is told CONNECTION_REFUSED at
-            // once and retries after its backoff.
-            incoming.refuse();
+        // First come, first served: behind those already waiting.
+        if !waiting.is_empty() {
+            waiting.push(incoming, &intake);
+            waiting.admit(&intake, &cfg);
             continue;
-        };
-        let (cfg, stats) = (cfg.clone(), intake.stats.clone());
-        intake.spawn(pending, remote, async move { server_handshake(incoming, &cfg, &stats).await });
+        }
+        match intake.admit(remote) {
+            Ok(pending) => start_handshake(&intake, &cfg, pending, incoming),
+            Err(Overloaded) => waiting.push(incoming, &intake),
+        }
     }
+    waiting.refuse_all(&intake);
+}
+
+/// Longest a QUIC connection waits for a handshake slot of a server that is
+/// behind before it is refused (and retries after its backoff). Well within
+/// an edge's own wait for the handshake (a third of its 30 s deadline), so
+/// one that gets a slot in time still has most of it.
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(2);
+/// Most QUIC connections waiting for a slot at once; past it, refused.
+/// Each holds the Initial packets quinn keeps for it, a few KiB.
+const MAX_WAITING: usize = 1024;
+/// How often waiting connections are looked at while no slot frees.
+const WAITING_RECHECK: Duration = Duration::from_millis(50);
+
+/// QUIC connections a server that is behind has no handshake slot for yet,
+/// oldest first. A TCP server has the kernel's accept queue for this; a
+/// refused QUIC client backs off, and after a few refusals in a
+/// reconnection storm it waited seconds while slots stood free. Only
+/// address-validated connections wait (the accept loop asks the others for
+/// a Retry), and one source holds at most its per-source share.
+struct Waiting {
+    queue: std::collections::VecDeque<(quinn::Incoming, Instant)>,
+    per_source: HashMap<IpAddr, usize>,
+    max_per_source: usize,
+}
+
+impl Waiting {
+    fn new(max_per_source: usize) -> Waiting {
+        Waiting { queue: Default::default(), per_source: HashMap::new(), max_per_source: max_per_source.max(1) }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Keeps `incoming` waiting, or refuses it when the queue, or its
+    /// source's share, is full.
+    fn push(&mut self, incoming: quinn::Incoming, intake: &Intake) {
+        let source = incoming.remote_address().ip();
+        let held = self.per_source.get(&source).copied().unwrap_or(0);
+        if self.queue.len() >= MAX_WAITING || held >= self.max_per_source {
+            intake.refused(incoming.remote_address());
+            incoming.refuse();
+            return;
+        }
+        self.per_source.insert(source, held + 1);
+        self.queue.push_back((incoming, Instant::now()));
+        intake.stats.waiting_handshakes.set(self.queue.len() as i64);
+    }
+
+    fn pop(&mut self) -> Option<(quinn::Incoming, Instant)> {
+        let (incoming, since) = self.queue.pop_front()?;
+        let source = incoming.remote_address().ip();
+        if let Some(n) = self.per_source.get_mut(&source) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_source.remove(&source);
+            }
+        }
+        Some((incoming, since))
+    }
+
+    /// Starts the handshakes of the oldest waiting connections while the
+    /// server has slots; refuses those that waited past [`MAX_WAIT`].
+    fn admit(&mut self, intake: &Intake, cfg: &Arc<ServerConfig>) {
+        while let Some((incoming, since)) = self.pop() {
+            let remote = incoming.remote_address();
+            if since.elapsed() > MAX_WAIT {
+                intake.refused(remote);
+                incoming.refuse();
+                continue;
+            }
+            match intake.admit(remote) {
+                Ok(pending) => start_handshake(intake, cfg, pending, incoming),
+                Err(Overloaded) => {
+                    // Still no slot: it stays first.
+                    let source = remote.ip();
+                    *self.per_source.entry(source).or_default() += 1;
+                    self.queue.push_front((incoming, since));
+                    break;
+                }
+            }
+        }
+        intake.stats.waiting_handshakes.set(self.queue.len() as i64);
+    }
+
+    /// The server stops: every waiting connection is refused.
+    fn refuse_all(&mut self, intake: &Intake) {
+        while let Some((incoming, _)) = self.pop() {
+            incoming.refuse();
+        }
+        intake.stats.waiting_handshakes.set(0);
+    }
+}
+
+fn start_handshake(intake: &Intake, cfg: &Arc<ServerConfig>, pending: PendingHandshake, incoming: quinn::Incoming) {
+    let remote = incoming.remote_address();
+    let (cfg, stats) = (cfg.clone(), intake.stats.clone());
+    intake.spawn(pending, remote, async move { server_handshake(incoming, &cfg, &stats).await });
 }
 
 async fn server_handshake(incoming: quinn::Incoming, cfg: &ServerConfig, stats: &ServerStats) -> Option<Connection> {

@@ -55,6 +55,7 @@ pub struct ServerStats {
     pub(crate) refused_overload: Counter,
     pub(crate) quic_retries: Counter,
     pub(crate) pending_handshakes: Gauge,
+    pub(crate) waiting_handshakes: Gauge,
     pub(crate) handshake_budget: Gauge,
     pub(crate) budget_cuts: Counter,
     pub(crate) tls_resumed: Counter,
@@ -151,6 +152,12 @@ impl ServerStats {
         self.pending_handshakes.get().max(0) as u64
     }
 
+    /// QUIC connections waiting for a handshake slot now (the budget of a
+    /// server that is behind had none free when they came).
+    pub fn waiting_handshakes(&self) -> u64 {
+        self.waiting_handshakes.get().max(0) as u64
+    }
+
     /// Registers the counters of `servers` in `registry`, under the prefix
     /// `viaduct` (so `edgehive_viaduct_` in a process's registry), each
     /// sample labelled with its server's transport (`websocket` or `quic`).
@@ -226,6 +233,17 @@ impl Collector for ServerMetrics {
             )?;
             for (_, s) in self.servers.iter().filter(|(p, _)| *p == Protocol::Quic) {
                 s.quic_retries.encode(family.encode_family(&[("transport", "quic")])?)?;
+            }
+        }
+        if self.servers.iter().any(|(p, _)| *p == Protocol::Quic) {
+            let mut family = encoder.encode_descriptor(
+                "waiting_handshakes",
+                "QUIC connections waiting for a handshake slot of a server that is behind.",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (_, s) in self.servers.iter().filter(|(p, _)| *p == Protocol::Quic) {
+                s.waiting_handshakes.encode(family.encode_family(&[("transport", "quic")])?)?;
             }
         }
         let each: [(&str, &str, MetricType, PickMetric); 4] = [
@@ -386,6 +404,8 @@ pub(crate) struct Intake {
     pub(crate) stats: Arc<ServerStats>,
     pending: SharedPending,
     deadline: Duration,
+    /// Told each time a pending handshake leaves the table.
+    freed: Arc<tokio::sync::Notify>,
 }
 
 /// A new connection refused because the server is behind and has its
@@ -402,6 +422,7 @@ pub(crate) struct PendingHandshake {
     cancel: CancellationToken,
     pending: SharedPending,
     stats: Arc<ServerStats>,
+    freed: Arc<tokio::sync::Notify>,
 }
 
 impl Drop for PendingHandshake {
@@ -409,6 +430,8 @@ impl Drop for PendingHandshake {
         let mut state = lock(&self.pending);
         state.table.remove(self.id);
         self.stats.pending_handshakes.set(state.table.len() as i64);
+        drop(state);
+        self.freed.notify_one();
     }
 }
 
@@ -432,8 +455,13 @@ pub(crate) fn new_server(
         refusals: LogThrottle::new(WARN_EVERY),
     };
     stats.handshake_budget.set(state.budget.limit() as i64);
-    let intake =
-        Intake { out, stats: stats.clone(), pending: Arc::new(Mutex::new(state)), deadline: cfg.handshake_timeout };
+    let intake = Intake {
+        out,
+        stats: stats.clone(),
+        pending: Arc::new(Mutex::new(state)),
+        deadline: cfg.handshake_timeout,
+        freed: Arc::new(tokio::sync::Notify::new()),
+    };
     let cancel = CancellationToken::new();
     if let Some(max_lag) = cfg.max_lag {
         let watch = Watch { pending: intake.pending.clone(), stats: stats.clone(), max_lag, protocol };
@@ -539,19 +567,7 @@ impl Intake {
                         tracing::debug!(remote = %victim.remote, new = %remote, "a slow handshake given up for a new one");
                     }
                 }
-                None => {
-                    self.stats.refused_overload.inc();
-                    tracing::debug!(%remote, "server behind; connection refused");
-                    if let Some(refused) = state.refusals.event(now) {
-                        tracing::warn!(
-                            refused,
-                            %remote,
-                            budget = state.budget.limit(),
-                            "the server is behind with its handshake budget in progress; new connections refused (they retry after their backoff)"
-                        );
-                    }
-                    return Err(Overloaded);
-                }
+                None => return Err(Overloaded),
             }
         }
         let victim = Victim { remote, cancel: cancel.clone(), since: now };
@@ -581,7 +597,36 @@ impl Intake {
             }
         }
         drop(state);
-        Ok(PendingHandshake { id, since: now, cancel, pending: self.pending.clone(), stats: self.stats.clone() })
+        Ok(PendingHandshake {
+            id,
+            since: now,
+            cancel,
+            pending: self.pending.clone(),
+            stats: self.stats.clone(),
+            freed: self.freed.clone(),
+        })
+    }
+
+    /// Counts and logs a connection refused because the server is behind
+    /// ([`Intake::admit`] said [`Overloaded`] and it is not kept waiting).
+    pub(crate) fn refused(&self, remote: SocketAddr) {
+        self.stats.refused_overload.inc();
+        tracing::debug!(%remote, "server behind; connection refused");
+        let mut state = lock(&self.pending);
+        if let Some(refused) = state.refusals.event(Instant::now()) {
+            tracing::warn!(
+                refused,
+                %remote,
+                budget = state.budget.limit(),
+                "the server is behind with its handshake budget in progress; new connections refused (they retry after their backoff)"
+            );
+        }
+    }
+
+    /// Returns once a pending handshake has left the table since the last
+    /// call (at once if one has).
+    pub(crate) async fn freed(&self) {
+        self.freed.notified().await;
     }
 
     /// Runs a handshake in its own task under the deadline, and hands the
@@ -662,6 +707,7 @@ mod tests {
         ws.evicted_global.inc_by(2);
         ws.handshake_timeouts.inc_by(3);
         quic.quic_retries.inc_by(4);
+        quic.waiting_handshakes.set(3);
         quic.evicted_budget.inc_by(1);
         quic.refused_overload.inc_by(6);
         quic.handshake_budget.set(96);
@@ -678,6 +724,7 @@ mod tests {
             "edgehive_viaduct_handshakes_evicted_total{transport=\"websocket\",limit=\"source\"} 5",
             "edgehive_viaduct_handshakes_evicted_total{transport=\"websocket\",limit=\"server\"} 2",
             "edgehive_viaduct_quic_retries_total{transport=\"quic\"} 4",
+            "edgehive_viaduct_waiting_handshakes{transport=\"quic\"} 3",
             "edgehive_viaduct_pending_handshakes{transport=\"websocket\"} 0",
             "edgehive_viaduct_handshakes_evicted_total{transport=\"quic\",limit=\"budget\"} 1",
             "edgehive_viaduct_handshakes_total{transport=\"quic\",result=\"evicted\"} 1",
@@ -700,7 +747,7 @@ mod tests {
                 assert!(seen.contains(name.trim_end_matches("_total")), "{line} before its HELP");
             }
         }
-        assert_eq!(seen.len(), 7);
+        assert_eq!(seen.len(), 8);
         assert!(out.ends_with("# EOF\n"));
     }
 }

@@ -105,6 +105,7 @@ impl Acceptor {
             // At a limit, the oldest pending handshake goes; only a server
             // behind on its work refuses, by closing the socket before TLS.
             let Ok(pending) = self.intake.admit(remote) else {
+                self.intake.refused(remote);
                 drop(tcp);
                 continue;
             };

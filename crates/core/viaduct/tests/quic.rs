@@ -34,6 +34,11 @@ fn quic_client(pki: &Pki, addr: SocketAddr, node: &str) -> QuicClient {
 
 /// A quinn connection that speaks the mapping by hand.
 async fn raw_quic(pki: &Pki, addr: SocketAddr) -> (quinn::Endpoint, quinn::Connection) {
+    raw_quic_from(pki, addr, "127.0.0.1:0").await
+}
+
+/// [`raw_quic`] from another local address.
+async fn raw_quic_from(pki: &Pki, addr: SocketAddr, bind: &str) -> (quinn::Endpoint, quinn::Connection) {
     let cert = pki.ca.node("raw");
     let mut roots = rustls::RootCertStore::empty();
     roots.add(pki.ca.cert.clone()).unwrap();
@@ -45,7 +50,7 @@ async fn raw_quic(pki: &Pki, addr: SocketAddr) -> (quinn::Endpoint, quinn::Conne
         .unwrap();
     tls.alpn_protocols = vec![ALPN.to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
-    let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    let mut ep = quinn::Endpoint::client(bind.parse().unwrap()).unwrap();
     ep.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
     let conn = ep.connect(addr, "localhost").unwrap().await.unwrap();
     (ep, conn)
@@ -410,10 +415,11 @@ async fn a_silent_handshake_is_evicted_for_an_edge_that_validates_its_address() 
 /// A server behind on its work (here: told that any lag is too much) runs
 /// at most its handshake budget at once. The attacker's move: open silent
 /// handshakes up to the budget so that no edge gets in. A new edge past the
-/// budget is refused at once, before any crypto, with a reason it can read
-/// (and retries after its backoff); once the silent handshakes have taken
-/// half the deadline, the next edge's attempt gives the oldest up and gets
-/// in, so silent connections hold the budget no longer than that.
+/// budget waits for a slot at most `MAX_WAIT` (2 s), then is refused, before
+/// any crypto, with a reason it can read (and retries after its backoff);
+/// once the silent handshakes have taken half the deadline, the next edge's
+/// attempt gives the oldest up and gets in, so silent connections hold the
+/// budget no longer than that.
 #[tokio::test]
 async fn a_server_behind_refuses_past_its_budget_and_silent_handshakes_hold_it_only_so_long() {
     let pki = Pki::new();
@@ -431,7 +437,7 @@ async fn a_server_behind_refuses_past_its_budget_and_silent_handshakes_hold_it_o
     let client = quic_client(&pki, srv.local_addr(), "edge-q");
     let err = tokio::time::timeout(Duration::from_secs(5), client.connect())
         .await
-        .expect("refused at once, not left to time out")
+        .expect("refused after a short wait, not left to time out")
         .unwrap_err();
     assert!(opened.elapsed() < Duration::from_secs(5), "the silent handshakes are still young");
     assert!(err.to_string().contains("refused"), "{err}");
@@ -446,6 +452,76 @@ async fn a_server_behind_refuses_past_its_budget_and_silent_handshakes_hold_it_o
     assert_eq!(conn.peer().node_id, "edge-q");
     assert_eq!(srv.stats().evicted_budget(), 1);
     tokio::time::timeout(Duration::from_secs(30), silent_a.closed()).await.expect("the oldest silent one is closed");
+}
+
+/// In a reconnection storm the budget of a server that is behind is full
+/// most of the time, and a refused edge backs off for seconds while slots
+/// free up. A new edge past the budget therefore waits (up to `MAX_WAIT`)
+/// and gets the first slot that frees, instead of being refused.
+#[tokio::test]
+async fn a_connection_past_the_budget_waits_for_the_next_free_slot() {
+    let pki = Pki::new();
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    cfg.handshake_timeout = Duration::from_secs(10);
+    cfg.max_lag = Some(Duration::ZERO);
+    cfg.min_handshake_budget = 2;
+    let mut srv = Server::bind_quic(cfg).await.unwrap();
+    eventually("the budget cut to its floor", || srv.stats().handshake_budget() == 2).await;
+    let (_a, silent_a) = raw_quic(&pki, srv.local_addr()).await;
+    let (_b, _silent_b) = raw_quic(&pki, srv.local_addr()).await;
+    assert_eq!(srv.stats().pending_handshakes(), 2);
+
+    let client = quic_client(&pki, srv.local_addr(), "edge-q");
+    let dial = tokio::spawn(async move { client.connect().await });
+    eventually("the edge waits for a slot", || srv.stats().waiting_handshakes() == 1).await;
+    // One silent handshake ends (its client goes): its slot is the edge's.
+    silent_a.close(0u32.into(), b"gone");
+    let conn = tokio::time::timeout(Duration::from_secs(5), dial)
+        .await
+        .expect("in as soon as a slot freed")
+        .unwrap()
+        .expect("not refused");
+    assert_eq!(conn.peer().node_id, "edge-q");
+    assert_eq!(srv.accept().await.unwrap().peer().node_id, "edge-q");
+    assert_eq!(srv.stats().refused_overload(), 0);
+    assert_eq!(srv.stats().waiting_handshakes(), 0);
+}
+
+/// One source holds at most its per-source share of the waiting room, so
+/// one address (an attacker's, or a site's NAT) cannot make everyone else
+/// be refused: past its share, its next connection is refused at once
+/// while the one already waiting keeps its place.
+#[tokio::test]
+async fn one_source_waits_only_up_to_its_share() {
+    let pki = Pki::new();
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    cfg.handshake_timeout = Duration::from_secs(10);
+    cfg.max_lag = Some(Duration::ZERO);
+    cfg.min_handshake_budget = 2;
+    cfg.max_pending_handshakes_per_source = 1;
+    let mut srv = Server::bind_quic(cfg).await.unwrap();
+    eventually("the budget cut to its floor", || srv.stats().handshake_budget() == 2).await;
+    // The budget is held from two other addresses.
+    let (_a, silent_a) = raw_quic_from(&pki, srv.local_addr(), "127.0.0.3:0").await;
+    let (_b, _silent_b) = raw_quic_from(&pki, srv.local_addr(), "127.0.0.4:0").await;
+    assert_eq!(srv.stats().pending_handshakes(), 2);
+
+    let first = quic_client(&pki, srv.local_addr(), "edge-1");
+    let first = tokio::spawn(async move { first.connect().await });
+    eventually("the first waits", || srv.stats().waiting_handshakes() == 1).await;
+    let second = quic_client(&pki, srv.local_addr(), "edge-2");
+    let err = tokio::time::timeout(Duration::from_secs(1), second.connect())
+        .await
+        .expect("refused at once: its source's share is taken")
+        .unwrap_err();
+    assert!(err.to_string().contains("refused"), "{err}");
+    assert_eq!(srv.stats().refused_overload(), 1);
+    assert_eq!(srv.stats().waiting_handshakes(), 1, "the first keeps its place");
+
+    silent_a.close(0u32.into(), b"gone");
+    let conn = tokio::time::timeout(Duration::from_secs(5), first).await.unwrap().unwrap().expect("not refused");
+    assert_eq!(conn.peer().node_id, "edge-1");
+    assert_eq!(srv.accept().await.unwrap().peer().node_id, "edge-1");
 }
 
 /// The budget also follows how long handshakes take to complete, since one
