@@ -412,6 +412,29 @@ async fn a_silent_handshake_is_evicted_for_an_edge_that_validates_its_address() 
     tokio::time::timeout(Duration::from_secs(30), silent.closed()).await.expect("the silent connection is closed");
 }
 
+/// A QUIC server behind on its work (told that any lag is too much), its
+/// handshake budget cut to 2 and held by two silent handshakes from
+/// `sources`; `per_source`: its per-source limit, if not the default.
+async fn behind_and_full(
+    pki: &Pki,
+    per_source: Option<usize>,
+    sources: [&str; 2],
+) -> (Server, [(quinn::Endpoint, quinn::Connection); 2]) {
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    cfg.handshake_timeout = Duration::from_secs(10);
+    cfg.max_lag = Some(Duration::ZERO);
+    cfg.min_handshake_budget = 2;
+    if let Some(n) = per_source {
+        cfg.max_pending_handshakes_per_source = n;
+    }
+    let srv = Server::bind_quic(cfg).await.unwrap();
+    eventually("the budget cut to its floor", || srv.stats().handshake_budget() == 2).await;
+    let a = raw_quic_from(pki, srv.local_addr(), sources[0]).await;
+    let b = raw_quic_from(pki, srv.local_addr(), sources[1]).await;
+    assert_eq!(srv.stats().pending_handshakes(), 2);
+    (srv, [a, b])
+}
+
 /// A server behind on its work (here: told that any lag is too much) runs
 /// at most its handshake budget at once. The attacker's move: open silent
 /// handshakes up to the budget so that no edge gets in. A new edge past the
@@ -423,16 +446,8 @@ async fn a_silent_handshake_is_evicted_for_an_edge_that_validates_its_address() 
 #[tokio::test]
 async fn a_server_behind_refuses_past_its_budget_and_silent_handshakes_hold_it_only_so_long() {
     let pki = Pki::new();
-    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
-    cfg.handshake_timeout = Duration::from_secs(10);
-    cfg.max_lag = Some(Duration::ZERO);
-    cfg.min_handshake_budget = 2;
-    let mut srv = Server::bind_quic(cfg).await.unwrap();
-    eventually("the budget cut to its floor", || srv.stats().handshake_budget() == 2).await;
-    let (_a, silent_a) = raw_quic(&pki, srv.local_addr()).await;
-    let (_b, _silent_b) = raw_quic(&pki, srv.local_addr()).await;
+    let (mut srv, [(_a, silent_a), _b]) = behind_and_full(&pki, None, ["127.0.0.1:0", "127.0.0.1:0"]).await;
     let opened = tokio::time::Instant::now();
-    assert_eq!(srv.stats().pending_handshakes(), 2);
 
     let client = quic_client(&pki, srv.local_addr(), "edge-q");
     let err = tokio::time::timeout(Duration::from_secs(5), client.connect())
@@ -461,15 +476,7 @@ async fn a_server_behind_refuses_past_its_budget_and_silent_handshakes_hold_it_o
 #[tokio::test]
 async fn a_connection_past_the_budget_waits_for_the_next_free_slot() {
     let pki = Pki::new();
-    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
-    cfg.handshake_timeout = Duration::from_secs(10);
-    cfg.max_lag = Some(Duration::ZERO);
-    cfg.min_handshake_budget = 2;
-    let mut srv = Server::bind_quic(cfg).await.unwrap();
-    eventually("the budget cut to its floor", || srv.stats().handshake_budget() == 2).await;
-    let (_a, silent_a) = raw_quic(&pki, srv.local_addr()).await;
-    let (_b, _silent_b) = raw_quic(&pki, srv.local_addr()).await;
-    assert_eq!(srv.stats().pending_handshakes(), 2);
+    let (mut srv, [(_a, silent_a), _b]) = behind_and_full(&pki, None, ["127.0.0.1:0", "127.0.0.1:0"]).await;
 
     let client = quic_client(&pki, srv.local_addr(), "edge-q");
     let dial = tokio::spawn(async move { client.connect().await });
@@ -494,17 +501,8 @@ async fn a_connection_past_the_budget_waits_for_the_next_free_slot() {
 #[tokio::test]
 async fn one_source_waits_only_up_to_its_share() {
     let pki = Pki::new();
-    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
-    cfg.handshake_timeout = Duration::from_secs(10);
-    cfg.max_lag = Some(Duration::ZERO);
-    cfg.min_handshake_budget = 2;
-    cfg.max_pending_handshakes_per_source = 1;
-    let mut srv = Server::bind_quic(cfg).await.unwrap();
-    eventually("the budget cut to its floor", || srv.stats().handshake_budget() == 2).await;
     // The budget is held from two other addresses.
-    let (_a, silent_a) = raw_quic_from(&pki, srv.local_addr(), "127.0.0.3:0").await;
-    let (_b, _silent_b) = raw_quic_from(&pki, srv.local_addr(), "127.0.0.4:0").await;
-    assert_eq!(srv.stats().pending_handshakes(), 2);
+    let (mut srv, [(_a, silent_a), _b]) = behind_and_full(&pki, Some(1), ["127.0.0.3:0", "127.0.0.4:0"]).await;
 
     let first = quic_client(&pki, srv.local_addr(), "edge-1");
     let first = tokio::spawn(async move { first.connect().await });
