@@ -610,6 +610,11 @@ async fn storm(
     let (connects0, received0, unchanged0) =
         (s.connects.load(Relaxed), s.objects_received.load(Relaxed), s.unchanged_resent.load(Relaxed));
     let all = opts.nodes as u64;
+    // A restarted cloud counts from zero.
+    let handshakes0 = match kind {
+        StormKind::Disconnect => handshake_outcomes(&cloud.api).await,
+        StormKind::CloudRestart => HANDSHAKE_OUTCOMES.iter().map(|_| Some(0.0)).collect(),
+    };
     let mut pid = cloud.pid;
     let t0 = Instant::now();
     match kind {
@@ -668,6 +673,13 @@ async fn storm(
     if peak > 0 {
         report.num("cloud_peak_rss_mib", "cloud peak RSS during the storm", mib(peak), 1, "MiB");
     }
+    // What the server made of the reconnections (when its metrics answer).
+    let handshakes = handshake_outcomes(&cloud.api).await;
+    for ((key, label, _, _), (before, after)) in HANDSHAKE_OUTCOMES.iter().zip(handshakes0.iter().zip(&handshakes)) {
+        if let (Some(b), Some(a)) = (before, after) {
+            report.add(key, label, (a - b).max(0.0) as u64, "");
+        }
+    }
     if back.is_none() {
         return Err(SimError::Incomplete(format!(
             "{} of {all} nodes connected again within {:?}",
@@ -676,6 +688,47 @@ async fn storm(
         )));
     }
     Ok(())
+}
+
+/// The cloud's handshake counters a storm report shows: report key, label,
+/// metric and the label its samples must carry (summed over transports).
+const HANDSHAKE_OUTCOMES: [(&str, &str, &str, &str); 7] = [
+    ("handshakes_accepted", "cloud: handshakes completed", "edgehive_viaduct_handshakes_total", "result=\"accepted\""),
+    (
+        "handshakes_refused",
+        "cloud: refused, server behind",
+        "edgehive_viaduct_handshakes_total",
+        "result=\"refused_overload\"",
+    ),
+    ("handshakes_timed_out", "cloud: past the deadline", "edgehive_viaduct_handshakes_total", "result=\"timeout\""),
+    (
+        "handshakes_evicted_budget",
+        "cloud: given up for a new one (slow)",
+        "edgehive_viaduct_handshakes_evicted_total",
+        "limit=\"budget\"",
+    ),
+    (
+        "handshakes_evicted_source",
+        "cloud: evicted, source at its limit",
+        "edgehive_viaduct_handshakes_evicted_total",
+        "limit=\"source\"",
+    ),
+    (
+        "handshakes_evicted_server",
+        "cloud: evicted, server at its limit",
+        "edgehive_viaduct_handshakes_evicted_total",
+        "limit=\"server\"",
+    ),
+    ("quic_retries", "cloud: QUIC Retries", "edgehive_viaduct_quic_retries_total", "transport=\"quic\""),
+];
+
+/// [`HANDSHAKE_OUTCOMES`] now (`None` each: the metrics did not answer).
+async fn handshake_outcomes(api: &Api) -> Vec<Option<f64>> {
+    let mut out = Vec::with_capacity(HANDSHAKE_OUTCOMES.len());
+    for (_, _, metric, label) in HANDSHAKE_OUTCOMES {
+        out.push(api.metric(metric, &[label]).await.ok().map(|v| v.unwrap_or(0.0)));
+    }
+    out
 }
 
 async fn churn(
