@@ -304,6 +304,13 @@ async fn accept_loop(endpoint: quinn::Endpoint, cfg: Arc<ServerConfig>, intake: 
         }
         match intake.admit(remote) {
             Ok(pending) => start_handshake(&intake, &cfg, pending, incoming),
+            // The budget was cut since the look above: only a validated
+            // address waits.
+            Err(Overloaded) if !incoming.remote_address_validated() && incoming.may_retry() => {
+                if incoming.retry().is_ok() {
+                    intake.stats.quic_retries.inc();
+                }
+            }
             Err(Overloaded) => waiting.push(incoming, &intake),
         }
     }
