@@ -71,6 +71,7 @@ use tokio::time::{Instant, timeout};
 use tokio_util::sync::CancellationToken;
 
 use crate::WireBytes;
+use crate::admission::source_key;
 use crate::config::{ClientConfig, ConnConfig, ServerConfig};
 use crate::conn::{Connection, FrameRead, FrameWrite, PeerInfo, Protocol, ReadEvent, Sessions, spawn_conn, wire_line};
 use crate::error::{CloseReason, ConnectError};
@@ -291,9 +292,7 @@ async fn accept_loop(endpoint: quinn::Endpoint, cfg: Arc<ServerConfig>, intake: 
             && incoming.may_retry()
             && (!waiting.is_empty() || intake.under_pressure(remote))
         {
-            if incoming.retry().is_ok() {
-                intake.stats.quic_retries.inc();
-            }
+            ask_retry(incoming, &intake);
             continue;
         }
         // First come, first served: behind those already waiting.
@@ -307,9 +306,7 @@ async fn accept_loop(endpoint: quinn::Endpoint, cfg: Arc<ServerConfig>, intake: 
             // The budget was cut since the look above: only a validated
             // address waits.
             Err(Overloaded) if !incoming.remote_address_validated() && incoming.may_retry() => {
-                if incoming.retry().is_ok() {
-                    intake.stats.quic_retries.inc();
-                }
+                ask_retry(incoming, &intake);
             }
             Err(Overloaded) => waiting.push(incoming, &intake),
         }
@@ -333,7 +330,8 @@ const WAITING_RECHECK: Duration = Duration::from_millis(50);
 /// refused QUIC client backs off, and after a few refusals in a
 /// reconnection storm it waited seconds while slots stood free. Only
 /// address-validated connections wait (the accept loop asks the others for
-/// a Retry), and one source holds at most its per-source share.
+/// a Retry), and one source (an IPv4 address or an IPv6 /64, as for the
+/// pending handshakes) holds at most its per-source share.
 struct Waiting {
     queue: std::collections::VecDeque<(quinn::Incoming, Instant)>,
     per_source: HashMap<IpAddr, usize>,
@@ -352,7 +350,7 @@ impl Waiting {
     /// Keeps `incoming` waiting, or refuses it when the queue, or its
     /// source's share, is full.
     fn push(&mut self, incoming: quinn::Incoming, intake: &Intake) {
-        let source = incoming.remote_address().ip();
+        let source = source_key(incoming.remote_address().ip());
         let held = self.per_source.get(&source).copied().unwrap_or(0);
         if self.queue.len() >= MAX_WAITING || held >= self.max_per_source {
             intake.refused(incoming.remote_address());
@@ -366,7 +364,7 @@ impl Waiting {
 
     fn pop(&mut self) -> Option<(quinn::Incoming, Instant)> {
         let (incoming, since) = self.queue.pop_front()?;
-        let source = incoming.remote_address().ip();
+        let source = source_key(incoming.remote_address().ip());
         if let Some(n) = self.per_source.get_mut(&source) {
             *n -= 1;
             if *n == 0 {
@@ -390,7 +388,7 @@ impl Waiting {
                 Ok(pending) => start_handshake(intake, cfg, pending, incoming),
                 Err(Overloaded) => {
                     // Still no slot: it stays first.
-                    let source = remote.ip();
+                    let source = source_key(remote.ip());
                     *self.per_source.entry(source).or_default() += 1;
                     self.queue.push_front((incoming, since));
                     break;
@@ -406,6 +404,13 @@ impl Waiting {
             incoming.refuse();
         }
         intake.stats.waiting_handshakes.set(0);
+    }
+}
+
+/// Asks the client to prove its address (a Retry: no state kept here).
+fn ask_retry(incoming: quinn::Incoming, intake: &Intake) {
+    if incoming.retry().is_ok() {
+        intake.stats.quic_retries.inc();
     }
 }
 
