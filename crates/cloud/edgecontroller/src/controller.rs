@@ -8,7 +8,7 @@ use edgehive_events::{Note, ObjectRef, Recorder};
 use edgehive_model::{Content, Message, op, source, well_known};
 use edgehive_store::informer::{Change, inform};
 use edgehive_store::resources::{CONFIGMAPS, LEASES, NODES, PODS, ResourceDef, SECRETS};
-use edgehive_store::{DeleteOptions, Object, Store, StoreError};
+use edgehive_store::{Object, Store, StoreError};
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::index::{Index, Ref};
 use crate::lifecycle::{self, LifecycleConfig};
 use crate::metrics::Metrics;
+use crate::orphans;
 use crate::scheduler::{self, Placement};
 
 use crate::heartbeat::{self, NODE_LEASES};
@@ -47,11 +48,11 @@ pub(crate) struct Controller {
     pub(crate) lanes: crate::lanes::Lanes,
     /// Whether CloudHub has a session for a node now.
     pub(crate) presence: Option<Presence>,
-    /// Deleted Nodes whose Leases are to go ([`collect_leases`]), once running.
-    pub(crate) leases_to_collect: Option<mpsc::Sender<Object>>,
+    /// Nodes gone whose Leases are to go ([`crate::orphans`]), once running.
+    pub(crate) leases_to_collect: Option<mpsc::Sender<orphans::Job>>,
 }
 
-/// Deleted Nodes waiting for their Leases to be deleted.
+/// Node deletes and relists waiting for their Leases to be checked.
 const LEASES_TO_COLLECT: usize = 1024;
 /// Node status marks (NotReady, never reported) a check writes at once.
 const MARKS_AT_ONCE: usize = 32;
@@ -171,7 +172,7 @@ impl Controller {
             heartbeat::Writer::start(self.store.clone(), self.lifecycle.heartbeat, self.metrics.clone(), stop.clone());
         let (collect, to_collect) = mpsc::channel(LEASES_TO_COLLECT);
         self.leases_to_collect = Some(collect);
-        let lease_collector = tokio::spawn(collect_leases(self.store.clone(), to_collect));
+        let lease_collector = tokio::spawn(orphans::collect(self.store.clone(), to_collect));
         let mut check = tokio::time::interval(self.lifecycle.interval);
         check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -205,6 +206,20 @@ impl Controller {
         // What was asked is done (each store call has its own deadline).
         self.leases_to_collect = None;
         let _ = lease_collector.await;
+    }
+
+    /// Hands the Lease collector a job; a collector this far behind (it
+    /// works off the loop) leaves those Leases to the next relist.
+    async fn collect_leases(&self, job: orphans::Job) {
+        if let Some(collect) = &self.leases_to_collect
+            && let Err(e) = collect.send_timeout(job, SEND_DEADLINE).await
+        {
+            let node = match e.into_inner() {
+                orphans::Job::Deleted(node) => node.name().to_owned(),
+                orphans::Job::Relisted(_) => "(relist)".to_owned(),
+            };
+            tracing::warn!(%node, "the Lease collector is behind; Leases of nodes that are gone are left");
+        }
     }
 
     async fn send(&self, msg: Message) {
@@ -330,6 +345,11 @@ impl Controller {
             Change::Upsert { object, added } => self.upsert(&object, added).await,
             Change::Deleted(object) => self.deleted(&object).await,
             Change::Relisted { resource, objects } => {
+                if std::ptr::eq(resource, &NODES) {
+                    // Deletes missed while not watching left their Leases.
+                    let live = objects.iter().filter_map(|o| o.uid().map(str::to_owned)).collect();
+                    self.collect_leases(orphans::Job::Relisted(live)).await;
+                }
                 if std::ptr::eq(resource, &PODS) {
                     // Pods the controller knew that are gone now.
                     let names: std::collections::HashSet<(&str, &str)> =
@@ -457,11 +477,7 @@ impl Controller {
             self.index.remove_node(obj.name());
             self.sessions.remove(obj.name());
             self.metrics.sessions.set(self.sessions.len() as i64);
-            if let Some(collect) = &self.leases_to_collect
-                && collect.send_timeout(obj.clone(), SEND_DEADLINE).await.is_err()
-            {
-                tracing::warn!(node = %obj.name(), "the Lease collector is behind; a deleted node's Lease is left");
-            }
+            self.collect_leases(orphans::Job::Deleted(obj.clone())).await;
             if was_edge {
                 // CloudHub ends the session and forgets the node's success points.
                 self.send_object(obj.name(), op::DELETE, obj).await;
@@ -834,43 +850,6 @@ impl Controller {
                 Err(StoreError::NotFound { .. } | StoreError::Conflict { .. }) => {}
                 Err(e) => tracing::warn!(%node, pod = %name, error = %e, "evict a pod"),
             }
-        }
-    }
-}
-
-/// Deletes the Lease of each deleted Node it is handed, in the order they
-/// were deleted, if the Lease names that Node as its owner (kubelet's
-/// ownerReference, and the one this controller writes): what Kubernetes'
-/// garbage collector does. The collector here does not watch Leases (their
-/// renewals are most of a fleet's writes), so without this every node that
-/// left would leave its Lease behind. Off the controller's loop: a fleet
-/// deleted at once must not hold up its informers and edges. A Lease
-/// created after this read finds its Node gone itself (`no_orphan_lease`).
-async fn collect_leases(store: Store, mut nodes: mpsc::Receiver<Object>) {
-    while let Some(node) = nodes.recv().await {
-        let (Some(uid), name) = (node.uid(), node.name()) else { continue };
-        let lease = match store.get(&LEASES, NODE_LEASES, name).await {
-            Ok(l) => l,
-            Err(StoreError::NotFound { .. }) => continue,
-            Err(e) => {
-                tracing::warn!(node = %name, error = %e, "read the Lease of a deleted node");
-                continue;
-            }
-        };
-        let owned = lease
-            .value()
-            .ok()
-            .and_then(|v| v.pointer("/metadata/ownerReferences")?.as_array().cloned())
-            .is_some_and(|refs| refs.iter().any(|r| r["kind"] == "Node" && r["uid"] == uid));
-        if !owned {
-            continue;
-        }
-        let only_this = DeleteOptions { uid: lease.uid().map(str::to_owned), ..DeleteOptions::default() };
-        match store.delete(&LEASES, NODE_LEASES, name, &only_this).await {
-            Ok(_) => tracing::debug!(node = %name, "the Lease of a deleted node deleted"),
-            // Gone already, or replaced by a new node's of the same name.
-            Err(StoreError::NotFound { .. } | StoreError::Conflict { .. }) => {}
-            Err(e) => tracing::warn!(node = %name, error = %e, "delete the Lease of a deleted node"),
         }
     }
 }

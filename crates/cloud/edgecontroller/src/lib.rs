@@ -32,6 +32,7 @@ pub mod inventory;
 mod lanes;
 pub mod lifecycle;
 mod metrics;
+mod orphans;
 pub mod restriction;
 pub mod scheduler;
 mod upstream;

@@ -732,34 +732,25 @@ impl Api {
     /// create was in flight, or replaced by a new Node of its name) is
     /// deleted again, and the node told its Node is not found. The
     /// controller deletes a deleted Node's Lease when it sees the Node go
-    /// (`collect_leases`), reading the store after the Node's
+    /// ([`crate::orphans`]), reading the store after the Node's
     /// delete: a create that commits before that read is deleted there, one
     /// that commits after it finds the Node gone here. Either way no Lease
     /// outlives its Node (the garbage collector does not watch Leases).
     async fn no_orphan_lease(&self, lease: &Object) -> Result<(), Refusal> {
-        let Some(owner) = lease.value().ok().and_then(|v| {
-            let refs = v.pointer("/metadata/ownerReferences")?.as_array()?.clone();
-            refs.iter().find(|r| r["kind"] == "Node").and_then(|r| r["uid"].as_str().map(str::to_owned))
-        }) else {
-            return Ok(());
-        };
         let name = lease.name();
-        match self.store.get(&NODES, "", name).await {
-            Ok(node) if node.uid() == Some(owner.as_str()) => return Ok(()),
-            Ok(_) | Err(StoreError::NotFound { .. }) => {}
+        match crate::orphans::collect_if_orphan(&self.store, lease).await {
+            Ok(crate::orphans::Verdict::Kept) => Ok(()),
+            Ok(crate::orphans::Verdict::Deleted) => {
+                tracing::info!(node = name, "a Lease created for a Node that is gone; deleted again");
+                Err(Refusal::Store(StoreError::NotFound { resource: "nodes".into(), name: name.into() }))
+            }
             Err(e) => {
-                // Unknown: the Lease stays, as when the Node exists.
-                tracing::warn!(node = name, error = %e, "read the Node of a Lease just created");
-                return Ok(());
+                // Unknown: the Lease stays, as when the Node exists; the
+                // next relist of the Nodes looks at it again.
+                tracing::warn!(node = name, error = %e, "check the Node of a Lease just created");
+                Ok(())
             }
         }
-        tracing::info!(node = name, "a Lease created for a Node that is gone; deleted again");
-        let only_this = DeleteOptions { uid: lease.uid().map(str::to_owned), ..DeleteOptions::default() };
-        match self.store.delete(&LEASES, lease.namespace(), name, &only_this).await {
-            Ok(_) | Err(StoreError::NotFound { .. } | StoreError::Conflict { .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
-        Err(Refusal::Store(StoreError::NotFound { resource: "nodes".into(), name: name.into() }))
     }
 
     /// The edge confirms that a pod's containers are gone, with the uid it
