@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
-use edgehive_credentials::records::{IssuedWith, NODE_NAMESPACE, NodeRecord};
+use edgehive_credentials::records::{NODE_NAMESPACE, NodeRecord};
 use http::{Method, StatusCode};
 use serde_json::json;
 
@@ -44,26 +44,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("start the runtime")?;
     rt.block_on(async {
         let client = AdminClient::from_data_dir(&data_dir)?;
-        let record = NodeRecord {
-            node: name.clone(),
-            serials: Vec::new(),
-            not_after: None,
-            issued_at: None,
-            issued_with: IssuedWith::Renewal,
-            revoked_at: Some(time::OffsetDateTime::now_utc()),
-        };
         let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NODE_NAMESPACE}});
         let (status, _) = client.call(Method::POST, "/api/v1/namespaces", Some(&namespace)).await?;
         if !status.is_success() && status != StatusCode::CONFLICT {
             bail!("create namespace {NODE_NAMESPACE}: the cloud answered {status}");
         }
-        let secrets = format!("/api/v1/namespaces/{NODE_NAMESPACE}/secrets");
-        let (status, _) = client.call(Method::POST, &secrets, Some(&record.to_secret())).await?;
-        if status == StatusCode::CONFLICT {
-            client.expect(Method::PUT, &format!("{secrets}/{name}"), Some(&record.to_secret())).await?;
-        } else if !status.is_success() {
-            bail!("record the revocation: the cloud answered {status}");
-        }
+        record_revocation(&client, &name).await?;
         let mut out = std::io::stdout().lock();
         writeln!(out, "node {name}: certificates revoked")?;
         if !keep_node {
@@ -77,4 +63,35 @@ pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the revocation over the node's record, keeping when the last
+/// certificate it covered expires (until then the record must stay, so
+/// the cloud keeps it). A write that meets another one (a renewal, a
+/// join) reads again and retries.
+async fn record_revocation(client: &AdminClient, name: &str) -> anyhow::Result<()> {
+    let path = format!("/api/v1/namespaces/{NODE_NAMESPACE}/secrets/{name}");
+    for _ in 0..5 {
+        let mut record = NodeRecord::revoked(name, time::OffsetDateTime::now_utc());
+        let (status, current) = client.call(Method::GET, &path, None).await?;
+        let status = match status {
+            StatusCode::OK => {
+                record.last_expiry = NodeRecord::from_secret(&current).ok().and_then(|r| r.spent_after());
+                let mut body = record.to_secret();
+                body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+                client.call(Method::PUT, &path, Some(&body)).await?.0
+            }
+            StatusCode::NOT_FOUND => {
+                let secrets = format!("/api/v1/namespaces/{NODE_NAMESPACE}/secrets");
+                client.call(Method::POST, &secrets, Some(&record.to_secret())).await?.0
+            }
+            s => bail!("read the record of node {name}: the cloud answered {s}"),
+        };
+        match status {
+            s if s.is_success() => return Ok(()),
+            StatusCode::CONFLICT => continue,
+            s => bail!("record the revocation: the cloud answered {s}"),
+        }
+    }
+    bail!("record the revocation: the record of node {name} kept changing; try again")
 }

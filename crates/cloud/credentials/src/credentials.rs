@@ -215,6 +215,7 @@ impl Credentials {
                     issued_at: None,
                     issued_with: IssuedWith::Renewal,
                     revoked_at: Some(OffsetDateTime::UNIX_EPOCH),
+                    last_expiry: None,
                 }))
             }
         }
@@ -286,7 +287,12 @@ impl Credentials {
     /// Records that `cert` was issued to `node`. A certificate from a token
     /// replaces every earlier one of the node; a renewal keeps the renewed
     /// certificate (`renewed`) valid beside the new one until it expires or
-    /// is renewed in turn.
+    /// is renewed in turn. A renewal is recorded only while the record still
+    /// accepts the renewed certificate, checked in the same write as the
+    /// record: a revocation (or a newer certificate) that lands between the
+    /// renewal's check and this write refuses it
+    /// ([`Refusal::CertificateRevoked`]), and the new certificate must not be
+    /// handed out.
     pub async fn record_issued(
         &self,
         node: &str,
@@ -294,11 +300,15 @@ impl Credentials {
         with: IssuedWith,
         renewed: Option<&str>,
         now: OffsetDateTime,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), Refusal> {
         let mut serials = vec![cert.serial.clone()];
-        if let (IssuedWith::Renewal, Some(old)) = (&with, renewed) {
-            serials.push(old.to_owned());
-        }
+        let renewing = match (&with, renewed) {
+            (IssuedWith::Renewal, Some(old)) => {
+                serials.push(old.to_owned());
+                Some(old)
+            }
+            _ => None,
+        };
         let record = NodeRecord {
             node: node.to_owned(),
             serials,
@@ -306,46 +316,114 @@ impl Credentials {
             issued_at: Some(now),
             issued_with: with,
             revoked_at: None,
+            last_expiry: Some(cert.not_after),
         };
-        self.put_node_record(&record).await
+        self.put_node_record(&record, renewing).await
     }
 
     /// Revokes `node`: none of its certificates is accepted from now on, to
     /// connect or to renew. Its Node object is the caller's to delete (which
     /// ends its session).
     pub async fn revoke_node(&self, node: &str, now: OffsetDateTime) -> Result<(), StoreError> {
-        let record = NodeRecord {
-            node: node.to_owned(),
-            serials: Vec::new(),
-            not_after: None,
-            issued_at: None,
-            issued_with: IssuedWith::Renewal,
-            revoked_at: Some(now),
-        };
-        self.put_node_record(&record).await?;
+        let record = NodeRecord::revoked(node, now);
+        self.put_node_record(&record, None).await.map_err(|e| match e {
+            Refusal::Store(e) => e,
+            other => StoreError::BadRequest(other.to_string()),
+        })?;
         tracing::warn!(node, "node certificates revoked");
         Ok(())
     }
 
-    async fn put_node_record(&self, record: &NodeRecord) -> Result<(), StoreError> {
+    /// Writes `record`, keeping the latest expiry the record it replaces
+    /// covered. With `renewing`, only if the current record still accepts
+    /// that certificate.
+    async fn put_node_record(&self, record: &NodeRecord, renewing: Option<&str>) -> Result<(), Refusal> {
         self.ensure_namespaces().await?;
-        let secret = record.to_secret();
-        match self.store.create(&SECRETS, secret.clone()).await {
+        match self.store.create(&SECRETS, record.to_secret()).await {
             Ok(_) => Ok(()),
             Err(StoreError::AlreadyExists { .. }) => self
                 .store
                 .update_with(&SECRETS, NODE_NAMESPACE, &record.node, |cur| {
                     let mut v = cur.to_value()?;
+                    let old = NodeRecord::from_secret(&v).ok();
+                    if let Some(serial) = renewing {
+                        let accepted = old
+                            .as_ref()
+                            .is_some_and(|o| o.revoked_at.is_none() && o.serials.iter().any(|s| s == serial));
+                        if !accepted {
+                            return Err(Refusal::CertificateRevoked(format!(
+                                "the certificate of node {:?} (serial {serial}) was revoked or replaced while it was \
+                                 being renewed",
+                                record.node
+                            )));
+                        }
+                    }
+                    let mut new = record.clone();
+                    new.last_expiry = match (record.spent_after(), old.and_then(|o| o.spent_after())) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        (a, b) => a.or(b),
+                    };
+                    let secret = new.to_secret();
                     v["type"] = secret["type"].clone();
                     v["data"] = secret["data"].clone();
                     Ok(Some(v))
                 })
                 .await
                 .map(|_| ()),
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Deletes the records of nodes whose every certificate the record
+    /// covered has expired at `now` (past [`NodeRecord::spent_after`]): they
+    /// refuse nothing any more, and a node name that joined once must not
+    /// hold memory forever. A record that does not read is kept (it
+    /// refuses the node's certificates); one changed meanwhile (a new
+    /// join) is not touched. Returns how many went.
+    pub async fn clean_spent_node_records(&self, now: OffsetDateTime) -> Result<usize, StoreError> {
+        let mut opts =
+            ListOptions { namespace: Some(NODE_NAMESPACE.into()), limit: RECORDS_PAGE, ..ListOptions::default() };
+        let mut gone = 0;
+        loop {
+            let page = self.store.list(&SECRETS, &opts).await?;
+            for obj in &page.items {
+                let Ok(record) = obj
+                    .value()
+                    .map_err(|e| e.to_string())
+                    .and_then(|v| NodeRecord::from_secret(v).map_err(|e| e.to_string()))
+                else {
+                    continue;
+                };
+                if record.spent_after().is_none_or(|t| t > now) {
+                    continue;
+                }
+                let unchanged = DeleteOptions {
+                    uid: obj.uid().map(str::to_owned),
+                    resource_version: Some(obj.rev()),
+                    ..DeleteOptions::default()
+                };
+                match self.store.delete(&SECRETS, NODE_NAMESPACE, obj.name(), &unchanged).await {
+                    Ok(_) => {
+                        tracing::info!(
+                            node = obj.name(),
+                            "a node's certificate record removed: all its certificates expired"
+                        );
+                        gone += 1;
+                    }
+                    Err(StoreError::NotFound { .. } | StoreError::Conflict { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            match page.continue_token {
+                Some(t) => opts.continue_token = Some(t),
+                None => return Ok(gone),
+            }
         }
     }
 }
+
+/// Node records read at a time by a cleanup.
+const RECORDS_PAGE: usize = 1000;
 
 fn created_of(v: &Value) -> Option<OffsetDateTime> {
     v.pointer("/metadata/creationTimestamp").and_then(Value::as_str).and_then(edgehive_store::parse_rfc3339)

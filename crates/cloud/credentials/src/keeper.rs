@@ -1,6 +1,6 @@
 //! The token KubeEdge's tools read (`keadm gettoken` reads the Secret
 //! `kubeedge/tokensecret`, key `tokendata`), kept fresh, and expired token
-//! records cleaned up.
+//! records and spent node certificate records cleaned up.
 
 use std::time::Duration;
 
@@ -107,7 +107,7 @@ impl Credentials {
 
     /// Keeps `kubeedge/tokensecret` fresh (a new token at start, every
     /// [`REFRESH`], and soon after the published one is revoked) and deletes
-    /// expired token records, until `stop`.
+    /// expired token records and spent node records, until `stop`.
     pub async fn keep_tokens(&self, stop: CancellationToken) {
         let mut schedule = Schedule::default();
         loop {
@@ -128,6 +128,13 @@ impl Credentials {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(removed = n, "expired join token records removed"),
                 Err(e) => tracing::warn!(error = %e, "remove expired join token records"),
+            }
+            match self.clean_spent_node_records(now).await {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::info!(removed = n, "certificate records of nodes whose certificates all expired removed")
+                }
+                Err(e) => tracing::warn!(error = %e, "remove spent node certificate records"),
             }
             tokio::select! {
                 () = stop.cancelled() => return,

@@ -12,8 +12,12 @@
 //! - A node's certificate record is `edgehive-nodes/{node}`, type
 //!   `edgehive.io/node-certificates`: `serials` (comma-separated, newest
 //!   first: the certificates of that node still accepted), `not-after` of the
-//!   newest, `issued-at`, `issued-with` (`token {id}` or `renewal`), and
-//!   `revoked-at` once revoked.
+//!   newest, `issued-at`, `issued-with` (`token {id}` or `renewal`),
+//!   `revoked-at` once revoked, and `last-expiry`: when the last certificate
+//!   the record has ever judged (accepted, replaced or revoked) expires.
+//!   Past it the record decides nothing (no certificate of the node it
+//!   covered is valid any more) and is cleaned up
+//!   ([`crate::Credentials::clean_spent_node_records`]).
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -218,6 +222,9 @@ pub struct NodeRecord {
     pub issued_with: IssuedWith,
     /// When the node was revoked (then `serials` is empty).
     pub revoked_at: Option<OffsetDateTime>,
+    /// When the last certificate this record has covered expires (the
+    /// newest's `not_after`, or a replaced one's if that is later).
+    pub last_expiry: Option<OffsetDateTime>,
 }
 
 impl NodeRecord {
@@ -227,11 +234,41 @@ impl NodeRecord {
         self.revoked_at.is_none() && !self.serials.is_empty() && self.not_after.is_some_and(|t| t > now)
     }
 
+    /// The record of a revocation of `node` at `now` (the expiry of what it
+    /// revokes is carried over from the record it replaces).
+    pub fn revoked(node: &str, now: OffsetDateTime) -> NodeRecord {
+        NodeRecord {
+            node: node.to_owned(),
+            serials: Vec::new(),
+            not_after: None,
+            issued_at: None,
+            issued_with: IssuedWith::Renewal,
+            revoked_at: Some(now),
+            last_expiry: None,
+        }
+    }
+
+    /// After this time every certificate the record covered has expired,
+    /// so it refuses nothing a TLS handshake would not: it may go. `None`
+    /// when that is unknown (a revocation recorded without the expiry of
+    /// what it revoked): kept.
+    pub fn spent_after(&self) -> Option<OffsetDateTime> {
+        match (self.last_expiry, self.not_after) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// The record as the Secret it is stored as.
     pub fn to_secret(&self) -> Value {
         let mut data = Map::new();
         data.insert("serials".into(), b64(&self.serials.join(",")));
-        let times = [("not-after", self.not_after), ("issued-at", self.issued_at), ("revoked-at", self.revoked_at)];
+        let times = [
+            ("not-after", self.not_after),
+            ("issued-at", self.issued_at),
+            ("revoked-at", self.revoked_at),
+            ("last-expiry", self.last_expiry),
+        ];
         for (key, t) in times {
             if let Some(t) = t {
                 data.insert(key.into(), b64(&edgehive_store::rfc3339(t)));
@@ -257,6 +294,7 @@ impl NodeRecord {
             issued_at: time_field(&data, "issued-at", &what)?,
             issued_with: IssuedWith::parse(field(&data, "issued-with")),
             revoked_at: time_field(&data, "revoked-at", &what)?,
+            last_expiry: time_field(&data, "last-expiry", &what)?,
             node,
         })
     }
@@ -326,12 +364,14 @@ mod tests {
             issued_at: Some(t("2026-10-01T00:00:00Z")),
             issued_with: IssuedWith::Token("abc123".into()),
             revoked_at: None,
+            last_expiry: Some(t("2027-02-01T00:00:00Z")),
         };
         let s = r.to_secret();
         assert_eq!(s["metadata"], json!({"name": "edge-1", "namespace": "edgehive-nodes"}));
         assert_eq!(NodeRecord::from_secret(&s).unwrap(), r);
         assert!(r.is_live(t("2026-12-01T00:00:00Z")));
         assert!(!r.is_live(t("2027-01-01T00:00:00Z")), "expired");
+        assert_eq!(r.spent_after(), Some(t("2027-02-01T00:00:00Z")), "a replaced certificate outlives the newest");
         let revoked = NodeRecord { serials: vec![], revoked_at: Some(t("2026-11-01T00:00:00Z")), ..r.clone() };
         assert!(!revoked.is_live(t("2026-12-01T00:00:00Z")));
         assert_eq!(NodeRecord::from_secret(&revoked.to_secret()).unwrap(), revoked);

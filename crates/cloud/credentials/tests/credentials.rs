@@ -194,6 +194,96 @@ async fn only_the_recorded_certificates_of_a_node_are_accepted() {
     assert!(f.creds.check_certificate("edge-2", "e5").await.is_err());
 }
 
+/// The attacker holds a certificate that is being revoked and asks for a
+/// renewal at that moment: the renewal's check passes just before the
+/// revocation lands, its record write comes after. The write sees the
+/// revocation and refuses, so the revocation stands and the new
+/// certificate is never accepted (the join service hands out nothing it
+/// could not record). The same for a certificate replaced meanwhile.
+#[tokio::test]
+async fn a_renewal_that_races_a_revocation_does_not_undo_it() {
+    let f = fixture().await;
+    f.creds.record_issued("edge-1", &cert("a1", 90), IssuedWith::Token("abc123".into()), None, now()).await.unwrap();
+    f.creds.check_certificate("edge-1", "a1").await.unwrap();
+    f.creds.revoke_node("edge-1", now()).await.unwrap();
+    let e = f.creds.record_issued("edge-1", &cert("b2", 90), IssuedWith::Renewal, Some("a1"), now()).await.unwrap_err();
+    assert!(matches!(e, Refusal::CertificateRevoked(_)), "{e}");
+    for serial in ["a1", "b2"] {
+        let e = f.creds.check_certificate("edge-1", serial).await.unwrap_err();
+        assert!(e.to_string().contains("revoked"), "{serial}: {e}");
+    }
+    // A new join brings it back; a renewal of the certificate it replaced
+    // is refused, and the new one stays the only one.
+    f.creds.record_issued("edge-1", &cert("c3", 90), IssuedWith::Token("abc123".into()), None, now()).await.unwrap();
+    let e = f.creds.record_issued("edge-1", &cert("d4", 90), IssuedWith::Renewal, Some("a1"), now()).await.unwrap_err();
+    assert!(matches!(e, Refusal::CertificateRevoked(_)), "{e}");
+    assert_eq!(f.creds.node_record("edge-1").await.unwrap().unwrap().serials, vec!["c3".to_owned()]);
+    // A renewal of the accepted one goes through.
+    f.creds.record_issued("edge-1", &cert("e5", 90), IssuedWith::Renewal, Some("c3"), now()).await.unwrap();
+    f.creds.check_certificate("edge-1", "e5").await.unwrap();
+}
+
+/// A node's record stays while any certificate it covered is valid — a
+/// replaced one that outlives the newest, a revoked one — and goes once
+/// they have all expired: a fleet whose names churn does not keep a record
+/// per name forever. A record that does not say when (a revocation from
+/// before expiries were kept) or does not read stays.
+#[tokio::test]
+async fn a_node_record_goes_once_every_certificate_it_covered_expired() {
+    let f = fixture().await;
+    let day = time::Duration::days(1);
+    let t0 = now();
+    let token = || IssuedWith::Token("abc123".into());
+    f.creds.record_issued("short", &cert("a1", 1), token(), None, t0).await.unwrap();
+    f.creds.record_issued("replaced", &cert("b1", 90), token(), None, t0).await.unwrap();
+    f.creds.record_issued("replaced", &cert("b2", 30), token(), None, t0).await.unwrap();
+    f.creds.record_issued("revoked", &cert("c1", 10), token(), None, t0).await.unwrap();
+    f.creds.revoke_node("revoked", t0).await.unwrap();
+    f.creds.record_issued("renewed", &cert("d1", 10), token(), None, t0).await.unwrap();
+    f.creds.record_issued("renewed", &cert("d2", 20), IssuedWith::Renewal, Some("d1"), t0).await.unwrap();
+    // A revocation as older versions stored it: no expiry at all.
+    let mut old = edgehive_credentials::records::NodeRecord::revoked("old-revocation", t0);
+    old.last_expiry = None;
+    f.creds.ensure_namespaces().await.unwrap();
+    f.store.create(&SECRETS, old.to_secret()).await.unwrap();
+    f.creds.record_issued("damaged", &cert("e1", 1), token(), None, t0).await.unwrap();
+    f.store
+        .update_with::<_, edgehive_store::StoreError>(&SECRETS, NODE_NAMESPACE, "damaged", |cur| {
+            let mut v = cur.to_value()?;
+            v["data"]["last-expiry"] = json!("%%%");
+            Ok(Some(v))
+        })
+        .await
+        .unwrap();
+    let records = || async {
+        let list = f
+            .store
+            .list(
+                &SECRETS,
+                &edgehive_store::ListOptions { namespace: Some(NODE_NAMESPACE.into()), ..Default::default() },
+            )
+            .await
+            .unwrap();
+        list.items.iter().map(|o| o.name().to_owned()).collect::<Vec<_>>()
+    };
+    assert_eq!(f.creds.clean_spent_node_records(t0).await.unwrap(), 0);
+    assert_eq!(f.creds.clean_spent_node_records(t0 + 2 * day).await.unwrap(), 1, "short's one certificate expired");
+    assert_eq!(records().await, ["damaged", "old-revocation", "renewed", "replaced", "revoked"]);
+    // The revoked one outlives the revocation by its certificate's life.
+    assert_eq!(f.creds.clean_spent_node_records(t0 + 9 * day).await.unwrap(), 0);
+    assert!(f.creds.check_certificate("revoked", "c1").await.is_err());
+    assert_eq!(f.creds.clean_spent_node_records(t0 + 11 * day).await.unwrap(), 1);
+    // The renewed certificate's 20 days, not the first one's 10; the
+    // replaced first certificate's 90, not the newest's 30.
+    assert_eq!(f.creds.clean_spent_node_records(t0 + 19 * day).await.unwrap(), 0);
+    assert_eq!(f.creds.clean_spent_node_records(t0 + 21 * day).await.unwrap(), 1);
+    assert_eq!(f.creds.clean_spent_node_records(t0 + 31 * day).await.unwrap(), 0);
+    assert!(f.creds.check_certificate("replaced", "b1").await.is_err(), "the replaced certificate is still refused");
+    assert_eq!(f.creds.clean_spent_node_records(t0 + 91 * day).await.unwrap(), 1);
+    assert_eq!(f.creds.clean_spent_node_records(t0 + 1000 * day).await.unwrap(), 0);
+    assert_eq!(records().await, ["damaged", "old-revocation"]);
+}
+
 #[tokio::test]
 async fn the_published_kubeedge_token_joins_and_the_keeper_publishes_one_at_start() {
     let f = fixture().await;

@@ -221,11 +221,12 @@ async fn edge_cert(
         Proof::Token(grant) => (IssuedWith::Token(grant.token_id.clone()), None),
         Proof::Certificate(serial) => (IssuedWith::Renewal, Some(serial.as_str())),
     };
-    shared
-        .credentials
-        .record_issued(node, &issued, with, renewed, OffsetDateTime::now_utc())
-        .await
-        .map_err(|e| internal(format!("record the certificate: {e}")))?;
+    shared.credentials.record_issued(node, &issued, with, renewed, OffsetDateTime::now_utc()).await.map_err(
+        |e| match e {
+            edgehive_credentials::Refusal::Store(e) => internal(format!("record the certificate: {e}")),
+            e => Refusal::new(StatusCode::FORBIDDEN, RefusalReason::Forbidden, e.to_string()),
+        },
+    )?;
     shared.stats.count_issued();
     // Every certificate is clientAuth only, whatever was asked: a node uses
     // it to connect to the cloud and for nothing else.
