@@ -12,7 +12,7 @@ use std::time::Duration;
 use edgehive_beehive::Context;
 use edgehive_model::{Content, Message, ResourcePath, Text, op, resource_type, source, well_known};
 use edgehive_viaduct::{ConnRx, ConnTx, WriteError, queue};
-use tokio::time::{Instant, sleep_until, timeout};
+use tokio::time::{Instant, timeout};
 use tokio_util::sync::CancellationToken;
 
 use crate::hub::HubState;
@@ -109,14 +109,24 @@ impl Session {
         } else {
             Inventory::None
         };
+        // One timer and one cancellation wait for the session's life, moved
+        // when the next deadline moves: made anew on every pass, each
+        // registered with the runtime's timer wheel and the token's waiters
+        // and was taken out again, on every message.
+        let timer = tokio::time::sleep_until(keepalive_deadline);
+        let cancelled = self.cancel.clone().cancelled_owned();
+        tokio::pin!(timer, cancelled);
         let end = loop {
             let mut wake = pool.next_due().map_or(keepalive_deadline, |d| d.min(keepalive_deadline));
             if let Some(t) = inventory.deadline() {
                 wake = wake.min(t);
             }
+            if timer.deadline() != wake {
+                timer.as_mut().reset(wake);
+            }
             tokio::select! {
                 biased;
-                _ = self.cancel.cancelled() => break End::Cancelled,
+                () = &mut cancelled => break End::Cancelled,
                 m = self.rx.recv() => match m {
                     None => break End::Closed,
                     Some(m) if m.route.operation == op::KEEPALIVE => {
@@ -134,7 +144,7 @@ impl Session {
                     None => break End::Cancelled,
                     Some(m) => self.downstream(m, &mut pool, &mut inventory),
                 },
-                _ = sleep_until(wake) => {
+                () = &mut timer => {
                     let now = Instant::now();
                     if inventory.deadline().is_some_and(|t| t <= now) {
                         inventory = Inventory::None;

@@ -298,9 +298,16 @@ impl Message {
 
     /// Encodes the message as KubeEdge's JSON, without a trailing newline.
     pub fn encode(&self) -> Vec<u8> {
-        let mut buf = Vec::with_capacity(160 + self.content.encoded_len() + self.route.resource.len());
+        let mut buf = Vec::with_capacity(self.encoded_len_hint());
         self.encode_into(&mut buf);
         buf
+    }
+
+    /// About how many bytes the JSON encoding takes (the header and route's
+    /// usual size plus the content and resource): room to reserve so that
+    /// an encoding is one allocation, not a chain of growths.
+    pub fn encoded_len_hint(&self) -> usize {
+        160 + self.content.encoded_len() + self.route.resource.len()
     }
 
     /// Encodes the message as KubeEdge's JSON into a `String`.

@@ -408,8 +408,9 @@ pub(crate) trait FrameRead: Send + 'static {
 
 /// The writing side of a transport.
 pub(crate) trait FrameWrite: Send + 'static {
-    /// Queues one encoded message (JSON plus the newline) for the next flush.
-    fn feed(&mut self, text: String) -> impl std::future::Future<Output = Result<(), CloseReason>> + Send;
+    /// Queues one encoded message (its JSON, UTF-8, plus the newline) for
+    /// the next flush.
+    fn feed(&mut self, line: &[u8]) -> impl std::future::Future<Output = Result<(), CloseReason>> + Send;
     /// Queues one stream session frame (binary) for the next flush.
     fn feed_binary(&mut self, frame: bytes::Bytes)
     -> impl std::future::Future<Output = Result<(), CloseReason>> + Send;
@@ -419,6 +420,8 @@ pub(crate) trait FrameWrite: Send + 'static {
     fn ping(&mut self) -> impl std::future::Future<Output = Result<(), CloseReason>> + Send;
     /// Ends the transport politely.
     fn close(&mut self) -> impl std::future::Future<Output = ()> + Send;
+    /// Frees what is kept between flushes: nothing more waits.
+    fn release(&mut self) {}
 }
 
 /// How a connection carries its stream sessions.
@@ -496,15 +499,19 @@ async fn write_loop<W: FrameWrite>(
     let write_timeout = shared.cfg.write_timeout;
     let mut ping = shared.cfg.ping_interval.map(|d| tokio::time::interval_at(Instant::now() + d, d));
     // Allocated while messages flow, freed when the queue runs dry: an idle
-    // connection holds no batch.
+    // connection holds no batch, and no encoding room.
     let mut batch = Vec::new();
+    let mut line = Vec::new();
     let mut owed = Vec::new();
     let control = shared.mux.control();
+    // Registered once with the token, not on every pass.
+    let cancelled = shared.cancel.clone().cancelled_owned();
+    tokio::pin!(cancelled);
     loop {
         // Messages first; session frames when no message waits.
         let first_frame = tokio::select! {
             biased;
-            _ = shared.cancel.cancelled() => break,
+            () = &mut cancelled => break,
             n = queue.recv_many(&mut batch, WRITE_BATCH) => {
                 if n == 0 {
                     break;
@@ -532,7 +539,12 @@ async fn write_loop<W: FrameWrite>(
         let write = async {
             for out in batch.drain(..) {
                 last |= matches!(out, Outgoing::Last(_));
-                writer.feed(wire_line(&out.into_message())).await?;
+                let m = out.into_message();
+                line.clear();
+                line.reserve(m.encoded_len_hint() + 1);
+                m.encode_into(&mut line);
+                line.push(b'\n');
+                writer.feed(&line).await?;
                 if last {
                     return writer.flush().await;
                 }
@@ -575,6 +587,8 @@ async fn write_loop<W: FrameWrite>(
             Ok(Ok(())) => {
                 if queue.is_empty() {
                     batch = Vec::new();
+                    line = Vec::new();
+                    writer.release();
                 }
             }
             Ok(Err(reason)) => {
@@ -593,17 +607,36 @@ async fn write_loop<W: FrameWrite>(
 
 async fn read_loop<R: FrameRead>(mut reader: R, incoming: queue::Sender<Message>, tx: ConnTx, shared: Arc<ConnState>) {
     let read_timeout = shared.cfg.read_timeout;
+    // Registered once with the token, not on every pass. And one timer for
+    // the connection's life rather than one per read (each registered with
+    // the runtime's timer wheel and taken out again, for every message):
+    // a read must end within `read_timeout` of its start, and the timer,
+    // armed for an earlier read, is moved only when it fires early — at
+    // most once per `read_timeout` while messages flow.
+    let cancelled = shared.cancel.clone().cancelled_owned();
+    let timer = tokio::time::sleep(read_timeout.unwrap_or(Duration::MAX / 4));
+    tokio::pin!(cancelled, timer);
     loop {
-        let next = tokio::select! {
-            biased;
-            _ = shared.cancel.cancelled() => break,
-            n = async {
-                match read_timeout {
-                    Some(d) => timeout(d, reader.next()).await.unwrap_or(ReadEvent::End(CloseReason::ReadTimeout(d))),
-                    None => reader.next().await,
+        let started = Instant::now();
+        let next = {
+            let read = reader.next();
+            tokio::pin!(read);
+            loop {
+                tokio::select! {
+                    biased;
+                    () = &mut cancelled => break None,
+                    n = &mut read => break Some(n),
+                    () = &mut timer, if read_timeout.is_some() => {
+                        let d = read_timeout.unwrap_or_default();
+                        if started.elapsed() >= d {
+                            break Some(ReadEvent::End(CloseReason::ReadTimeout(d)));
+                        }
+                        timer.as_mut().reset(started + d);
+                    }
                 }
-            } => n,
+            }
         };
+        let Some(next) = next else { break };
         if !matches!(next, ReadEvent::End(_)) {
             let ms = u64::try_from(shared.born.elapsed().as_millis()).unwrap_or(u64::MAX);
             shared.last_received_ms.store(ms, Ordering::Relaxed);
@@ -638,7 +671,7 @@ async fn read_loop<R: FrameRead>(mut reader: R, incoming: queue::Sender<Message>
         let Some(msg) = shared.take_response(msg) else { continue };
         tokio::select! {
             biased;
-            _ = shared.cancel.cancelled() => break,
+            () = &mut cancelled => break,
             r = incoming.send(msg) => if r.is_err() {
                 // Nobody reads this connection any more.
                 shared.close(CloseReason::Local);

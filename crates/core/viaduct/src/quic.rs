@@ -610,8 +610,8 @@ impl FrameRead for QuicRead {
 const CLOSE_GRACE: Duration = Duration::from_millis(750);
 
 impl FrameWrite for QuicWrite {
-    async fn feed(&mut self, line: String) -> Result<(), CloseReason> {
-        push_frame(&mut self.buf, &line);
+    async fn feed(&mut self, line: &[u8]) -> Result<(), CloseReason> {
+        push_bytes(&mut self.buf, line);
         Ok(())
     }
     async fn feed_binary(&mut self, frame: bytes::Bytes) -> Result<(), CloseReason> {

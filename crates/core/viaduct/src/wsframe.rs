@@ -478,14 +478,19 @@ impl<S: AsyncRead + AsyncWrite> WsWriter<S> {
         if self.out.is_empty() {
             return Ok(());
         }
-        let buf = std::mem::take(&mut self.out);
-        self.shared.write(&buf).await
+        // Kept for the next flush once written; a write given up on (its
+        // connection closes) takes what it did not write with it.
+        let mut buf = std::mem::take(&mut self.out);
+        self.shared.write(&buf).await?;
+        buf.clear();
+        self.out = buf;
+        Ok(())
     }
 }
 
 impl<S: AsyncRead + AsyncWrite + Send + 'static> FrameWrite for WsWriter<S> {
-    async fn feed(&mut self, text: String) -> Result<(), CloseReason> {
-        self.put(OP_TEXT, text.as_bytes()).await
+    async fn feed(&mut self, line: &[u8]) -> Result<(), CloseReason> {
+        self.put(OP_TEXT, line).await
     }
     async fn feed_binary(&mut self, frame: Bytes) -> Result<(), CloseReason> {
         self.put(OP_BINARY, &frame).await
@@ -503,6 +508,9 @@ impl<S: AsyncRead + AsyncWrite + Send + 'static> FrameWrite for WsWriter<S> {
             let _ = self.write_out().await;
         }
         let _ = self.shared.io.lock().await.shutdown().await;
+    }
+    fn release(&mut self) {
+        self.out = Vec::new();
     }
 }
 
@@ -645,7 +653,7 @@ mod tests {
     async fn a_client_refuses_a_masked_frame_and_masks_its_own() {
         let (ours, mut peer) = tokio::io::duplex(1 << 16);
         let (mut r, mut w) = split(ours, Bytes::new(), true, 1024);
-        w.feed("{}".into()).await.unwrap();
+        w.feed(b"{}").await.unwrap();
         w.flush().await.unwrap();
         let mut head = [0u8; 8];
         peer.read_exact(&mut head).await.unwrap();
