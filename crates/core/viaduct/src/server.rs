@@ -224,26 +224,26 @@ impl Collector for ServerMetrics {
                 counter.encode(family.encode_family(&[("transport", transport), ("limit", limit)])?)?;
             }
         }
-        if self.servers.iter().any(|(p, _)| *p == Protocol::Quic) {
-            let mut family = encoder.encode_descriptor(
+        let quic_only: [(&str, &str, MetricType, PickMetric); 2] = [
+            (
                 "quic_retries",
                 "QUIC connection attempts asked to validate their address under pressure.",
-                None,
                 MetricType::Counter,
-            )?;
-            for (_, s) in self.servers.iter().filter(|(p, _)| *p == Protocol::Quic) {
-                s.quic_retries.encode(family.encode_family(&[("transport", "quic")])?)?;
-            }
-        }
-        if self.servers.iter().any(|(p, _)| *p == Protocol::Quic) {
-            let mut family = encoder.encode_descriptor(
+                |s| &s.quic_retries,
+            ),
+            (
                 "waiting_handshakes",
                 "QUIC connections waiting for a handshake slot of a server that is behind.",
-                None,
                 MetricType::Gauge,
-            )?;
-            for (_, s) in self.servers.iter().filter(|(p, _)| *p == Protocol::Quic) {
-                s.waiting_handshakes.encode(family.encode_family(&[("transport", "quic")])?)?;
+                |s| &s.waiting_handshakes,
+            ),
+        ];
+        if self.servers.iter().any(|(p, _)| *p == Protocol::Quic) {
+            for (name, help, ty, metric) in quic_only {
+                let mut family = encoder.encode_descriptor(name, help, None, ty)?;
+                for (_, s) in self.servers.iter().filter(|(p, _)| *p == Protocol::Quic) {
+                    metric(s).encode(family.encode_family(&[("transport", "quic")])?)?;
+                }
             }
         }
         let each: [(&str, &str, MetricType, PickMetric); 4] = [
