@@ -201,9 +201,7 @@ impl Credentials {
             Err(StoreError::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(e),
         };
-        let record =
-            obj.value().map_err(|e| e.to_string()).and_then(|v| NodeRecord::from_secret(v).map_err(|e| e.to_string()));
-        match record {
+        match node_record_of(&obj) {
             Ok(r) => Ok(Some(r)),
             // A damaged record must not open the door: treat it as revoked.
             Err(e) => {
@@ -359,10 +357,7 @@ impl Credentials {
                         }
                     }
                     let mut new = record.clone();
-                    new.last_expiry = match (record.spent_after(), old.and_then(|o| o.spent_after())) {
-                        (Some(a), Some(b)) => Some(a.max(b)),
-                        (a, b) => a.or(b),
-                    };
+                    new.last_expiry = crate::records::later(record.spent_after(), old.and_then(|o| o.spent_after()));
                     let secret = new.to_secret();
                     v["type"] = secret["type"].clone();
                     v["data"] = secret["data"].clone();
@@ -387,13 +382,7 @@ impl Credentials {
         loop {
             let page = self.store.list(&SECRETS, &opts).await?;
             for obj in &page.items {
-                let Ok(record) = obj
-                    .value()
-                    .map_err(|e| e.to_string())
-                    .and_then(|v| NodeRecord::from_secret(v).map_err(|e| e.to_string()))
-                else {
-                    continue;
-                };
+                let Ok(record) = node_record_of(obj) else { continue };
                 if record.spent_after().is_none_or(|t| t > now) {
                     continue;
                 }
@@ -424,6 +413,11 @@ impl Credentials {
 
 /// Node records read at a time by a cleanup.
 const RECORDS_PAGE: usize = 1000;
+
+/// A stored node record, read; why not, as text.
+fn node_record_of(obj: &edgehive_store::Object) -> Result<NodeRecord, String> {
+    obj.value().map_err(|e| e.to_string()).and_then(|v| NodeRecord::from_secret(v).map_err(|e| e.to_string()))
+}
 
 fn created_of(v: &Value) -> Option<OffsetDateTime> {
     v.pointer("/metadata/creationTimestamp").and_then(Value::as_str).and_then(edgehive_store::parse_rfc3339)

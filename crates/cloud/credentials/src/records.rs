@@ -113,6 +113,14 @@ fn time_field(data: &Map<String, Value>, key: &str, what: &str) -> Result<Option
     }
 }
 
+/// The later of two times, either of which may be unknown.
+pub(crate) fn later(a: Option<OffsetDateTime>, b: Option<OffsetDateTime>) -> Option<OffsetDateTime> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 fn created(secret: &Value) -> Option<OffsetDateTime> {
     secret.pointer("/metadata/creationTimestamp").and_then(Value::as_str).and_then(edgehive_store::parse_rfc3339)
 }
@@ -253,10 +261,7 @@ impl NodeRecord {
     /// when that is unknown (a revocation recorded without the expiry of
     /// what it revoked): kept.
     pub fn spent_after(&self) -> Option<OffsetDateTime> {
-        match (self.last_expiry, self.not_after) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        }
+        later(self.last_expiry, self.not_after)
     }
 
     /// The record as the Secret it is stored as.
