@@ -462,23 +462,41 @@ impl Controller {
         // Twins the spec does not declare are not kept (they would not be
         // written; kept, a report could grow the waiting set without end).
         report.twins.retain(|name, _| props.contains(&name.as_str()));
-        let current = match self.written.get(&key) {
-            Some((rev, st)) if *rev > d.obj.rev() => st.clone(),
-            _ => obj.get("status").cloned().unwrap_or(Value::Null),
-        };
-        let writing = self.in_flight.contains(&key);
-        let w = self.waiting.entry(key).or_insert_with(|| Waiting {
+        let w = self.waiting.entry(key.clone()).or_insert_with(|| Waiting {
             pending: Pending::default(),
             change: StatusChange::None,
             reports: 0,
         });
         w.pending.merge(report);
         w.reports += 1;
-        w.change = status::apply(&current, &props, &w.pending).1;
-        // A write in flight may change the status this was compared with:
-        // anything that differs from it is written after, not a minute later.
-        if writing && w.change == StatusChange::Timestamps {
-            w.change = StatusChange::Values;
+        self.reassess(&key);
+    }
+
+    /// Compares what waits for a device with the newest status known (the
+    /// controller's own last write or the informer's copy, whichever is
+    /// later). While a write is in flight the answer is provisional: the
+    /// entry is kept even if it changes nothing, and compared again with
+    /// the status that write leaves (`written`). Otherwise an entry that
+    /// changes nothing is forgotten.
+    fn reassess(&mut self, key: &Key) {
+        let change = self.devices.get(key).and_then(|d| {
+            let w = self.waiting.get(key)?;
+            let obj = d.obj.value().ok()?;
+            let current = match self.written.get(key) {
+                Some((rev, st)) if *rev > d.obj.rev() => st,
+                _ => obj.get("status").unwrap_or(&Value::Null),
+            };
+            Some(status::apply(current, &status::properties(obj), &w.pending).1)
+        });
+        match change {
+            Some(c) if c != StatusChange::None || self.in_flight.contains(key) => {
+                if let Some(w) = self.waiting.get_mut(key) {
+                    w.change = c;
+                }
+            }
+            _ => {
+                self.waiting.remove(key);
+            }
         }
         self.metrics.pending.set(self.waiting.len() as i64);
     }
@@ -510,8 +528,6 @@ impl Controller {
             }
             self.start_write(key, now);
         }
-        // What changes nothing is forgotten.
-        self.waiting.retain(|_, w| w.change != StatusChange::None);
         self.metrics.pending.set(self.waiting.len() as i64);
     }
 
@@ -550,15 +566,19 @@ impl Controller {
             Ok(after) => {
                 self.metrics.status_writes.inc();
                 if let Some(after) = after {
-                    self.written.insert(key, after);
+                    self.written.insert(key.clone(), after);
                 }
+                // What came during the write was compared with the status
+                // before it; the status it left is what counts now.
+                self.reassess(&key);
             }
-            Err(WriteFailure::Gone) => {}
+            Err(WriteFailure::Gone) => self.reassess(&key),
             Err(WriteFailure::Invalid(e)) => {
                 // The API refuses it: trying again would be refused again.
                 self.metrics.status_write_failures.inc();
                 tracing::warn!(module = "devicecontroller", namespace = %key.0, device = %key.1, error = %e,
                     "device status refused by validation; the reports are dropped");
+                self.reassess(&key);
             }
             Err(WriteFailure::Store(e)) => {
                 self.metrics.status_write_failures.inc();
@@ -620,5 +640,72 @@ enum WriteError {
 impl From<StoreError> for WriteError {
     fn from(e: StoreError) -> Self {
         WriteError::Store(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use edgehive_store::{BackendConfig, StoreConfig};
+    use serde_json::json;
+
+    fn report(value: &str) -> Pending {
+        // The same moment every time: a report equal to the status changes nothing.
+        status::parse_twin_report(&json!({"event_id": "e", "timestamp": 1700, "twin": {"temperature": {
+            "actual": {"value": value, "metadata": {"timestamp": 1700}}, "metadata": {"type": "int"}}}}))
+        .unwrap()
+    }
+
+    /// A report that matches the status a write in flight is about to
+    /// replace is compared again with what that write left, and written
+    /// without waiting a refresh interval.
+    #[tokio::test]
+    async fn a_report_met_by_a_write_in_flight_is_judged_by_what_the_write_left() {
+        let dir = edgehive_testkit::fixtures::TempDir::new("devicecontroller-unit");
+        let store =
+            Store::open(StoreConfig::new(BackendConfig::Sqlite { path: dir.path().join("state.db"), fsync: false }))
+                .await
+                .unwrap();
+        let ctx = edgehive_beehive::Beehive::builder().build().context();
+        let cfg = DeviceControllerConfig { refresh_interval: Duration::from_secs(3600), ..Default::default() };
+        let mut c = Controller::new(store.clone(), ctx, cfg, Arc::default());
+        let device = json!({"apiVersion": "devices.kubeedge.io/v1beta1", "kind": "Device",
+            "metadata": {"name": "thermo", "namespace": "default"},
+            "spec": {"nodeName": "edge-1", "deviceModelRef": {"name": "m"}, "protocol": {"protocolName": "modbus"},
+                "properties": [{"name": "temperature", "desired": {"value": "20"}}]},
+            "status": {"twins": [{"propertyName": "temperature",
+                "reported": {"value": "21", "metadata": {"timestamp": "1700", "type": "int"}}}]}});
+        let obj = store.create(&DEVICES, device).await.unwrap();
+        let key = key_of(&obj);
+        c.devices.insert(key.clone(), dev_of(&obj).unwrap());
+
+        // 21 again, against a status of 21: nothing to write.
+        c.take(key.clone(), report("21"));
+        c.flush();
+        assert!(!c.waiting.contains_key(&key) && c.in_flight.is_empty(), "a report equal to the status is forgotten");
+
+        // 22 goes out; 21 comes while that write is in flight, and the
+        // informer's copy (21) has not seen the write.
+        c.take(key.clone(), report("22"));
+        c.flush();
+        assert!(c.in_flight.contains(&key));
+        c.take(key.clone(), report("21"));
+        c.flush();
+        assert!(c.waiting.contains_key(&key), "kept while the write it met is in flight");
+
+        let done = c.writing.join_next().await.unwrap();
+        c.written(done);
+        let w = c.waiting.get(&key).expect("still waiting after the write of 22");
+        assert_eq!(w.change, StatusChange::Values, "21 differs from the 22 just written");
+
+        // Written once due, and then nothing waits.
+        c.last_write.clear();
+        c.flush();
+        let done = c.writing.join_next().await.unwrap();
+        c.written(done);
+        assert!(c.waiting.is_empty());
+        let st = store.get(&DEVICES, "default", "thermo").await.unwrap();
+        assert_eq!(st.value().unwrap().pointer("/status/twins/0/reported/value"), Some(&json!("21")));
     }
 }
