@@ -40,8 +40,9 @@
 //!   A connection attempt that would evict another from an address QUIC has
 //!   not validated is answered with a Retry first, so a forged source
 //!   address cannot evict anyone's handshake. Past the handshake budget of
-//!   a server that is behind, a validated attempt waits up to [`MAX_WAIT`]
-//!   for a slot (bounded, per source too) before it is refused.
+//!   a server that is behind, a validated attempt waits up to 2 s
+//!   for a slot (bounded, per source too); past that it is left unanswered
+//!   and the client retransmits its Initial, its session ticket with it.
 //! - **Liveness**: QUIC keep-alives (default every 25 s) and an idle timeout
 //!   (default 90 s, or the connection's read timeout), instead of
 //!   application pings. When both ends agreed `keepalive: ping`, this
@@ -285,7 +286,7 @@ async fn accept_loop(endpoint: quinn::Endpoint, cfg: Arc<ServerConfig>, intake: 
         };
         let remote = incoming.remote_address();
         // A QUIC Initial's source address can be forged. Before it may evict
-        // another handshake (or wait, or be refused, for the server's load),
+        // another handshake (or wait, or go unanswered, for the server's load),
         // its sender must prove it receives at that address: a Retry costs
         // us no state and the client one round trip.
         if !incoming.remote_address_validated()
@@ -315,11 +316,12 @@ async fn accept_loop(endpoint: quinn::Endpoint, cfg: Arc<ServerConfig>, intake: 
 }
 
 /// Longest a QUIC connection waits for a handshake slot of a server that is
-/// behind before it is refused (and retries after its backoff). Well within
-/// an edge's own wait for the handshake (a third of its 30 s deadline), so
-/// one that gets a slot in time still has most of it.
+/// behind before it is left unanswered ([`defer`]; the client retransmits).
+/// Well within an edge's own wait for the handshake (a third of its 30 s
+/// deadline), so one that gets a slot in time still has most of it, and one
+/// left unanswered has retransmissions to come within it.
 pub(crate) const MAX_WAIT: Duration = Duration::from_secs(2);
-/// Most QUIC connections waiting for a slot at once; past it, refused.
+/// Most QUIC connections waiting for a slot at once; past it, unanswered.
 /// Each holds the Initial packets quinn keeps for it, a few KiB.
 const MAX_WAITING: usize = 1024;
 /// How often waiting connections are looked at while no slot frees.
@@ -328,7 +330,8 @@ const WAITING_RECHECK: Duration = Duration::from_millis(50);
 /// QUIC connections a server that is behind has no handshake slot for yet,
 /// oldest first. A TCP server has the kernel's accept queue for this; a
 /// refused QUIC client backs off, and after a few refusals in a
-/// reconnection storm it waited seconds while slots stood free. Only
+/// reconnection storm it waited seconds while slots stood free (and lost
+/// its session ticket, see [`defer`]). Only
 /// address-validated connections wait (the accept loop asks the others for
 /// a Retry), and one source (an IPv4 address or an IPv6 /64, as for the
 /// pending handshakes) holds at most its per-source share.
@@ -347,14 +350,13 @@ impl Waiting {
         self.queue.is_empty()
     }
 
-    /// Keeps `incoming` waiting, or refuses it when the queue, or its
-    /// source's share, is full.
+    /// Keeps `incoming` waiting, or leaves it unanswered ([`defer`]) when
+    /// the queue, or its source's share, is full.
     fn push(&mut self, incoming: quinn::Incoming, intake: &Intake) {
         let source = source_key(incoming.remote_address().ip());
         let held = self.per_source.get(&source).copied().unwrap_or(0);
         if self.queue.len() >= MAX_WAITING || held >= self.max_per_source {
-            intake.refused(incoming.remote_address());
-            incoming.refuse();
+            defer(incoming, intake);
             return;
         }
         self.per_source.insert(source, held + 1);
@@ -375,13 +377,13 @@ impl Waiting {
     }
 
     /// Starts the handshakes of the oldest waiting connections while the
-    /// server has slots; refuses those that waited past [`MAX_WAIT`].
+    /// server has slots; leaves those that waited past [`MAX_WAIT`]
+    /// unanswered ([`defer`]).
     fn admit(&mut self, intake: &Intake, cfg: &Arc<ServerConfig>) {
         while let Some((incoming, since)) = self.pop() {
             let remote = incoming.remote_address();
             if since.elapsed() > MAX_WAIT {
-                intake.refused(remote);
-                incoming.refuse();
+                defer(incoming, intake);
                 continue;
             }
             match intake.admit(remote) {
@@ -405,6 +407,20 @@ impl Waiting {
         }
         intake.stats.waiting_handshakes.set(0);
     }
+}
+
+/// Leaves a validated connection attempt of a server that is behind
+/// unanswered: its packets are dropped and nothing of it is kept, as a full
+/// TCP accept queue drops a SYN. The client sends its Initial again when
+/// its retransmission timer fires (about 1 s, then doubling), with the same
+/// ClientHello. Refused instead, the attempt would end, and with it the
+/// session ticket in that ClientHello (a client's ticket is used once): in
+/// a reconnection storm most edges came back with full handshakes, a
+/// certificate signed and verified on each side, when the server was
+/// busiest. Unanswered is also cheaper for the server: no packet goes out.
+fn defer(incoming: quinn::Incoming, intake: &Intake) {
+    intake.deferred(incoming.remote_address());
+    incoming.ignore();
 }
 
 /// Asks the client to prove its address (a Retry: no state kept here).

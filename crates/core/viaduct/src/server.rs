@@ -54,6 +54,7 @@ pub struct ServerStats {
     pub(crate) evicted_budget: Counter,
     pub(crate) refused_overload: Counter,
     pub(crate) quic_retries: Counter,
+    pub(crate) quic_deferred: Counter,
     pub(crate) pending_handshakes: Gauge,
     pub(crate) waiting_handshakes: Gauge,
     pub(crate) handshake_budget: Gauge,
@@ -85,8 +86,9 @@ impl ServerStats {
     /// Connections that completed their handshake but were dropped because
     /// the accept queue was full or the server closed. (Handshakes are never
     /// refused for want of room in the table: the oldest pending one is
-    /// evicted instead. A server behind on its work refuses some before any
-    /// crypto: [`ServerStats::refused_overload`].)
+    /// evicted instead. A server behind on its work turns some away before
+    /// any crypto: [`ServerStats::refused_overload`] on WebSocket,
+    /// [`ServerStats::quic_deferred`] on QUIC.)
     pub fn refused_busy(&self) -> u64 {
         self.refused_busy.get()
     }
@@ -117,10 +119,20 @@ impl ServerStats {
         self.evicted_per_source() + self.evicted_global() + self.evicted_budget()
     }
 
-    /// New connections refused before any crypto because the server was
-    /// behind and had its handshake budget in progress.
+    /// New WebSocket connections refused before any crypto because the
+    /// server was behind and had its handshake budget in progress. (QUIC
+    /// leaves such attempts unanswered: [`ServerStats::quic_deferred`].)
     pub fn refused_overload(&self) -> u64 {
         self.refused_overload.get()
+    }
+
+    /// QUIC connection attempts a server that is behind let go unanswered
+    /// (their wait for a slot was over, or the waiting room was full):
+    /// their packets were dropped, as a full TCP accept queue drops a SYN,
+    /// and the client sends its Initial again at its retransmission timer,
+    /// with the same ClientHello (a session ticket in it still resumes).
+    pub fn quic_deferred(&self) -> u64 {
+        self.quic_deferred.get()
     }
 
     /// Handshakes the server lets run at once now
@@ -224,12 +236,18 @@ impl Collector for ServerMetrics {
                 counter.encode(family.encode_family(&[("transport", transport), ("limit", limit)])?)?;
             }
         }
-        let quic_only: [(&str, &str, MetricType, PickMetric); 2] = [
+        let quic_only: [(&str, &str, MetricType, PickMetric); 3] = [
             (
                 "quic_retries",
                 "QUIC connection attempts asked to validate their address under pressure.",
                 MetricType::Counter,
                 |s| &s.quic_retries,
+            ),
+            (
+                "quic_deferred",
+                "QUIC connection attempts a server that is behind left unanswered for the client to retransmit.",
+                MetricType::Counter,
+                |s| &s.quic_deferred,
             ),
             (
                 "waiting_handshakes",
@@ -386,6 +404,7 @@ struct PendingState {
     evictions: LogThrottle,
     timeouts: LogThrottle,
     refusals: LogThrottle,
+    deferrals: LogThrottle,
 }
 
 type SharedPending = Arc<Mutex<PendingState>>;
@@ -453,6 +472,7 @@ pub(crate) fn new_server(
         evictions: LogThrottle::new(WARN_EVERY),
         timeouts: LogThrottle::new(WARN_EVERY),
         refusals: LogThrottle::new(WARN_EVERY),
+        deferrals: LogThrottle::new(WARN_EVERY),
     };
     stats.handshake_budget.set(state.budget.limit() as i64);
     let intake = Intake {
@@ -611,15 +631,24 @@ impl Intake {
     /// ([`Intake::admit`] said [`Overloaded`] and it is not kept waiting).
     pub(crate) fn refused(&self, remote: SocketAddr) {
         self.stats.refused_overload.inc();
-        tracing::debug!(%remote, "server behind; connection refused");
+        self.behind(remote, |s| &mut s.refusals, "new connections refused (they retry after their backoff)");
+    }
+
+    /// Counts and logs a QUIC connection attempt left unanswered because
+    /// the server is behind (the client retransmits it).
+    pub(crate) fn deferred(&self, remote: SocketAddr) {
+        self.stats.quic_deferred.inc();
+        self.behind(remote, |s| &mut s.deferrals, "new QUIC connection attempts left for their retransmission");
+    }
+
+    /// Logs one connection turned away by a server that is behind: every
+    /// one at debug, a line per [`WARN_EVERY`] of each kind at warn.
+    fn behind(&self, remote: SocketAddr, throttle: fn(&mut PendingState) -> &mut LogThrottle, what: &str) {
+        tracing::debug!(%remote, what, "server behind");
         let mut state = lock(&self.pending);
-        if let Some(refused) = state.refusals.event(Instant::now()) {
-            tracing::warn!(
-                refused,
-                %remote,
-                budget = state.budget.limit(),
-                "the server is behind with its handshake budget in progress; new connections refused (they retry after their backoff)"
-            );
+        if let Some(count) = throttle(&mut state).event(Instant::now()) {
+            let budget = state.budget.limit();
+            tracing::warn!(count, %remote, budget, "the server is behind with its handshake budget in progress; {what}");
         }
     }
 
@@ -707,6 +736,7 @@ mod tests {
         ws.evicted_global.inc_by(2);
         ws.handshake_timeouts.inc_by(3);
         quic.quic_retries.inc_by(4);
+        quic.quic_deferred.inc_by(7);
         quic.waiting_handshakes.set(3);
         quic.evicted_budget.inc_by(1);
         quic.refused_overload.inc_by(6);
@@ -724,6 +754,7 @@ mod tests {
             "edgehive_viaduct_handshakes_evicted_total{transport=\"websocket\",limit=\"source\"} 5",
             "edgehive_viaduct_handshakes_evicted_total{transport=\"websocket\",limit=\"server\"} 2",
             "edgehive_viaduct_quic_retries_total{transport=\"quic\"} 4",
+            "edgehive_viaduct_quic_deferred_total{transport=\"quic\"} 7",
             "edgehive_viaduct_waiting_handshakes{transport=\"quic\"} 3",
             "edgehive_viaduct_pending_handshakes{transport=\"websocket\"} 0",
             "edgehive_viaduct_handshakes_evicted_total{transport=\"quic\",limit=\"budget\"} 1",
@@ -747,7 +778,7 @@ mod tests {
                 assert!(seen.contains(name.trim_end_matches("_total")), "{line} before its HELP");
             }
         }
-        assert_eq!(seen.len(), 8);
+        assert_eq!(seen.len(), 9);
         assert!(out.ends_with("# EOF\n"));
     }
 }

@@ -692,7 +692,7 @@ async fn storm(
 
 /// The cloud's handshake counters a storm report shows: report key, label,
 /// metric and the label its samples must carry (summed over transports).
-const HANDSHAKE_OUTCOMES: [(&str, &str, &str, &str); 7] = [
+const HANDSHAKE_OUTCOMES: [(&str, &str, &str, &str); 9] = [
     ("handshakes_accepted", "cloud: handshakes completed", "edgehive_viaduct_handshakes_total", "result=\"accepted\""),
     (
         "handshakes_refused",
@@ -720,6 +720,13 @@ const HANDSHAKE_OUTCOMES: [(&str, &str, &str, &str); 7] = [
         "limit=\"server\"",
     ),
     ("quic_retries", "cloud: QUIC Retries", "edgehive_viaduct_quic_retries_total", "transport=\"quic\""),
+    (
+        "quic_deferred",
+        "cloud: QUIC dials left to retransmit",
+        "edgehive_viaduct_quic_deferred_total",
+        "transport=\"quic\"",
+    ),
+    ("tls_resumed", "cloud: TLS sessions resumed", "edgehive_viaduct_tls_resumed_total", "transport="),
 ];
 
 /// [`HANDSHAKE_OUTCOMES`] now (`None` each: the metrics did not answer).
