@@ -112,16 +112,27 @@ fn diff(old: &Value, new: &Value, path: &str, depth: usize, out: &mut Vec<String
 /// `v` without `status` and without the metadata the server keeps, for
 /// comparing what else changed.
 fn without_status(v: &Value) -> Value {
-    let mut v = v.clone();
-    if let Some(o) = v.as_object_mut() {
-        o.remove("status");
-        if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
-            for k in SERVER_METADATA {
-                meta.remove(k);
-            }
-        }
-    }
-    v
+    without(v, &[])
+}
+
+/// A copy of `v` without its status, the metadata the server sets, and the
+/// metadata fields `also`. The status (a Node's is most of it) is never
+/// copied: each status report of every edge passes here.
+fn without(v: &Value, also: &[&str]) -> Value {
+    let Some(o) = v.as_object() else { return v.clone() };
+    let kept = o.iter().filter(|(k, _)| *k != "status").map(|(k, field)| {
+        let field = match (k.as_str(), field) {
+            ("metadata", Value::Object(meta)) => Value::Object(
+                meta.iter()
+                    .filter(|(m, _)| !SERVER_METADATA.contains(&m.as_str()) && !also.contains(&m.as_str()))
+                    .map(|(m, x)| (m.clone(), x.clone()))
+                    .collect(),
+            ),
+            _ => field.clone(),
+        };
+        (k.clone(), field)
+    });
+    Value::Object(kept.collect())
 }
 
 fn string_map(v: &Value, pointer: &str) -> Map<String, Value> {
@@ -214,14 +225,7 @@ pub(crate) fn node_update(node: &str, old: &Value, new: &Value) -> Result<(), St
         return Err(format!("node {node:?} is not allowed to modify taints"));
     }
     // Everything but status, labels and annotations stays as it is.
-    let rest = |v: &Value| {
-        let mut v = without_status(v);
-        if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("labels");
-            meta.remove("annotations");
-        }
-        v
-    };
+    let rest = |v: &Value| without(v, &["labels", "annotations"]);
     let changed = changed_paths(&rest(old), &rest(new), 2);
     if !changed.is_empty() {
         return Err(format!(
