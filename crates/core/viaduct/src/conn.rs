@@ -7,15 +7,18 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 use edgehive_model::{Content, Message, Text, new_msg_id, op};
 use tokio::sync::oneshot;
 use tokio::time::{Instant, timeout, timeout_at};
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tracing::Instrument;
 
 use crate::config::ConnConfig;
@@ -119,6 +122,12 @@ impl ConnState {
         self.cancel.cancel();
         // Pending requests learn of the close through their dropped senders.
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    /// Whether the connection is closing: `closed` is set before the token
+    /// fires, and nothing else fires it.
+    fn closing(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
     }
 
     fn reason(&self) -> Option<CloseReason> {
@@ -504,14 +513,14 @@ async fn write_loop<W: FrameWrite>(
     let mut line = Vec::new();
     let mut owed = Vec::new();
     let control = shared.mux.control();
-    // Registered once with the token, not on every pass.
     let cancelled = shared.cancel.clone().cancelled_owned();
     tokio::pin!(cancelled);
+    watch(cancelled.as_mut()).await;
     loop {
         // Messages first; session frames when no message waits.
         let first_frame = tokio::select! {
             biased;
-            () = &mut cancelled => break,
+            () = once_closing(&shared, cancelled.as_mut()) => break,
             n = queue.recv_many(&mut batch, WRITE_BATCH) => {
                 if n == 0 {
                     break;
@@ -607,15 +616,15 @@ async fn write_loop<W: FrameWrite>(
 
 async fn read_loop<R: FrameRead>(mut reader: R, incoming: queue::Sender<Message>, tx: ConnTx, shared: Arc<ConnState>) {
     let read_timeout = shared.cfg.read_timeout;
-    // Registered once with the token, not on every pass. And one timer for
-    // the connection's life rather than one per read (each registered with
-    // the runtime's timer wheel and taken out again, for every message):
-    // a read must end within `read_timeout` of its start, and the timer,
-    // armed for an earlier read, is moved only when it fires early — at
-    // most once per `read_timeout` while messages flow.
+    // One timer for the connection's life rather than one per read (each
+    // registered with the runtime's timer wheel and taken out again, for
+    // every message): a read must end within `read_timeout` of its start,
+    // and the timer, armed for an earlier read, is moved only when it fires
+    // early — at most once per `read_timeout` while messages flow.
     let cancelled = shared.cancel.clone().cancelled_owned();
     let timer = tokio::time::sleep(read_timeout.unwrap_or(Duration::MAX / 4));
     tokio::pin!(cancelled, timer);
+    watch(cancelled.as_mut()).await;
     loop {
         let started = Instant::now();
         let next = {
@@ -624,7 +633,7 @@ async fn read_loop<R: FrameRead>(mut reader: R, incoming: queue::Sender<Message>
             loop {
                 tokio::select! {
                     biased;
-                    () = &mut cancelled => break None,
+                    () = once_closing(&shared, cancelled.as_mut()) => break None,
                     n = &mut read => break Some(n),
                     () = &mut timer, if read_timeout.is_some() => {
                         let d = read_timeout.unwrap_or_default();
@@ -671,7 +680,7 @@ async fn read_loop<R: FrameRead>(mut reader: R, incoming: queue::Sender<Message>
         let Some(msg) = shared.take_response(msg) else { continue };
         tokio::select! {
             biased;
-            () = &mut cancelled => break,
+            () = once_closing(&shared, cancelled.as_mut()) => break,
             r = incoming.send(msg) => if r.is_err() {
                 // Nobody reads this connection any more.
                 shared.close(CloseReason::Local);
@@ -681,6 +690,114 @@ async fn read_loop<R: FrameRead>(mut reader: R, incoming: queue::Sender<Message>
     }
 }
 
+/// Registers the calling task with the connection's token by polling its
+/// wait once: the token then wakes the task when the connection closes. The
+/// task's loops look at the wait again only through [`once_closing`]: each
+/// poll of a token's wait takes the token's lock, which a connection's
+/// reader and writer share across the runtime's threads (a lock per message
+/// and per pass, on a cache line the other thread had last).
+async fn watch(mut cancelled: Pin<&mut WaitForCancellationFutureOwned>) {
+    std::future::poll_fn(|cx| {
+        let _ = cancelled.as_mut().poll(cx);
+        Poll::Ready(())
+    })
+    .await;
+}
+
+/// The token's wait, polled only once the connection is closing (`closed`
+/// is set before the token fires). Pending before that without registering
+/// anything: [`watch`] registered the task, which the token wakes.
+fn once_closing<'a>(
+    shared: &'a ConnState,
+    mut cancelled: Pin<&'a mut WaitForCancellationFutureOwned>,
+) -> impl Future<Output = ()> + 'a {
+    std::future::poll_fn(move |cx| if shared.closing() { cancelled.as_mut().poll(cx) } else { Poll::Pending })
+}
+
 fn is_control(m: &Message) -> bool {
     matches!(m.route.operation.as_str(), op::VIADUCT_CONFIG | op::VIADUCT_PING | op::VIADUCT_PONG)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    /// A transport whose reads never end, flagging when each side is dropped.
+    struct Silent(Arc<AtomicBool>);
+
+    impl Drop for Silent {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+
+    impl FrameRead for Silent {
+        async fn next(&mut self) -> ReadEvent {
+            std::future::pending().await
+        }
+    }
+
+    impl FrameWrite for Silent {
+        async fn feed(&mut self, _: &[u8]) -> Result<(), CloseReason> {
+            Ok(())
+        }
+        async fn feed_binary(&mut self, _: bytes::Bytes) -> Result<(), CloseReason> {
+            Ok(())
+        }
+        async fn flush(&mut self) -> Result<(), CloseReason> {
+            Ok(())
+        }
+        async fn ping(&mut self) -> Result<(), CloseReason> {
+            Ok(())
+        }
+        async fn close(&mut self) {}
+    }
+
+    fn info() -> PeerInfo {
+        let addr: SocketAddr = "127.0.0.1:1".parse().expect("address");
+        PeerInfo {
+            node_id: "edge-1".into(),
+            project_id: "default".into(),
+            cert: None,
+            remote_addr: addr,
+            local_addr: addr,
+            protocol: crate::Protocol::WebSocket,
+            resumed: false,
+            ping_keepalive: false,
+            features: Vec::new(),
+        }
+    }
+
+    /// Nothing but the close can end either task here (no read deadline, no
+    /// pings, a peer that never closes): the reader, blocked in a read, and
+    /// the writer, after messages and idle, both end when the connection is
+    /// closed, whether it was busy or idle before.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_local_close_ends_both_tasks_of_a_busy_or_an_idle_connection() {
+        for busy in [false, true] {
+            let (read_gone, write_gone) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+            let cfg = ConnConfig { read_timeout: None, ping_interval: None, ..ConnConfig::default() };
+            let mut conn =
+                spawn_conn(Silent(read_gone.clone()), Silent(write_gone.clone()), info(), cfg, false, Sessions::Framed);
+            if busy {
+                for i in 0..100 {
+                    conn.tx
+                        .write(Message::new().with_route("edgehub", "", format!("r{i}"), "update"))
+                        .await
+                        .expect("write");
+                }
+            }
+            tokio::task::yield_now().await;
+            conn.tx.close();
+            let ended = tokio::time::timeout(Duration::from_secs(10), async {
+                while !(read_gone.load(Ordering::Acquire) && write_gone.load(Ordering::Acquire)) {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+            .await;
+            assert!(ended.is_ok(), "busy {busy}: reader ended {read_gone:?}, writer ended {write_gone:?}");
+            assert!(conn.rx.recv().await.is_none(), "busy {busy}: nothing more comes in");
+        }
+    }
 }
