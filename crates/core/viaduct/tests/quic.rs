@@ -479,6 +479,20 @@ async fn a_server_behind_defers_past_its_budget_and_silent_handshakes_hold_it_on
     tokio::time::timeout(Duration::from_secs(30), silent_a.closed()).await.expect("the oldest silent one is closed");
 }
 
+/// Waits up to `within` for a spawned dial of `node`, which must succeed,
+/// and takes the connection the server accepted for it.
+async fn dialed_in(
+    srv: &mut Server,
+    dial: tokio::task::JoinHandle<Result<Connection, edgehive_viaduct::ConnectError>>,
+    within: Duration,
+    node: &str,
+    what: &str,
+) {
+    let conn = tokio::time::timeout(within, dial).await.expect(what).unwrap().expect("not refused");
+    assert_eq!(conn.peer().node_id, node);
+    assert_eq!(srv.accept().await.unwrap().peer().node_id, node);
+}
+
 /// In a reconnection storm an edge's dial may go unanswered while the
 /// server is behind; when its retransmission gets in, the session ticket
 /// of its ClientHello still resumes the session (a refused dial would have
@@ -495,13 +509,7 @@ async fn a_dial_left_unanswered_still_resumes_its_session() {
     let dial = tokio::spawn(async move { client.connect().await });
     eventually("the dial goes unanswered", || srv.stats().quic_deferred() >= 1).await;
     silent_a.close(0u32.into(), b"gone");
-    let conn = tokio::time::timeout(Duration::from_secs(10), dial)
-        .await
-        .expect("in by a retransmission")
-        .unwrap()
-        .expect("not refused");
-    assert_eq!(srv.accept().await.unwrap().peer().node_id, "edge-q");
-    assert_eq!(conn.peer().node_id, "edge-q");
+    dialed_in(&mut srv, dial, Duration::from_secs(10), "edge-q", "in by a retransmission").await;
     assert_eq!(srv.stats().tls_resumed(), 1, "the ticket in the unanswered ClientHello resumed");
 }
 
@@ -519,13 +527,7 @@ async fn a_connection_past_the_budget_waits_for_the_next_free_slot() {
     eventually("the edge waits for a slot", || srv.stats().waiting_handshakes() == 1).await;
     // One silent handshake ends (its client goes): its slot is the edge's.
     silent_a.close(0u32.into(), b"gone");
-    let conn = tokio::time::timeout(Duration::from_secs(5), dial)
-        .await
-        .expect("in as soon as a slot freed")
-        .unwrap()
-        .expect("not refused");
-    assert_eq!(conn.peer().node_id, "edge-q");
-    assert_eq!(srv.accept().await.unwrap().peer().node_id, "edge-q");
+    dialed_in(&mut srv, dial, Duration::from_secs(5), "edge-q", "in as soon as a slot freed").await;
     assert_eq!(srv.stats().refused_overload(), 0);
     assert_eq!(srv.stats().waiting_handshakes(), 0);
 }
@@ -550,12 +552,8 @@ async fn one_source_waits_only_up_to_its_share() {
     assert_eq!(srv.stats().waiting_handshakes(), 1, "the first keeps its place");
 
     silent_a.close(0u32.into(), b"gone");
-    let conn = tokio::time::timeout(Duration::from_secs(5), first).await.unwrap().unwrap().expect("not refused");
-    assert_eq!(conn.peer().node_id, "edge-1");
-    assert_eq!(srv.accept().await.unwrap().peer().node_id, "edge-1");
-    let conn = tokio::time::timeout(Duration::from_secs(10), second).await.unwrap().unwrap().expect("not refused");
-    assert_eq!(conn.peer().node_id, "edge-2");
-    assert_eq!(srv.accept().await.unwrap().peer().node_id, "edge-2");
+    dialed_in(&mut srv, first, Duration::from_secs(5), "edge-1", "the first in once a slot freed").await;
+    dialed_in(&mut srv, second, Duration::from_secs(10), "edge-2", "the second in by a retransmission").await;
     assert_eq!(srv.stats().refused_overload(), 0);
 }
 
