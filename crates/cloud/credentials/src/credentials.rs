@@ -114,7 +114,8 @@ impl Credentials {
             match self.store.create(&SECRETS, record.to_secret()).await {
                 Ok(stored) => {
                     let token = record.token(&self.ca);
-                    let record = TokenRecord { created: stored.value().ok().and_then(created_of), ..record };
+                    let record =
+                        TokenRecord { created: stored.value().ok().and_then(crate::records::created), ..record };
                     tracing::info!(token = %record.id, expires = %edgehive_store::rfc3339(record.expires), rejoin = ?record.rejoin_nodes, "join token created");
                     return Ok((token, record));
                 }
@@ -417,8 +418,4 @@ const RECORDS_PAGE: usize = 1000;
 /// A stored node record, read; why not, as text.
 fn node_record_of(obj: &edgehive_store::Object) -> Result<NodeRecord, String> {
     obj.value().map_err(|e| e.to_string()).and_then(|v| NodeRecord::from_secret(v).map_err(|e| e.to_string()))
-}
-
-fn created_of(v: &Value) -> Option<OffsetDateTime> {
-    v.pointer("/metadata/creationTimestamp").and_then(Value::as_str).and_then(edgehive_store::parse_rfc3339)
 }

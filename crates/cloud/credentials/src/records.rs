@@ -121,7 +121,8 @@ pub(crate) fn later(a: Option<OffsetDateTime>, b: Option<OffsetDateTime>) -> Opt
     }
 }
 
-fn created(secret: &Value) -> Option<OffsetDateTime> {
+/// When a stored record was made (its `metadata.creationTimestamp`).
+pub(crate) fn created(secret: &Value) -> Option<OffsetDateTime> {
     secret.pointer("/metadata/creationTimestamp").and_then(Value::as_str).and_then(edgehive_store::parse_rfc3339)
 }
 

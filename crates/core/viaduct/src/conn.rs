@@ -225,7 +225,7 @@ impl ConnTx {
 
     /// Queues a message if there is room now.
     pub fn try_write(&self, msg: Message) -> Result<(), WriteError> {
-        if self.shared.closed.load(Ordering::Acquire) {
+        if self.shared.closing() {
             return Err(self.closed_error(msg));
         }
         self.queue.try_send(Outgoing::Message(msg)).map_err(|e| match e {
@@ -252,7 +252,7 @@ impl ConnTx {
 
     async fn write_until(&self, out: Outgoing, deadline: Instant) -> Result<(), WriteError> {
         let msg = out;
-        if self.shared.closed.load(Ordering::Acquire) {
+        if self.shared.closing() {
             return Err(self.closed_error(msg.into_message()));
         }
         let permit = tokio::select! {
@@ -309,7 +309,7 @@ impl ConnTx {
 
     /// True once the connection has ended.
     pub fn is_closed(&self) -> bool {
-        self.shared.closed.load(Ordering::Acquire)
+        self.shared.closing()
     }
 
     /// Waits until the connection ends and says why.
