@@ -151,6 +151,10 @@ pub(crate) struct Args {
     service_node_port_range: edgehive_apiserver::NodePortRange,
 }
 
+/// CloudHub's restart secret (session ticket keys, QUIC stateless resets),
+/// in the data directory's `tls`.
+const RESTART_SECRET_FILE: &str = "cloudhub.secret";
+
 pub(crate) fn default_data_dir() -> PathBuf {
     let root =
         std::env::var_os("USER").is_some_and(|u| u == "root") || std::env::var_os("HOME").is_some_and(|h| h == "/root");
@@ -206,7 +210,14 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     // KubeEdge's tunnel server uses CloudHub's certificate too.
     let tls_for_tunnel = tls.clone();
     let mut servers = Vec::new();
+    // Kept across restarts: edges reconnecting to a restarted cloud resume
+    // their TLS sessions, and QUIC edges learn at their next packet that
+    // their connections are gone.
+    let restart_secret =
+        edgehive_pki::load_or_create_secret(&tls_dir.join(RESTART_SECRET_FILE), "CloudHub restart secret")
+            .context("CloudHub's restart secret")?;
     let mut ws = ServerConfig::new(args.websocket_bind, tls.clone());
+    ws.restart_secret = Some(restart_secret);
     ws.handshake_timeout = args.handshake_timeout;
     let read_timeout = Some(Duration::from_secs(args.keepalive_interval.max(1) * 2));
     ws.conn.read_timeout = read_timeout;
@@ -228,6 +239,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         let mut quic = ServerConfig::new(args.quic_bind, tls);
         quic.handshake_timeout = args.handshake_timeout;
         quic.zero_rtt_sessions = args.quic_zero_rtt_sessions;
+        quic.restart_secret = Some(restart_secret);
         // As on WebSocket: the connection's idle timeout, and edgehive edges
         // that offer it keep their session alive with QUIC's keep-alives.
         quic.conn.read_timeout = read_timeout;

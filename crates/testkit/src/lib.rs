@@ -10,6 +10,7 @@ pub mod go;
 pub mod mosquitto;
 pub mod pki;
 pub mod proxy;
+pub mod udp;
 pub mod umask;
 
 use std::time::Duration;

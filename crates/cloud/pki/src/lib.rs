@@ -13,6 +13,9 @@
 //!   and groups (O) Kubernetes would see.
 //! - [`kubeconfig`] and [`write_private_file`] produce a file `kubectl`
 //!   reads directly.
+//! - [`load_or_create_secret`] keeps a random secret across restarts (the
+//!   secret CloudHub derives its session ticket keys and QUIC stateless
+//!   reset keys from).
 //!
 //! Keys are ECDSA P-256, as KubeEdge generates them. Every file is written
 //! atomically (temporary file, fsync, rename, fsync of the directory); keys
@@ -60,6 +63,7 @@ mod jwt;
 mod kubeconfig;
 mod reuse;
 mod satoken;
+mod secret;
 mod token;
 
 use std::time::Duration;
@@ -75,6 +79,7 @@ pub use satoken::{
     BoundPod, SA_API_AUDIENCES, SA_ISSUER, SA_KEY_FILE, SA_MAX_VALIDITY, SA_MIN_VALIDITY, SA_NOT_BEFORE_LEEWAY,
     ServiceAccountIdentity, ServiceAccountTokens, TokenFor,
 };
+pub use secret::{SECRET_LEN, load_or_create_secret};
 pub use token::{
     TOKEN_ID_LEN, TOKEN_REFRESH, TOKEN_VALIDITY, TokenClaims, TokenError, expiry, is_token_id, issue_token,
     issue_token_expiring, new_token_id, verify_jwt, verify_token,

@@ -159,6 +159,24 @@ pub struct ServerConfig {
     /// this many the oldest are forgotten, and their clients' next
     /// handshakes are full ones.
     pub zero_rtt_sessions: usize,
+    /// A secret kept across restarts (the cloud keeps it in its data
+    /// directory), from which the server derives the keys that must
+    /// outlive the process:
+    /// - its session ticket keys (one per 6 h, the previous one still
+    ///   accepted), so that edges reconnecting to a restarted server resume
+    ///   their TLS sessions: no certificate signed or verified again;
+    /// - on QUIC, its stateless reset key and the key that signs its
+    ///   connection IDs (RFC 9000 §10.3), so that a restarted server
+    ///   recognises the connection IDs its predecessor issued and answers a
+    ///   packet of such a connection with a stateless reset the peer
+    ///   accepts: an edge learns at its next packet (a keep-alive) that its
+    ///   connection is gone and dials again, where otherwise it waits out
+    ///   its idle timeout.
+    ///
+    /// Whoever holds it can forge session tickets, as whoever holds the CA
+    /// key can sign certificates: keep it with that key. `None`: keys
+    /// random to this process, rotated every 6 h and never stored.
+    pub restart_secret: Option<[u8; 32]>,
 }
 
 impl ServerConfig {
@@ -177,6 +195,7 @@ impl ServerConfig {
             ping_keepalive: false,
             features: Vec::new(),
             zero_rtt_sessions: 0,
+            restart_secret: None,
         }
     }
 }

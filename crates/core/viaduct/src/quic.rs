@@ -159,12 +159,37 @@ fn widen_recv_buffer(socket: &std::net::UdpSocket, bytes: usize) {
     }
 }
 
+/// Shortest time between two stateless resets a server sends. quinn's
+/// default (20 ms, 50 a second) protects against floods of garbage packets,
+/// but after a restart every edge of the fleet needs one: 10,000 edges
+/// would wait minutes for theirs. The connection IDs are signed
+/// ([`endpoint_config`]), so a packet earns a reset only if it carries an ID
+/// this server (or its predecessor) issued, and a reset is always smaller
+/// than the packet that caused it: it amplifies nothing.
+const RESET_INTERVAL: Duration = Duration::from_micros(100);
+
+/// The endpoint settings of a server whose stateless reset key and
+/// connection ID signing key derive from `secret`
+/// ([`ServerConfig::restart_secret`]); random keys without one.
+fn endpoint_config(secret: Option<&[u8; 32]>) -> quinn::EndpointConfig {
+    let Some(secret) = secret else { return quinn::EndpointConfig::default() };
+    let master = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+    let reset = ring::hmac::sign(&master, b"edgehive quic stateless reset key");
+    let cid = ring::hmac::sign(&master, b"edgehive quic connection id key");
+    let cid_key = u64::from_le_bytes(<[u8; 8]>::try_from(&cid.as_ref()[..8]).unwrap_or_default());
+    let mut c = quinn::EndpointConfig::new(Arc::new(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, reset.as_ref())));
+    c.cid_generator(move || Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key)));
+    c.min_reset_interval(RESET_INTERVAL);
+    c
+}
+
 /// A quinn endpoint on `socket` (a server's when `server` is given) whose
 /// sends carry one datagram each ([`OneDatagram`]), with a wide receive
 /// buffer when `shared` (a server's, or a socket many clients share), its
 /// datagrams' bytes counted in `wire` when given.
 fn endpoint_on(
     socket: std::net::UdpSocket,
+    config: quinn::EndpointConfig,
     server: Option<quinn::ServerConfig>,
     shared: bool,
     wire: Option<Arc<WireBytes>>,
@@ -174,7 +199,7 @@ fn endpoint_on(
     }
     let runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
     let socket = Arc::new(OneDatagram { inner: runtime.wrap_udp_socket(socket)?, wire });
-    quinn::Endpoint::new_with_abstract_socket(quinn::EndpointConfig::default(), server, socket, runtime)
+    quinn::Endpoint::new_with_abstract_socket(config, server, socket, runtime)
 }
 
 /// quinn's UDP socket, with one datagram per send. quinn keeps each
@@ -246,14 +271,14 @@ pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
         // Accept 0-RTT from resuming clients (quinn requires all or nothing).
         tls.max_early_data_size = u32::MAX;
     } else {
-        stateless_tickets(&mut tls, stats.tls_resumed.clone())?;
+        stateless_tickets(&mut tls, stats.tls_resumed.clone(), cfg.restart_secret.as_ref())?;
     }
     let crypto = QuicServerConfig::try_from(tls).map_err(|e| ConnectError::TlsConfig(e.to_string()))?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     server.transport_config(transport(&cfg.conn, cfg.features.iter().any(|f| f == stream::FEATURE))?);
     server.migration(true);
     let endpoint = std::net::UdpSocket::bind(cfg.listen)
-        .and_then(|s| endpoint_on(s, Some(server), true, None))
+        .and_then(|s| endpoint_on(s, endpoint_config(cfg.restart_secret.as_ref()), Some(server), true, None))
         .map_err(|source| ConnectError::Io { what: "listen on", addr: cfg.listen.to_string(), source })?;
     let local_addr = endpoint.local_addr().map_err(|source| ConnectError::Io {
         what: "read address of",
@@ -709,7 +734,7 @@ impl QuicEndpoint {
     /// `wire` when given.
     pub fn bind(bind: SocketAddr, wire: Option<Arc<WireBytes>>) -> Result<QuicEndpoint, ConnectError> {
         std::net::UdpSocket::bind(bind)
-            .and_then(|s| endpoint_on(s, None, true, wire))
+            .and_then(|s| endpoint_on(s, quinn::EndpointConfig::default(), None, true, wire))
             .map(QuicEndpoint)
             .map_err(|source| ConnectError::Io { what: "bind", addr: bind.to_string(), source })
     }
@@ -727,7 +752,7 @@ impl QuicClient {
     pub fn new(cfg: ClientConfig, bind: SocketAddr) -> Result<QuicClient, ConnectError> {
         let wire = cfg.conn.wire_bytes.clone();
         let endpoint = std::net::UdpSocket::bind(bind)
-            .and_then(|s| endpoint_on(s, None, false, wire))
+            .and_then(|s| endpoint_on(s, quinn::EndpointConfig::default(), None, false, wire))
             .map_err(|source| ConnectError::Io { what: "bind", addr: bind.to_string(), source })?;
         QuicClient::on(cfg, QuicEndpoint(endpoint))
     }

@@ -82,24 +82,38 @@ fn roots(cas: &[CertificateDer<'static>]) -> Result<RootCertStore, ConnectError>
 
 /// Server configuration: our certificate, client certificates required,
 /// sessions resumed from [stateless tickets](stateless_tickets) (counted in
-/// `resumed`).
-pub(crate) fn server_config(tls: &ServerTls, resumed: Counter) -> Result<Arc<rustls::ServerConfig>, ConnectError> {
+/// `resumed`; keys derived from `secret` when given).
+pub(crate) fn server_config(
+    tls: &ServerTls,
+    resumed: Counter,
+    secret: Option<&[u8; 32]>,
+) -> Result<Arc<rustls::ServerConfig>, ConnectError> {
     let mut cfg = server_config_for(tls, &[&rustls::version::TLS13, &rustls::version::TLS12])?;
-    stateless_tickets(&mut cfg, resumed)?;
+    stateless_tickets(&mut cfg, resumed, secret)?;
     Ok(Arc::new(cfg))
 }
 
-/// Sessions resume from stateless tickets (encrypted with keys the process
-/// rotates every 6 h and never stores), so a reconnecting edge skips the
+/// Sessions resume from stateless tickets, so a reconnecting edge skips the
 /// certificate signature and verification whatever the number of edges.
+/// Their keys change every 6 h; they derive from `secret`
+/// ([`crate::ServerConfig::restart_secret`], [`KeptTickets`]) so that a
+/// restarted server takes its predecessor's tickets, or without one are
+/// random to the process and never stored.
 /// The client certificate comes back with the session, so whoever checks
 /// it after the handshake (CloudHub: identity and revocation) still does.
 /// One ticket per handshake (rustls sends two by default): an edge resumes
 /// once per connection, and each ticket is work for the server and memory
 /// for the client. Tickets the server accepts are counted in `resumed`.
-pub(crate) fn stateless_tickets(cfg: &mut rustls::ServerConfig, resumed: Counter) -> Result<(), ConnectError> {
-    let inner =
-        rustls::crypto::ring::Ticketer::new().map_err(|e| ConnectError::TlsConfig(format!("session tickets: {e}")))?;
+pub(crate) fn stateless_tickets(
+    cfg: &mut rustls::ServerConfig,
+    resumed: Counter,
+    secret: Option<&[u8; 32]>,
+) -> Result<(), ConnectError> {
+    let inner: Arc<dyn ProducesTickets> = match secret {
+        Some(secret) => Arc::new(KeptTickets::new(secret)),
+        None => rustls::crypto::ring::Ticketer::new()
+            .map_err(|e| ConnectError::TlsConfig(format!("session tickets: {e}")))?,
+    };
     cfg.ticketer = Arc::new(CountedTickets { inner, resumed });
     cfg.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
     cfg.send_tls13_tickets = 1;
@@ -141,6 +155,125 @@ impl ProducesTickets for CountedTickets {
             self.resumed.inc();
         }
         plain
+    }
+}
+
+/// How long one ticket key is used to make tickets; a ticket is taken
+/// until the end of the next period, so it lives at least this long.
+const TICKET_PERIOD_SECS: u64 = 6 * 60 * 60;
+
+/// Stateless tickets whose keys derive from a secret kept across restarts.
+///
+/// The key of period `p` (Unix time / [`TICKET_PERIOD_SECS`]) is
+/// HMAC-SHA256(secret, label ‖ p), used with ChaCha20-Poly1305. A ticket is
+/// `p` (8 bytes, big-endian), a random 96-bit nonce, and the sealed session
+/// (`p` authenticated with it). It is taken back in its own period and the
+/// next one; any other period, a short or altered ticket, yields nothing
+/// (the client then makes a full handshake).
+struct KeptTickets {
+    master: ring::hmac::Key,
+    /// The newest two periods' keys.
+    keys: std::sync::Mutex<Vec<(u64, Arc<ring::aead::LessSafeKey>)>>,
+    rng: ring::rand::SystemRandom,
+}
+
+impl std::fmt::Debug for KeptTickets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeptTickets")
+    }
+}
+
+const TICKET_PERIOD_LEN: usize = 8;
+const TICKET_NONCE_LEN: usize = ring::aead::NONCE_LEN;
+
+impl KeptTickets {
+    fn new(secret: &[u8; 32]) -> KeptTickets {
+        KeptTickets {
+            master: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret),
+            keys: std::sync::Mutex::new(Vec::with_capacity(2)),
+            rng: ring::rand::SystemRandom::new(),
+        }
+    }
+
+    fn period_now() -> u64 {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        now.as_secs() / TICKET_PERIOD_SECS
+    }
+
+    fn key(&self, period: u64) -> Option<Arc<ring::aead::LessSafeKey>> {
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, k)) = keys.iter().find(|(p, _)| *p == period) {
+            return Some(Arc::clone(k));
+        }
+        let mut label = b"edgehive tls ticket key ".to_vec();
+        label.extend_from_slice(&period.to_be_bytes());
+        let derived = ring::hmac::sign(&self.master, &label);
+        let unbound = ring::aead::UnboundKey::new(&ring::aead::CHACHA20_POLY1305, derived.as_ref()).ok()?;
+        let key = Arc::new(ring::aead::LessSafeKey::new(unbound));
+        keys.push((period, Arc::clone(&key)));
+        // Keep the newest two.
+        keys.sort_by_key(|(p, _)| std::cmp::Reverse(*p));
+        keys.truncate(2);
+        Some(key)
+    }
+}
+
+impl ProducesTickets for KeptTickets {
+    fn enabled(&self) -> bool {
+        true
+    }
+
+    fn lifetime(&self) -> u32 {
+        TICKET_PERIOD_SECS as u32
+    }
+
+    fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
+        self.seal(KeptTickets::period_now(), plain)
+    }
+
+    fn decrypt(&self, cipher: &[u8]) -> Option<Vec<u8>> {
+        self.open(KeptTickets::period_now(), cipher)
+    }
+}
+
+impl KeptTickets {
+    /// A ticket of `period`.
+    fn seal(&self, period: u64, plain: &[u8]) -> Option<Vec<u8>> {
+        use ring::rand::SecureRandom as _;
+        let key = self.key(period)?;
+        let mut nonce = [0u8; TICKET_NONCE_LEN];
+        self.rng.fill(&mut nonce).ok()?;
+        let head = period.to_be_bytes();
+        let mut out = Vec::with_capacity(TICKET_PERIOD_LEN + TICKET_NONCE_LEN + plain.len() + 16);
+        out.extend_from_slice(&head);
+        out.extend_from_slice(&nonce);
+        let mut sealed = plain.to_vec();
+        key.seal_in_place_append_tag(
+            ring::aead::Nonce::assume_unique_for_key(nonce),
+            ring::aead::Aad::from(head),
+            &mut sealed,
+        )
+        .ok()?;
+        out.extend_from_slice(&sealed);
+        Some(out)
+    }
+
+    /// What a ticket holds, if it is taken in period `now`.
+    fn open(&self, now: u64, cipher: &[u8]) -> Option<Vec<u8>> {
+        let (head, rest) = cipher.split_first_chunk::<TICKET_PERIOD_LEN>()?;
+        let (nonce, sealed) = rest.split_first_chunk::<TICKET_NONCE_LEN>()?;
+        let period = u64::from_be_bytes(*head);
+        if period != now && period.checked_add(1) != Some(now) {
+            return None;
+        }
+        let key = self.key(period)?;
+        let mut buf = sealed.to_vec();
+        let plain = key
+            .open_in_place(ring::aead::Nonce::assume_unique_for_key(*nonce), ring::aead::Aad::from(*head), &mut buf)
+            .ok()?;
+        let len = plain.len();
+        buf.truncate(len);
+        Some(buf)
     }
 }
 
@@ -289,6 +422,42 @@ impl ClientSessionStore for OneServer {
 
 #[cfg(test)]
 mod tests {
+    use super::KeptTickets;
+
+    #[test]
+    fn kept_tickets_outlive_the_process_and_nothing_else_opens_them() {
+        let now = KeptTickets::period_now();
+        let a = KeptTickets::new(&[1; 32]);
+        let session = b"the session, the client certificate in it".to_vec();
+        let ticket = a.seal(now, &session).unwrap();
+        assert!(!ticket.windows(session.len()).any(|w| w == session), "sealed");
+        // Another process with the same secret (a restart) takes it, in its
+        // period and the next; not later, and never from the future.
+        let restarted = KeptTickets::new(&[1; 32]);
+        assert_eq!(restarted.open(now, &ticket).as_deref(), Some(&session[..]));
+        assert_eq!(restarted.open(now + 1, &ticket).as_deref(), Some(&session[..]));
+        assert_eq!(restarted.open(now + 2, &ticket), None);
+        assert_eq!(restarted.open(now - 1, &ticket), None);
+        // Another secret, a bit flipped anywhere, a cut ticket: nothing.
+        assert_eq!(KeptTickets::new(&[2; 32]).open(now, &ticket), None);
+        for i in 0..ticket.len() {
+            let mut bad = ticket.clone();
+            bad[i] ^= 1;
+            assert_eq!(restarted.open(now, &bad), None, "bit flipped at byte {i}");
+        }
+        for n in 0..ticket.len() {
+            assert_eq!(restarted.open(now, &ticket[..n]), None, "cut to {n} bytes");
+        }
+        // A ticket re-labelled with the next period (to live longer) fails
+        // its authentication: the period is sealed with it.
+        let mut relabelled = ticket.clone();
+        relabelled[..8].copy_from_slice(&(now + 1).to_be_bytes());
+        assert_eq!(restarted.open(now + 2, &relabelled), None);
+        assert_eq!(restarted.open(now + 1, &relabelled), None);
+        // Two tickets of the same session differ (fresh nonces).
+        assert_ne!(a.seal(now, &session).unwrap(), ticket);
+    }
+
     use super::*;
 
     #[test]

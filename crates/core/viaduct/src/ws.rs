@@ -62,7 +62,7 @@ fn spawn_ws<S: AsyncRead + AsyncWrite + Send + 'static>(
 /// Binds the WebSocket server and starts accepting.
 pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
     let stats = Arc::new(ServerStats::default());
-    let tls = TlsAcceptor::from(server_config(&cfg.tls, stats.tls_resumed.clone())?);
+    let tls = TlsAcceptor::from(server_config(&cfg.tls, stats.tls_resumed.clone(), cfg.restart_secret.as_ref())?);
     let listener = TcpListener::bind(cfg.listen).await.map_err(|source| ConnectError::Io {
         what: "listen on",
         addr: cfg.listen.to_string(),

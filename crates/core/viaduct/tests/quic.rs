@@ -324,6 +324,86 @@ async fn connection_survives_a_change_of_client_address() {
     assert!(!ctx.is_closed() && !stx.is_closed());
 }
 
+/// A QUIC server on a loopback port whose stateless reset keys derive from
+/// `secret`.
+async fn quic_server_with_secret(pki: &Pki, secret: [u8; 32]) -> Server {
+    let mut cfg = ServerConfig::new("127.0.0.1:0".parse().unwrap(), pki.server_tls());
+    cfg.restart_secret = Some(secret);
+    Server::bind_quic(cfg).await.unwrap()
+}
+
+/// An edge whose server dies without a word and comes back (same secret,
+/// another port behind the same address) learns at its next packet that
+/// its connection is gone: the new server recognises the connection ID its
+/// predecessor issued and answers with a stateless reset the edge accepts.
+/// Without the shared secret the edge would wait out its idle timeout (a
+/// minute here, past the test's deadline).
+#[tokio::test]
+async fn an_edge_of_a_restarted_server_learns_at_its_next_packet_that_its_connection_is_gone() {
+    let pki = Pki::new();
+    let secret = [7u8; 32];
+    let mut srv = quic_server_with_secret(&pki, secret).await;
+    let relay = edgehive_testkit::udp::UdpRelay::start(srv.local_addr()).await.unwrap();
+    let mut cfg = client_config(&pki, relay.addr(), "edge-restart");
+    cfg.conn.ping_interval = Some(Duration::from_millis(500));
+    cfg.conn.read_timeout = Some(Duration::from_secs(60));
+    let client = QuicClient::new(cfg, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let conn = client.connect().await.unwrap();
+    let accepted = srv.accept().await.unwrap();
+    let (ctx, mut crx) = conn.split();
+    ctx.write(pod("before")).await.unwrap();
+    let (_stx, mut srx) = accepted.split();
+    assert_eq!(srx.recv().await.unwrap().route.resource, "default/pod/before");
+
+    // The server dies: nothing it says reaches the edge any more.
+    relay.set_blackhole(true);
+    drop((srx, srv));
+    let srv2 = quic_server_with_secret(&pki, secret).await;
+    relay.set_upstream(srv2.local_addr());
+    relay.set_blackhole(false);
+
+    let ended = tokio::time::timeout(Duration::from_secs(20), async { while crx.recv().await.is_some() {} }).await;
+    assert!(ended.is_ok(), "the edge still holds its connection to the dead server");
+    assert_eq!(crx.close_reason(), Some(CloseReason::PeerClosed), "ended by the reset, not by its idle timeout");
+    // And it connects to the new server, resuming the TLS session the old
+    // one made: the tickets' keys derive from the same secret.
+    let mut srv2 = srv2;
+    let again = client.connect().await.unwrap();
+    let accepted = srv2.accept().await.unwrap();
+    again.split().0.write(pod("after")).await.unwrap();
+    assert_eq!(accepted.split().1.recv().await.unwrap().route.resource, "default/pod/after");
+    assert_eq!(srv2.stats().tls_resumed(), 1, "the restarted server took its predecessor's ticket");
+}
+
+/// The other side of the same key: a server with another secret (another
+/// cloud, or one whose secret was lost) cannot end another server's
+/// connections. Its resets carry tokens the edge does not accept, and it
+/// sends none for connection IDs it did not sign.
+#[tokio::test]
+async fn a_server_with_another_secret_cannot_end_the_connection() {
+    let pki = Pki::new();
+    let mut srv = quic_server_with_secret(&pki, [7u8; 32]).await;
+    let relay = edgehive_testkit::udp::UdpRelay::start(srv.local_addr()).await.unwrap();
+    let mut cfg = client_config(&pki, relay.addr(), "edge-other");
+    cfg.conn.ping_interval = Some(Duration::from_millis(200));
+    cfg.conn.read_timeout = Some(Duration::from_secs(60));
+    let client = QuicClient::new(cfg, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let conn = client.connect().await.unwrap();
+    let (stx, _srx) = srv.accept().await.unwrap().split();
+    let (_ctx, mut crx) = conn.split();
+
+    // Its packets go to an impostor for a while: keep-alives and their
+    // retransmissions, each a chance for a reset.
+    let other = quic_server_with_secret(&pki, [8u8; 32]).await;
+    relay.set_upstream(other.local_addr());
+    let ended = tokio::time::timeout(Duration::from_secs(2), crx.recv()).await;
+    assert!(ended.is_err(), "a server with another secret ended the connection: {:?}", crx.close_reason());
+    // Back to its own server: the connection carries on.
+    relay.set_upstream(srv.local_addr());
+    stx.write(pod("still")).await.unwrap();
+    assert_eq!(crx.recv().await.unwrap().route.resource, "default/pod/still");
+}
+
 #[tokio::test]
 async fn certificate_from_another_ca_is_refused() {
     let pki = Pki::new();

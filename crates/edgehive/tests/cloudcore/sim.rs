@@ -13,8 +13,14 @@ use serde_json::Value;
 
 const NODES: &str = "200";
 
-/// Runs `edgehive sim` with `args` on a fresh cloud it starts; its JSON summary.
+/// Runs `edgehive sim` with `args` on a fresh cloud it starts (WebSocket
+/// only); its JSON summary.
 fn sim(dir: &Path, args: &[&str]) -> Value {
+    sim_on(dir, args, &["--no-quic"])
+}
+
+/// [`sim`] with `cloud` as the cloud's own arguments.
+fn sim_on(dir: &Path, args: &[&str], cloud: &[&str]) -> Value {
     let json = dir.join("summary.json");
     let out = Command::new(env!("CARGO_BIN_EXE_edgehive"))
         .arg("sim")
@@ -27,7 +33,9 @@ fn sim(dir: &Path, args: &[&str]) -> Value {
         .arg("--json")
         .arg(&json)
         // The cloud the simulator starts: a quick sync tick.
-        .args(["--", "--no-quic", "--sync-interval", "1"])
+        .arg("--")
+        .args(cloud)
+        .args(["--sync-interval", "1"])
         .output()
         .unwrap();
     let log = std::fs::read_to_string(dir.join("cloud").join("cloud.log")).unwrap_or_default();
@@ -64,12 +72,39 @@ fn after_a_storm_every_node_is_back_and_nothing_it_had_is_sent_again() {
     assert_eq!(f["connected"], 200, "{f:#}");
     assert!(f["all_back_s"].is_number(), "{f:#}");
     assert_eq!(f["unchanged_resent"], 0, "{f:#}");
-    // The cloud killed and restarted: the same, from its store.
+    // The cloud killed and restarted: the same, from its store; its
+    // session ticket keys derive from a secret kept in its data directory,
+    // so every edge resumes its TLS session with the new process too.
     let f = sim(dir.path(), &["storm", "--storm", "cloud-restart", "--pods-per-node", "1"]);
     assert_eq!(f["connected"], 200, "{f:#}");
     assert!(f["all_back_s"].is_number(), "{f:#}");
     assert_eq!(f["unchanged_resent"], 0, "{f:#}");
+    assert_eq!(f["tls_resumed"], 200, "{f:#}");
     assert_eq!(f["ready_at_end"], "200/200", "{f:#}");
+}
+
+#[test]
+fn over_quic_a_storm_resumes_every_session_and_a_restarted_cloud_resets_every_link_and_resumes_too() {
+    let dir = TempDir::new("sim-storm-quic");
+    let quic = ["--transport", "quic", "--pods-per-node", "1"];
+    let f = sim_on(dir.path(), &[&["storm"][..], &quic].concat(), &[]);
+    assert_eq!(f["connected"], 200, "{f:#}");
+    assert_eq!(f["unchanged_resent"], 0, "{f:#}");
+    // Every edge came back on its session ticket: no certificate was
+    // signed or verified again.
+    assert_eq!(f["tls_resumed"], 200, "{f:#}");
+    assert_eq!(f["ready_at_end"], "200/200", "{f:#}");
+    // The cloud killed and restarted: it answers the edges' next packets
+    // with stateless resets (its reset secret is kept in its data
+    // directory), so no edge waits out its idle timeout (three 15 s
+    // heartbeats) before it dials again.
+    let f = sim_on(dir.path(), &[&["storm", "--storm", "cloud-restart"][..], &quic].concat(), &[]);
+    assert_eq!(f["connected"], 200, "{f:#}");
+    assert_eq!(f["unchanged_resent"], 0, "{f:#}");
+    assert_eq!(f["ready_at_end"], "200/200", "{f:#}");
+    assert_eq!(f["tls_resumed"], 200, "{f:#}");
+    let back = f["all_back_s"].as_f64().unwrap();
+    assert!(back < 45.0, "the edges waited out their idle timeout: back after {back} s\n{f:#}");
 }
 
 #[test]
