@@ -164,8 +164,10 @@ impl ServerStats {
         self.pending_handshakes.get().max(0) as u64
     }
 
-    /// QUIC connections waiting for a handshake slot now (the budget of a
-    /// server that is behind had none free when they came).
+    /// Connections waiting for a handshake slot now (the budget of a
+    /// server that is behind had none free when they came): on QUIC those
+    /// in the waiting room, on WebSocket the one held (the rest wait in the
+    /// kernel's accept queue, uncounted).
     pub fn waiting_handshakes(&self) -> u64 {
         self.waiting_handshakes.get().max(0) as u64
     }
@@ -236,7 +238,7 @@ impl Collector for ServerMetrics {
                 counter.encode(family.encode_family(&[("transport", transport), ("limit", limit)])?)?;
             }
         }
-        let quic_only: [(&str, &str, MetricType, PickMetric); 3] = [
+        let quic_only: [(&str, &str, MetricType, PickMetric); 2] = [
             (
                 "quic_retries",
                 "QUIC connection attempts asked to validate their address under pressure.",
@@ -249,12 +251,6 @@ impl Collector for ServerMetrics {
                 MetricType::Counter,
                 |s| &s.quic_deferred,
             ),
-            (
-                "waiting_handshakes",
-                "QUIC connections waiting for a handshake slot of a server that is behind.",
-                MetricType::Gauge,
-                |s| &s.waiting_handshakes,
-            ),
         ];
         if self.servers.iter().any(|(p, _)| *p == Protocol::Quic) {
             for (name, help, ty, metric) in quic_only {
@@ -264,8 +260,14 @@ impl Collector for ServerMetrics {
                 }
             }
         }
-        let each: [(&str, &str, MetricType, PickMetric); 4] = [
+        let each: [(&str, &str, MetricType, PickMetric); 5] = [
             ("pending_handshakes", "Handshakes in progress.", MetricType::Gauge, |s| &s.pending_handshakes),
+            (
+                "waiting_handshakes",
+                "Connections waiting for a handshake slot of a server that is behind.",
+                MetricType::Gauge,
+                |s| &s.waiting_handshakes,
+            ),
             (
                 "handshake_budget",
                 "Handshakes the server lets run at once (fewer while it is behind).",

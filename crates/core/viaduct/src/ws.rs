@@ -17,7 +17,7 @@ use edgehive_model::Text;
 use http::{HeaderMap, HeaderValue, Request};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::time::timeout;
+use tokio::time::{Instant, timeout};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tokio_util::sync::CancellationToken;
 
@@ -25,7 +25,7 @@ use crate::config::{ClientConfig, ConnConfig, ServerConfig};
 use crate::conn::{Connection, PeerInfo, Protocol, Sessions, spawn_conn};
 use crate::error::ConnectError;
 use crate::features;
-use crate::server::{Intake, Server, ServerStats, new_server};
+use crate::server::{Intake, PendingHandshake, Server, ServerStats, new_server};
 use crate::tls::{CertIdentity, client_config, server_config};
 use crate::wsframe::{self, UpgradeError};
 
@@ -87,9 +87,53 @@ struct Acceptor {
     cancel: CancellationToken,
 }
 
+/// Longest a connection a server that is behind has no handshake slot for
+/// is held (and, with it, the connections behind it in the kernel's accept
+/// queue) before it is refused: as long as a QUIC attempt waits
+/// ([`crate::quic::MAX_WAIT`]).
+const MAX_HOLD: Duration = crate::quic::MAX_WAIT;
+/// How often a held connection looks again while no slot frees (the budget
+/// may have grown, or the oldest handshake gone stale).
+const HOLD_RECHECK: Duration = Duration::from_millis(50);
+
 impl Acceptor {
     async fn run(self) {
+        // A connection the server has no handshake slot for. It is held,
+        // unread, and nothing more is accepted meanwhile: newer connections
+        // wait in the kernel's accept queue (a full queue drops SYNs, which
+        // their clients send again), as on any TCP server that is behind.
+        // Their ClientHellos wait unread, so a session ticket in one still
+        // resumes once a slot frees; refused at once, as before, the edge
+        // had spent its ticket and backed off, and its next handshake was a
+        // full one (in a cloud-restart storm of 10,000 edges, 6,510
+        // refusals and 5,004 resumptions).
+        let mut held: Option<(TcpStream, SocketAddr, Instant)> = None;
         loop {
+            if let Some((_, remote, since)) = &held {
+                let (remote, since) = (*remote, *since);
+                match self.intake.admit(remote) {
+                    Ok(pending) => {
+                        if let Some((tcp, remote, _)) = held.take() {
+                            self.start(pending, tcp, remote);
+                        }
+                        self.intake.stats.waiting_handshakes.set(0);
+                    }
+                    Err(_) if since.elapsed() >= MAX_HOLD => {
+                        // Closed before TLS: the edge retries after its backoff.
+                        held = None;
+                        self.intake.stats.waiting_handshakes.set(0);
+                        self.intake.refused(remote);
+                    }
+                    Err(_) => {
+                        tokio::select! {
+                            _ = self.cancel.cancelled() => break,
+                            () = self.intake.freed() => {}
+                            () = tokio::time::sleep(HOLD_RECHECK) => {}
+                        }
+                    }
+                }
+                continue;
+            }
             let (tcp, remote) = tokio::select! {
                 _ = self.cancel.cancelled() => break,
                 r = self.listener.accept() => match r {
@@ -103,16 +147,21 @@ impl Acceptor {
                 },
             };
             // At a limit, the oldest pending handshake goes; only a server
-            // behind on its work refuses, by closing the socket before TLS.
-            let Ok(pending) = self.intake.admit(remote) else {
-                self.intake.refused(remote);
-                drop(tcp);
-                continue;
-            };
-            let _ = tcp.set_nodelay(true);
-            let (tls, cfg, stats) = (self.tls.clone(), self.cfg.clone(), self.intake.stats.clone());
-            self.intake.spawn(pending, remote, async move { handshake(tcp, remote, tls, &cfg, &stats).await });
+            // behind on its work holds the connection (above).
+            match self.intake.admit(remote) {
+                Ok(pending) => self.start(pending, tcp, remote),
+                Err(_) => {
+                    held = Some((tcp, remote, Instant::now()));
+                    self.intake.stats.waiting_handshakes.set(1);
+                }
+            }
         }
+    }
+
+    fn start(&self, pending: PendingHandshake, tcp: TcpStream, remote: SocketAddr) {
+        let _ = tcp.set_nodelay(true);
+        let (tls, cfg, stats) = (self.tls.clone(), self.cfg.clone(), self.intake.stats.clone());
+        self.intake.spawn(pending, remote, async move { handshake(tcp, remote, tls, &cfg, &stats).await });
     }
 }
 

@@ -177,9 +177,9 @@ async fn a_flood_of_silent_connections_does_not_lock_an_edge_out() {
 
 /// A server behind on its work (told that any lag is too much) runs at
 /// most its handshake budget at once: with a silent connection holding it,
-/// an edge's connection is closed before TLS (the edge retries after its
-/// backoff); once the silent one has taken half the deadline, the edge's
-/// next attempt gives it up and gets in.
+/// an edge's connection is held unread for up to 2 s and then closed before
+/// TLS (the edge retries after its backoff); once the silent one has taken
+/// half the deadline, the edge's next attempt gives it up and gets in.
 #[tokio::test]
 async fn a_server_behind_closes_connections_past_its_budget_until_the_oldest_is_stale() {
     let pki = Pki::new();
@@ -196,7 +196,7 @@ async fn a_server_behind_closes_connections_past_its_budget_until_the_oldest_is_
     let cfg = client_config(&pki, srv.local_addr(), "edge-1");
     let err = tokio::time::timeout(Duration::from_secs(5), connect(&cfg))
         .await
-        .expect("refused at once, not left to time out")
+        .expect("refused after its hold, not left to time out")
         .unwrap_err();
     assert!(opened.elapsed() < Duration::from_secs(5), "the silent one is still young");
     assert!(err.to_string().contains("TLS handshake"), "{err}");
@@ -207,6 +207,46 @@ async fn a_server_behind_closes_connections_past_its_budget_until_the_oldest_is_
     assert_healthy(&pki, &mut srv).await;
     assert_eq!(srv.stats().evicted_budget(), 1);
     assert!(closed_within(&mut silent[0], Duration::from_secs(30)).await, "the stale one is closed");
+}
+
+/// A connection a server behind has no slot for is held, unread, with the
+/// ones behind it in the kernel's accept queue, and taken as soon as a slot
+/// frees: nothing is refused, and the session ticket in its ClientHello
+/// still resumes (refused, the edge would have spent it).
+#[tokio::test]
+async fn a_server_behind_holds_a_connection_until_a_slot_frees_and_its_session_resumes() {
+    let pki = Pki::new();
+    let mut srv = patient_server(&pki, |c| {
+        c.handshake_timeout = Duration::from_secs(10);
+        c.max_lag = Some(Duration::ZERO);
+        c.min_handshake_budget = 1;
+    })
+    .await;
+    let client = edgehive_viaduct::ws::WsClient::new(client_config(&pki, srv.local_addr(), "edge-held")).unwrap();
+    let first = client.connect().await.unwrap();
+    let _first_accepted = srv.accept().await.unwrap();
+    drop(first);
+    eventually("the budget cut to its floor", || srv.stats().handshake_budget() == 1).await;
+    let silent = silent_connections(srv.local_addr(), 1).await;
+    eventually("the silent one pending", || srv.stats().pending_handshakes() == 1).await;
+
+    // Two dials: the first is held, the second waits behind it in the
+    // kernel's queue. The silent connection goes away within the hold.
+    let other = edgehive_viaduct::ws::WsClient::new(client_config(&pki, srv.local_addr(), "edge-behind")).unwrap();
+    let a = tokio::spawn(async move { client.connect().await });
+    eventually("the first dial held", || srv.stats().waiting_handshakes() == 1).await;
+    let b = tokio::spawn(async move { other.connect().await });
+    assert_eq!(srv.stats().refused_overload(), 0, "held, not refused");
+    drop(silent);
+    let held = a.await.unwrap().expect("the held edge got in once the slot freed");
+    let behind = b.await.unwrap().expect("and so did the one behind it");
+    let mut names =
+        vec![srv.accept().await.unwrap().peer().node_id.clone(), srv.accept().await.unwrap().peer().node_id.clone()];
+    names.sort();
+    assert_eq!(names, ["edge-behind", "edge-held"]);
+    assert!(held.peer().resumed, "the ticket in the held ClientHello resumed");
+    assert!(!behind.peer().resumed, "a first connection is a full handshake");
+    assert_eq!(srv.stats().refused_overload(), 0);
 }
 
 #[tokio::test]
