@@ -332,6 +332,15 @@ async fn quic_server_with_secret(pki: &Pki, secret: [u8; 32]) -> Server {
     Server::bind_quic(cfg).await.unwrap()
 }
 
+/// A client that sends a keep-alive every `ping` and gives a silent
+/// connection a minute.
+fn talkative_client(pki: &Pki, addr: SocketAddr, node: &str, ping: Duration) -> QuicClient {
+    let mut cfg = client_config(pki, addr, node);
+    cfg.conn.ping_interval = Some(ping);
+    cfg.conn.read_timeout = Some(Duration::from_secs(60));
+    QuicClient::new(cfg, "127.0.0.1:0".parse().unwrap()).unwrap()
+}
+
 /// An edge whose server dies without a word and comes back (same secret,
 /// another port behind the same address) learns at its next packet that
 /// its connection is gone: the new server recognises the connection ID its
@@ -344,10 +353,7 @@ async fn an_edge_of_a_restarted_server_learns_at_its_next_packet_that_its_connec
     let secret = [7u8; 32];
     let mut srv = quic_server_with_secret(&pki, secret).await;
     let relay = edgehive_testkit::udp::UdpRelay::start(srv.local_addr()).await.unwrap();
-    let mut cfg = client_config(&pki, relay.addr(), "edge-restart");
-    cfg.conn.ping_interval = Some(Duration::from_millis(500));
-    cfg.conn.read_timeout = Some(Duration::from_secs(60));
-    let client = QuicClient::new(cfg, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let client = talkative_client(&pki, relay.addr(), "edge-restart", Duration::from_millis(500));
     let conn = client.connect().await.unwrap();
     let accepted = srv.accept().await.unwrap();
     let (ctx, mut crx) = conn.split();
@@ -384,10 +390,7 @@ async fn a_server_with_another_secret_cannot_end_the_connection() {
     let pki = Pki::new();
     let mut srv = quic_server_with_secret(&pki, [7u8; 32]).await;
     let relay = edgehive_testkit::udp::UdpRelay::start(srv.local_addr()).await.unwrap();
-    let mut cfg = client_config(&pki, relay.addr(), "edge-other");
-    cfg.conn.ping_interval = Some(Duration::from_millis(200));
-    cfg.conn.read_timeout = Some(Duration::from_secs(60));
-    let client = QuicClient::new(cfg, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let client = talkative_client(&pki, relay.addr(), "edge-other", Duration::from_millis(200));
     let conn = client.connect().await.unwrap();
     let (stx, _srx) = srv.accept().await.unwrap().split();
     let (_ctx, mut crx) = conn.split();

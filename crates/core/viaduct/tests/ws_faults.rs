@@ -175,6 +175,17 @@ async fn a_flood_of_silent_connections_does_not_lock_an_edge_out() {
     assert_eq!(srv.stats().handshake_timeouts(), 0);
 }
 
+/// A server told that any lag is too much: behind on its work, its
+/// handshake budget soon cut to one.
+async fn behind_server(pki: &Pki) -> Server {
+    patient_server(pki, |c| {
+        c.handshake_timeout = Duration::from_secs(10);
+        c.max_lag = Some(Duration::ZERO);
+        c.min_handshake_budget = 1;
+    })
+    .await
+}
+
 /// A server behind on its work (told that any lag is too much) runs at
 /// most its handshake budget at once: with a silent connection holding it,
 /// an edge's connection is held unread for up to 2 s and then closed before
@@ -183,12 +194,7 @@ async fn a_flood_of_silent_connections_does_not_lock_an_edge_out() {
 #[tokio::test]
 async fn a_server_behind_closes_connections_past_its_budget_until_the_oldest_is_stale() {
     let pki = Pki::new();
-    let mut srv = patient_server(&pki, |c| {
-        c.handshake_timeout = Duration::from_secs(10);
-        c.max_lag = Some(Duration::ZERO);
-        c.min_handshake_budget = 1;
-    })
-    .await;
+    let mut srv = behind_server(&pki).await;
     eventually("the budget cut to its floor", || srv.stats().handshake_budget() == 1).await;
     let mut silent = silent_connections(srv.local_addr(), 1).await;
     let opened = tokio::time::Instant::now();
@@ -216,12 +222,7 @@ async fn a_server_behind_closes_connections_past_its_budget_until_the_oldest_is_
 #[tokio::test]
 async fn a_server_behind_holds_a_connection_until_a_slot_frees_and_its_session_resumes() {
     let pki = Pki::new();
-    let mut srv = patient_server(&pki, |c| {
-        c.handshake_timeout = Duration::from_secs(10);
-        c.max_lag = Some(Duration::ZERO);
-        c.min_handshake_budget = 1;
-    })
-    .await;
+    let mut srv = behind_server(&pki).await;
     let client = edgehive_viaduct::ws::WsClient::new(client_config(&pki, srv.local_addr(), "edge-held")).unwrap();
     let first = client.connect().await.unwrap();
     let _first_accepted = srv.accept().await.unwrap();
