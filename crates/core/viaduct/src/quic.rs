@@ -59,8 +59,7 @@
 //!   client whose address changes (new port, new network) keeps its
 //!   connection: QUIC migrates it.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -68,16 +67,17 @@ use std::time::Duration;
 use edgehive_model::{Content, Message, Text, op};
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::{RecvStream, SendStream, VarInt};
-use tokio::time::{Instant, timeout};
+use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 
 use crate::WireBytes;
-use crate::admission::source_key;
 use crate::config::{ClientConfig, ConnConfig, ServerConfig};
 use crate::conn::{Connection, FrameRead, FrameWrite, PeerInfo, Protocol, ReadEvent, Sessions, spawn_conn, wire_line};
 use crate::error::{CloseReason, ConnectError};
 use crate::features;
-use crate::server::{Intake, Overloaded, PendingHandshake, Server, ServerStats, new_server};
+use crate::server::{
+    Intake, Overloaded, PendingHandshake, Server, ServerStats, WAITING_RECHECK, WaitingRoom, new_server,
+};
 use crate::stream::{self, QuicSessions};
 use crate::tls::{CertIdentity, client_config_for, keep_sessions, server_config_for, stateless_tickets};
 use crate::ws::KEEPALIVE_PING;
@@ -295,7 +295,17 @@ pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
 }
 
 async fn accept_loop(endpoint: quinn::Endpoint, cfg: Arc<ServerConfig>, intake: Intake, cancel: CancellationToken) {
-    let mut waiting = Waiting::new(cfg.max_pending_handshakes_per_source);
+    let mut waiting = WaitingRoom::new(&intake, cfg.max_pending_handshakes_per_source);
+    // Past the room, or its source's share of it, an attempt goes unanswered.
+    let wait = |waiting: &mut WaitingRoom<quinn::Incoming>, incoming: quinn::Incoming| {
+        let remote = incoming.remote_address();
+        if let Err(incoming) = waiting.push(incoming, remote) {
+            defer(incoming, &intake);
+        }
+    };
+    let admit = |waiting: &mut WaitingRoom<quinn::Incoming>| {
+        waiting.admit(&intake, |p, i, _| start_handshake(&intake, &cfg, p, i), |i, _| defer(i, &intake));
+    };
     loop {
         let incoming = tokio::select! {
             biased;
@@ -308,7 +318,7 @@ async fn accept_loop(endpoint: quinn::Endpoint, cfg: Arc<ServerConfig>, intake: 
                     () = tokio::time::sleep(WAITING_RECHECK) => {}
                 }
             }, if !waiting.is_empty() => {
-                waiting.admit(&intake, &cfg);
+                admit(&mut waiting);
                 continue;
             }
             i = endpoint.accept() => match i { Some(i) => i, None => break },
@@ -327,8 +337,8 @@ async fn accept_loop(endpoint: quinn::Endpoint, cfg: Arc<ServerConfig>, intake: 
         }
         // First come, first served: behind those already waiting.
         if !waiting.is_empty() {
-            waiting.push(incoming, &intake);
-            waiting.admit(&intake, &cfg);
+            wait(&mut waiting, incoming);
+            admit(&mut waiting);
             continue;
         }
         match intake.admit(remote) {
@@ -338,103 +348,11 @@ async fn accept_loop(endpoint: quinn::Endpoint, cfg: Arc<ServerConfig>, intake: 
             Err(Overloaded) if !incoming.remote_address_validated() && incoming.may_retry() => {
                 ask_retry(incoming, &intake);
             }
-            Err(Overloaded) => waiting.push(incoming, &intake),
+            Err(Overloaded) => wait(&mut waiting, incoming),
         }
     }
-    waiting.refuse_all(&intake);
-}
-
-/// Longest a QUIC connection waits for a handshake slot of a server that is
-/// behind before it is left unanswered ([`defer`]; the client retransmits).
-/// Well within an edge's own wait for the handshake (a third of its 30 s
-/// deadline), so one that gets a slot in time still has most of it, and one
-/// left unanswered has retransmissions to come within it.
-pub(crate) const MAX_WAIT: Duration = Duration::from_secs(2);
-/// Most QUIC connections waiting for a slot at once; past it, unanswered.
-/// Each holds the Initial packets quinn keeps for it, a few KiB.
-const MAX_WAITING: usize = 1024;
-/// How often waiting connections are looked at while no slot frees.
-const WAITING_RECHECK: Duration = Duration::from_millis(50);
-
-/// QUIC connections a server that is behind has no handshake slot for yet,
-/// oldest first. A TCP server has the kernel's accept queue for this; a
-/// refused QUIC client backs off, and after a few refusals in a
-/// reconnection storm it waited seconds while slots stood free (and lost
-/// its session ticket, see [`defer`]). Only
-/// address-validated connections wait (the accept loop asks the others for
-/// a Retry), and one source (an IPv4 address or an IPv6 /64, as for the
-/// pending handshakes) holds at most its per-source share.
-struct Waiting {
-    queue: std::collections::VecDeque<(quinn::Incoming, Instant)>,
-    per_source: HashMap<IpAddr, usize>,
-    max_per_source: usize,
-}
-
-impl Waiting {
-    fn new(max_per_source: usize) -> Waiting {
-        Waiting { queue: Default::default(), per_source: HashMap::new(), max_per_source: max_per_source.max(1) }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.queue.is_empty()
-    }
-
-    /// Keeps `incoming` waiting, or leaves it unanswered ([`defer`]) when
-    /// the queue, or its source's share, is full.
-    fn push(&mut self, incoming: quinn::Incoming, intake: &Intake) {
-        let source = source_key(incoming.remote_address().ip());
-        let held = self.per_source.get(&source).copied().unwrap_or(0);
-        if self.queue.len() >= MAX_WAITING || held >= self.max_per_source {
-            defer(incoming, intake);
-            return;
-        }
-        self.per_source.insert(source, held + 1);
-        self.queue.push_back((incoming, Instant::now()));
-        intake.stats.waiting_handshakes.set(self.queue.len() as i64);
-    }
-
-    fn pop(&mut self) -> Option<(quinn::Incoming, Instant)> {
-        let (incoming, since) = self.queue.pop_front()?;
-        let source = source_key(incoming.remote_address().ip());
-        if let Some(n) = self.per_source.get_mut(&source) {
-            *n -= 1;
-            if *n == 0 {
-                self.per_source.remove(&source);
-            }
-        }
-        Some((incoming, since))
-    }
-
-    /// Starts the handshakes of the oldest waiting connections while the
-    /// server has slots; leaves those that waited past [`MAX_WAIT`]
-    /// unanswered ([`defer`]).
-    fn admit(&mut self, intake: &Intake, cfg: &Arc<ServerConfig>) {
-        while let Some((incoming, since)) = self.pop() {
-            let remote = incoming.remote_address();
-            if since.elapsed() > MAX_WAIT {
-                defer(incoming, intake);
-                continue;
-            }
-            match intake.admit(remote) {
-                Ok(pending) => start_handshake(intake, cfg, pending, incoming),
-                Err(Overloaded) => {
-                    // Still no slot: it stays first.
-                    let source = source_key(remote.ip());
-                    *self.per_source.entry(source).or_default() += 1;
-                    self.queue.push_front((incoming, since));
-                    break;
-                }
-            }
-        }
-        intake.stats.waiting_handshakes.set(self.queue.len() as i64);
-    }
-
-    /// The server stops: every waiting connection is refused.
-    fn refuse_all(&mut self, intake: &Intake) {
-        while let Some((incoming, _)) = self.pop() {
-            incoming.refuse();
-        }
-        intake.stats.waiting_handshakes.set(0);
+    for incoming in waiting.drain() {
+        incoming.refuse();
     }
 }
 

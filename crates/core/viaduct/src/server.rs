@@ -434,6 +434,121 @@ pub(crate) struct Intake {
 #[derive(Debug)]
 pub(crate) struct Overloaded;
 
+/// Longest a connection waits for a handshake slot of a server that is
+/// behind before it is turned away (on QUIC left unanswered for its
+/// retransmission, on WebSocket closed before any crypto). Well within an
+/// edge's own wait for the handshake (a third of its 30 s deadline), so one
+/// that gets a slot in time still has most of it.
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(2);
+/// Most connections waiting for a slot at once. A QUIC one holds the
+/// Initial packets quinn keeps for it, a WebSocket one its socket and its
+/// unread ClientHello: a few KiB each.
+pub(crate) const MAX_WAITING: usize = 1024;
+/// How often waiting connections are looked at while no slot frees (the
+/// budget may have grown; the oldest handshake may have gone stale).
+pub(crate) const WAITING_RECHECK: Duration = Duration::from_millis(50);
+
+/// Connections a server that is behind has no handshake slot for yet,
+/// oldest first, first come first served, each for up to [`MAX_WAIT`]. A
+/// refused client backs off, and after a few refusals in a reconnection
+/// storm it waited seconds while slots stood free; it had also spent the
+/// single-use session ticket in its ClientHello, so its next handshake was
+/// a full one, a certificate signed and verified on each side when the
+/// server was busiest. One source (an IPv4 address or an IPv6 /64, as for
+/// the pending handshakes) holds at most its per-source share of the room,
+/// so a flood from a few addresses cannot queue everyone else behind it.
+/// Counted in [`ServerStats::waiting_handshakes`].
+pub(crate) struct WaitingRoom<T> {
+    queue: std::collections::VecDeque<(T, SocketAddr, Instant)>,
+    per_source: std::collections::HashMap<std::net::IpAddr, usize>,
+    max_per_source: usize,
+    stats: Arc<ServerStats>,
+}
+
+impl<T> WaitingRoom<T> {
+    pub(crate) fn new(intake: &Intake, max_per_source: usize) -> WaitingRoom<T> {
+        WaitingRoom {
+            queue: Default::default(),
+            per_source: Default::default(),
+            max_per_source: max_per_source.max(1),
+            stats: intake.stats.clone(),
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.queue.len() >= MAX_WAITING
+    }
+
+    /// Keeps `item` (a connection from `remote`) waiting; gives it back when
+    /// the room, or its source's share of it, is full.
+    pub(crate) fn push(&mut self, item: T, remote: SocketAddr) -> Result<(), T> {
+        let source = crate::admission::source_key(remote.ip());
+        let held = self.per_source.get(&source).copied().unwrap_or(0);
+        if self.is_full() || held >= self.max_per_source {
+            return Err(item);
+        }
+        self.per_source.insert(source, held + 1);
+        self.queue.push_back((item, remote, Instant::now()));
+        self.count();
+        Ok(())
+    }
+
+    fn pop(&mut self) -> Option<(T, SocketAddr, Instant)> {
+        let (item, remote, since) = self.queue.pop_front()?;
+        let source = crate::admission::source_key(remote.ip());
+        if let Some(n) = self.per_source.get_mut(&source) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_source.remove(&source);
+            }
+        }
+        Some((item, remote, since))
+    }
+
+    /// Starts the oldest waiting connections (`start`) while the server has
+    /// slots; gives those that waited past [`MAX_WAIT`] to `expired`.
+    pub(crate) fn admit(
+        &mut self,
+        intake: &Intake,
+        mut start: impl FnMut(PendingHandshake, T, SocketAddr),
+        mut expired: impl FnMut(T, SocketAddr),
+    ) {
+        while let Some((item, remote, since)) = self.pop() {
+            if since.elapsed() > MAX_WAIT {
+                expired(item, remote);
+                continue;
+            }
+            match intake.admit(remote) {
+                Ok(pending) => start(pending, item, remote),
+                Err(Overloaded) => {
+                    // Still no slot: it stays first.
+                    let source = crate::admission::source_key(remote.ip());
+                    *self.per_source.entry(source).or_default() += 1;
+                    self.queue.push_front((item, remote, since));
+                    break;
+                }
+            }
+        }
+        self.count();
+    }
+
+    /// Everyone waiting, the room emptied (the server stops).
+    pub(crate) fn drain(&mut self) -> Vec<T> {
+        self.per_source.clear();
+        let all = self.queue.drain(..).map(|(item, _, _)| item).collect();
+        self.count();
+        all
+    }
+
+    fn count(&self) {
+        self.stats.waiting_handshakes.set(self.queue.len() as i64);
+    }
+}
+
 /// One admitted handshake: its cancellation (fired when it is evicted) and
 /// its entry in the table, removed when this is dropped.
 #[derive(Debug)]

@@ -17,7 +17,7 @@ use edgehive_model::Text;
 use http::{HeaderMap, HeaderValue, Request};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::time::{Instant, timeout};
+use tokio::time::timeout;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tokio_util::sync::CancellationToken;
 
@@ -25,7 +25,7 @@ use crate::config::{ClientConfig, ConnConfig, ServerConfig};
 use crate::conn::{Connection, PeerInfo, Protocol, Sessions, spawn_conn};
 use crate::error::ConnectError;
 use crate::features;
-use crate::server::{Intake, PendingHandshake, Server, ServerStats, new_server};
+use crate::server::{Intake, PendingHandshake, Server, ServerStats, WAITING_RECHECK, WaitingRoom, new_server};
 use crate::tls::{CertIdentity, client_config, server_config};
 use crate::wsframe::{self, UpgradeError};
 
@@ -87,56 +87,44 @@ struct Acceptor {
     cancel: CancellationToken,
 }
 
-/// Longest a connection a server that is behind has no handshake slot for
-/// is held (and, with it, the connections behind it in the kernel's accept
-/// queue) before it is refused: as long as a QUIC attempt waits
-/// ([`crate::quic::MAX_WAIT`]).
-const MAX_HOLD: Duration = crate::quic::MAX_WAIT;
-/// How often a held connection looks again while no slot frees (the budget
-/// may have grown, or the oldest handshake gone stale).
-const HOLD_RECHECK: Duration = Duration::from_millis(50);
-
 impl Acceptor {
     async fn run(self) {
-        // A connection the server has no handshake slot for. It is held,
-        // unread, and nothing more is accepted meanwhile: newer connections
-        // wait in the kernel's accept queue (a full queue drops SYNs, which
-        // their clients send again), as on any TCP server that is behind.
-        // Their ClientHellos wait unread, so a session ticket in one still
-        // resumes once a slot frees; refused at once, as before, the edge
-        // had spent its ticket and backed off, and its next handshake was a
-        // full one (in a cloud-restart storm of 10,000 edges, 6,510
-        // refusals and 5,004 resumptions).
-        let mut held: Option<(TcpStream, SocketAddr, Instant)> = None;
-        loop {
-            if let Some((_, remote, since)) = &held {
-                let (remote, since) = (*remote, *since);
-                match self.intake.admit(remote) {
-                    Ok(pending) => {
-                        if let Some((tcp, remote, _)) = held.take() {
-                            self.start(pending, tcp, remote);
-                        }
-                        self.intake.stats.waiting_handshakes.set(0);
-                    }
-                    Err(_) if since.elapsed() >= MAX_HOLD => {
-                        // Closed before TLS: the edge retries after its backoff.
-                        held = None;
-                        self.intake.stats.waiting_handshakes.set(0);
-                        self.intake.refused(remote);
-                    }
-                    Err(_) => {
-                        tokio::select! {
-                            _ = self.cancel.cancelled() => break,
-                            () = self.intake.freed() => {}
-                            () = tokio::time::sleep(HOLD_RECHECK) => {}
-                        }
-                    }
-                }
-                continue;
+        // Connections the server has no handshake slot for wait, unread, in
+        // a room with per-source shares (`WaitingRoom`): their ClientHellos,
+        // session tickets in them, still resume once a slot frees. Refused
+        // at once, as before, an edge had spent its ticket and backed off
+        // (a cloud-restart storm of 10,000 edges: 6,510 refusals, 5,004
+        // resumptions, 13.6 s). A source past its share is refused; while
+        // the room is full nothing is accepted, and the rest wait in the
+        // kernel's accept queue (a full one drops SYNs, which clients send
+        // again), as on any TCP server that is behind.
+        let mut waiting: WaitingRoom<TcpStream> =
+            WaitingRoom::new(&self.intake, self.cfg.max_pending_handshakes_per_source);
+        let refuse = |tcp: TcpStream, remote: SocketAddr| {
+            // Closed before TLS: the edge retries after its backoff.
+            drop(tcp);
+            self.intake.refused(remote);
+        };
+        let wait = |waiting: &mut WaitingRoom<TcpStream>, tcp: TcpStream, remote: SocketAddr| {
+            if let Err(tcp) = waiting.push(tcp, remote) {
+                refuse(tcp, remote);
             }
+        };
+        loop {
             let (tcp, remote) = tokio::select! {
+                biased;
                 _ = self.cancel.cancelled() => break,
-                r = self.listener.accept() => match r {
+                // A slot freed, or a while passed.
+                _ = async {
+                    tokio::select! {
+                        () = self.intake.freed() => {}
+                        () = tokio::time::sleep(WAITING_RECHECK) => {}
+                    }
+                }, if !waiting.is_empty() => {
+                    waiting.admit(&self.intake, |p, tcp, remote| self.start(p, tcp, remote), refuse);
+                    continue;
+                }
+                r = self.listener.accept(), if !waiting.is_full() => match r {
                     Ok(x) => x,
                     Err(e) => {
                         // Out of descriptors and similar: back off briefly, keep serving.
@@ -146,16 +134,19 @@ impl Acceptor {
                     }
                 },
             };
-            // At a limit, the oldest pending handshake goes; only a server
-            // behind on its work holds the connection (above).
+            // First come, first served: behind those already waiting. At a
+            // limit, the oldest pending handshake goes.
+            if !waiting.is_empty() {
+                wait(&mut waiting, tcp, remote);
+                waiting.admit(&self.intake, |p, tcp, remote| self.start(p, tcp, remote), refuse);
+                continue;
+            }
             match self.intake.admit(remote) {
                 Ok(pending) => self.start(pending, tcp, remote),
-                Err(_) => {
-                    held = Some((tcp, remote, Instant::now()));
-                    self.intake.stats.waiting_handshakes.set(1);
-                }
+                Err(_) => wait(&mut waiting, tcp, remote),
             }
         }
+        drop(waiting.drain());
     }
 
     fn start(&self, pending: PendingHandshake, tcp: TcpStream, remote: SocketAddr) {

@@ -215,10 +215,9 @@ async fn a_server_behind_closes_connections_past_its_budget_until_the_oldest_is_
     assert!(closed_within(&mut silent[0], Duration::from_secs(30)).await, "the stale one is closed");
 }
 
-/// A connection a server behind has no slot for is held, unread, with the
-/// ones behind it in the kernel's accept queue, and taken as soon as a slot
-/// frees: nothing is refused, and the session ticket in its ClientHello
-/// still resumes (refused, the edge would have spent it).
+/// Connections a server behind has no slot for wait, unread, and are taken
+/// as soon as a slot frees: nothing is refused, and the session ticket in a
+/// waiting ClientHello still resumes (refused, the edge would have spent it).
 #[tokio::test]
 async fn a_server_behind_holds_a_connection_until_a_slot_frees_and_its_session_resumes() {
     let pki = Pki::new();
@@ -231,13 +230,14 @@ async fn a_server_behind_holds_a_connection_until_a_slot_frees_and_its_session_r
     let silent = silent_connections(srv.local_addr(), 1).await;
     eventually("the silent one pending", || srv.stats().pending_handshakes() == 1).await;
 
-    // Two dials: the first is held, the second waits behind it in the
-    // kernel's queue. The silent connection goes away within the hold.
+    // Two dials wait, first come first served. The silent connection goes
+    // away within their wait.
     let other = edgehive_viaduct::ws::WsClient::new(client_config(&pki, srv.local_addr(), "edge-behind")).unwrap();
     let a = tokio::spawn(async move { client.connect().await });
-    eventually("the first dial held", || srv.stats().waiting_handshakes() == 1).await;
+    eventually("the first dial waiting", || srv.stats().waiting_handshakes() == 1).await;
     let b = tokio::spawn(async move { other.connect().await });
-    assert_eq!(srv.stats().refused_overload(), 0, "held, not refused");
+    eventually("the second behind it", || srv.stats().waiting_handshakes() == 2).await;
+    assert_eq!(srv.stats().refused_overload(), 0, "waiting, not refused");
     drop(silent);
     let held = a.await.unwrap().expect("the held edge got in once the slot freed");
     let behind = b.await.unwrap().expect("and so did the one behind it");
@@ -248,6 +248,44 @@ async fn a_server_behind_holds_a_connection_until_a_slot_frees_and_its_session_r
     assert!(held.peer().resumed, "the ticket in the held ClientHello resumed");
     assert!(!behind.peer().resumed, "a first connection is a full handshake");
     assert_eq!(srv.stats().refused_overload(), 0);
+}
+
+/// A flood from one address while the server is behind fills only that
+/// address's share of the waiting room: past it its connections are closed
+/// at once, and an edge from another address waits in the room and gets
+/// the next free slot, ahead of the flood's later connections.
+#[tokio::test]
+async fn a_flood_while_behind_fills_only_its_share_of_the_waiting_room() {
+    let pki = Pki::new();
+    let mut srv = patient_server(&pki, |c| {
+        c.handshake_timeout = Duration::from_secs(10);
+        c.max_lag = Some(Duration::ZERO);
+        c.min_handshake_budget = 1;
+        c.max_pending_handshakes_per_source = 2;
+    })
+    .await;
+    eventually("the budget cut to its floor", || srv.stats().handshake_budget() == 1).await;
+    let holder = silent_connections(srv.local_addr(), 1).await;
+    eventually("the flood's first pending", || srv.stats().pending_handshakes() == 1).await;
+    let mut flood = silent_connections(srv.local_addr(), 6).await;
+    eventually("its share waiting", || srv.stats().waiting_handshakes() == 2).await;
+    for s in &mut flood[2..] {
+        assert!(closed_within(s, Duration::from_secs(5)).await, "past its share: closed at once");
+    }
+    assert_eq!(srv.stats().refused_overload(), 4);
+
+    let mut cfg = client_config(&pki, srv.local_addr(), "edge-elsewhere");
+    cfg.local_ip = Some("127.0.0.2".parse().unwrap());
+    let edge = tokio::spawn(async move { connect(&cfg).await });
+    eventually("the edge waiting beside the flood", || srv.stats().waiting_handshakes() == 3).await;
+    // The holder goes; the two of the flood that waited come first, then the edge.
+    drop(holder);
+    drop(flood);
+    let client = edge.await.unwrap().expect("the edge got in");
+    let accepted = srv.accept().await.unwrap();
+    assert_eq!(accepted.peer().node_id, "edge-elsewhere");
+    assert_delivers(&accepted.tx, &mut { client.rx }).await;
+    assert_eq!(srv.stats().refused_overload(), 4, "the edge was not refused");
 }
 
 #[tokio::test]
