@@ -4,6 +4,7 @@
 //! hexadecimal digits and a newline in a file of mode 0600, written
 //! atomically at first start and read on every later one.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 use ring::rand::{SecureRandom, SystemRandom};
@@ -35,7 +36,7 @@ pub fn load_or_create_secret(path: &Path, what: &'static str) -> Result<[u8; SEC
     }
     let mut text = String::with_capacity(2 * SECRET_LEN + 1);
     for b in secret {
-        text.push_str(&format!("{b:02x}"));
+        let _ = write!(text, "{b:02x}");
     }
     text.push('\n');
     write_atomic(path, text.as_bytes(), PRIVATE_MODE, "write secret")?;

@@ -130,8 +130,9 @@ pub struct ServerConfig {
     /// How late the server's runtime may wake a timer before the server
     /// counts as behind and runs fewer handshakes at once
     /// ([`crate::admission::HandshakeBudget`]; [`DEFAULT_MAX_LAG`], 50 ms).
-    /// While behind, a new handshake past the budget is refused (on QUIC
-    /// after waiting up to 2 s for a slot),
+    /// While behind, a new handshake past the budget waits up to 2 s for a
+    /// slot and is then turned away (closed before TLS; on QUIC left
+    /// unanswered),
     /// unless the oldest in progress has taken half the deadline already (it
     /// is then cancelled instead, so silent connections hold the budget no
     /// longer than that). `None`: no budget, only the limits above.

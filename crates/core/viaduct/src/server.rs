@@ -165,9 +165,9 @@ impl ServerStats {
     }
 
     /// Connections waiting for a handshake slot now (the budget of a
-    /// server that is behind had none free when they came): on QUIC those
-    /// in the waiting room, on WebSocket the one held (the rest wait in the
-    /// kernel's accept queue, uncounted).
+    /// server that is behind had none free when they came), in the
+    /// server's waiting room; on WebSocket, while it is full, more
+    /// wait in the kernel's accept queue, uncounted.
     pub fn waiting_handshakes(&self) -> u64 {
         self.waiting_handshakes.get().max(0) as u64
     }

@@ -216,6 +216,48 @@ impl KeptTickets {
         keys.truncate(2);
         Some(key)
     }
+
+    /// A ticket of `period`: the period, the nonce, then the session sealed
+    /// in place after them.
+    fn seal(&self, period: u64, plain: &[u8]) -> Option<Vec<u8>> {
+        use ring::rand::SecureRandom as _;
+        let key = self.key(period)?;
+        let mut nonce = [0u8; TICKET_NONCE_LEN];
+        self.rng.fill(&mut nonce).ok()?;
+        let head = period.to_be_bytes();
+        let tag_len = ring::aead::CHACHA20_POLY1305.tag_len();
+        let mut out = Vec::with_capacity(TICKET_PERIOD_LEN + TICKET_NONCE_LEN + plain.len() + tag_len);
+        out.extend_from_slice(&head);
+        out.extend_from_slice(&nonce);
+        out.extend_from_slice(plain);
+        let tag = key
+            .seal_in_place_separate_tag(
+                ring::aead::Nonce::assume_unique_for_key(nonce),
+                ring::aead::Aad::from(head),
+                &mut out[TICKET_PERIOD_LEN + TICKET_NONCE_LEN..],
+            )
+            .ok()?;
+        out.extend_from_slice(tag.as_ref());
+        Some(out)
+    }
+
+    /// What a ticket holds, if it is taken in period `now`.
+    fn open(&self, now: u64, cipher: &[u8]) -> Option<Vec<u8>> {
+        let (head, rest) = cipher.split_first_chunk::<TICKET_PERIOD_LEN>()?;
+        let (nonce, sealed) = rest.split_first_chunk::<TICKET_NONCE_LEN>()?;
+        let period = u64::from_be_bytes(*head);
+        if period != now && period.checked_add(1) != Some(now) {
+            return None;
+        }
+        let key = self.key(period)?;
+        let mut buf = sealed.to_vec();
+        let len = key
+            .open_in_place(ring::aead::Nonce::assume_unique_for_key(*nonce), ring::aead::Aad::from(*head), &mut buf)
+            .ok()?
+            .len();
+        buf.truncate(len);
+        Some(buf)
+    }
 }
 
 impl ProducesTickets for KeptTickets {
@@ -233,47 +275,6 @@ impl ProducesTickets for KeptTickets {
 
     fn decrypt(&self, cipher: &[u8]) -> Option<Vec<u8>> {
         self.open(KeptTickets::period_now(), cipher)
-    }
-}
-
-impl KeptTickets {
-    /// A ticket of `period`.
-    fn seal(&self, period: u64, plain: &[u8]) -> Option<Vec<u8>> {
-        use ring::rand::SecureRandom as _;
-        let key = self.key(period)?;
-        let mut nonce = [0u8; TICKET_NONCE_LEN];
-        self.rng.fill(&mut nonce).ok()?;
-        let head = period.to_be_bytes();
-        let mut out = Vec::with_capacity(TICKET_PERIOD_LEN + TICKET_NONCE_LEN + plain.len() + 16);
-        out.extend_from_slice(&head);
-        out.extend_from_slice(&nonce);
-        let mut sealed = plain.to_vec();
-        key.seal_in_place_append_tag(
-            ring::aead::Nonce::assume_unique_for_key(nonce),
-            ring::aead::Aad::from(head),
-            &mut sealed,
-        )
-        .ok()?;
-        out.extend_from_slice(&sealed);
-        Some(out)
-    }
-
-    /// What a ticket holds, if it is taken in period `now`.
-    fn open(&self, now: u64, cipher: &[u8]) -> Option<Vec<u8>> {
-        let (head, rest) = cipher.split_first_chunk::<TICKET_PERIOD_LEN>()?;
-        let (nonce, sealed) = rest.split_first_chunk::<TICKET_NONCE_LEN>()?;
-        let period = u64::from_be_bytes(*head);
-        if period != now && period.checked_add(1) != Some(now) {
-            return None;
-        }
-        let key = self.key(period)?;
-        let mut buf = sealed.to_vec();
-        let plain = key
-            .open_in_place(ring::aead::Nonce::assume_unique_for_key(*nonce), ring::aead::Aad::from(*head), &mut buf)
-            .ok()?;
-        let len = plain.len();
-        buf.truncate(len);
-        Some(buf)
     }
 }
 
