@@ -50,7 +50,16 @@ pub(crate) struct Controller {
     pub(crate) presence: Option<Presence>,
     /// Nodes gone whose Leases are to go ([`crate::orphans`]), once running.
     pub(crate) leases_to_collect: Option<mpsc::Sender<orphans::Job>>,
+    /// The watched resources whose first list has arrived. Until all have,
+    /// the index is partial and no request is taken: an inventory answered
+    /// from it had an edge delete the pods it should hold (a cloud
+    /// restarted while an edge reconnected at once).
+    pub(crate) listed: Vec<&'static str>,
 }
+
+/// What the controller watches; nodes first, so that pods find their
+/// node's role known.
+const WATCHED: [&ResourceDef; 5] = [&NODES, &PODS, &CONFIGMAPS, &SECRETS, &LEASES];
 
 /// Node deletes and relists waiting for their Leases to be checked.
 const LEASES_TO_COLLECT: usize = 1024;
@@ -163,8 +172,7 @@ impl Controller {
         let (tx, mut changes) = mpsc::channel(4096);
         let stop = cancel.child_token();
         let mut watches = Vec::new();
-        // Nodes first, so that pods find their node's role known.
-        for res in [&NODES, &PODS, &CONFIGMAPS, &SECRETS, &LEASES] {
+        for res in WATCHED {
             watches.push(tokio::spawn(inform(self.store.clone(), "edgecontroller", res, tx.clone(), stop.clone())));
         }
         drop(tx);
@@ -191,7 +199,7 @@ impl Controller {
                     self.count_in_flight();
                     self.request_ended(node).await;
                 }
-                m = mctx.receive(), if self.lanes.has_room() => match m {
+                m = mctx.receive(), if self.lanes.has_room() && self.listed.len() == WATCHED.len() => match m {
                     Some(m) => self.on_message(m).await,
                     None => break,
                 },
@@ -345,6 +353,9 @@ impl Controller {
             Change::Upsert { object, added } => self.upsert(&object, added).await,
             Change::Deleted(object) => self.deleted(&object).await,
             Change::Relisted { resource, objects } => {
+                if !self.listed.contains(&resource.plural) {
+                    self.listed.push(resource.plural);
+                }
                 if std::ptr::eq(resource, &NODES) {
                     // Deletes missed while not watching left their Leases.
                     let live = objects.iter().filter_map(|o| o.uid().map(str::to_owned)).collect();

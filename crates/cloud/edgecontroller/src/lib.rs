@@ -138,6 +138,7 @@ impl Module for EdgeController {
                 lanes: lanes::Lanes::default(),
                 presence: self.presence.clone(),
                 leases_to_collect: None,
+                listed: Vec::new(),
             };
             controller.run(ctx, cancel).await;
             Ok(())
