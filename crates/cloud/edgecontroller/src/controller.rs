@@ -51,9 +51,8 @@ pub(crate) struct Controller {
     /// Nodes gone whose Leases are to go ([`crate::orphans`]), once running.
     pub(crate) leases_to_collect: Option<mpsc::Sender<orphans::Job>>,
     /// The watched resources whose first list has arrived. Until all have,
-    /// the index is partial and no request is taken: an inventory answered
-    /// from it had an edge delete the pods it should hold (a cloud
-    /// restarted while an edge reconnected at once).
+    /// the index is partial, and neither requests nor node checks are
+    /// taken up ([`Controller::listed_all`]).
     pub(crate) listed: Vec<&'static str>,
 }
 
@@ -186,7 +185,7 @@ impl Controller {
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => break,
-                _ = check.tick() => {
+                _ = check.tick(), if self.listed_all() => {
                     self.check_nodes().await;
                     self.beat_for_sessions(&beats);
                 }
@@ -199,7 +198,7 @@ impl Controller {
                     self.count_in_flight();
                     self.request_ended(node).await;
                 }
-                m = mctx.receive(), if self.lanes.has_room() && self.listed.len() == WATCHED.len() => match m {
+                m = mctx.receive(), if self.lanes.has_room() && self.listed_all() => match m {
                     Some(m) => self.on_message(m).await,
                     None => break,
                 },
@@ -214,6 +213,15 @@ impl Controller {
         // What was asked is done (each store call has its own deadline).
         self.leases_to_collect = None;
         let _ = lease_collector.await;
+    }
+
+    /// Whether every watched resource has been listed once. Before, the
+    /// index is partial: an inventory answered from it had an edge delete
+    /// the pods it should hold (a cloud restarted while an edge reconnected
+    /// at once), and a node check marked NotReady a node whose fresh Lease
+    /// was not listed yet.
+    fn listed_all(&self) -> bool {
+        self.listed.len() == WATCHED.len()
     }
 
     /// Hands the Lease collector a job; a collector this far behind (it

@@ -529,6 +529,54 @@ async fn points_a_crash_lost_are_taken_from_the_inventory_instead_of_resending()
     cloud.stop().await;
 }
 
+/// An inventory CloudHub hands over while the controller starts (an edge
+/// reconnected to a restarted cloud at once) is answered from the whole
+/// index, not from the part listed so far: a pod the node holds is not
+/// deleted there because the pods were not listed yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inventory_taken_while_the_controller_starts_waits_for_its_lists() {
+    let (store, dir) = Alone::store().await;
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "edge-1", "labels": {"node-role.kubernetes.io/edge": ""}}});
+    store.create(&edgehive_store::resources::NODES, node).await.unwrap();
+    let pod = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": "edge-1", "containers": [{"name": "c", "image": "busybox"}]}})
+    };
+    let held = store.create(&PODS, pod("held")).await.unwrap();
+    store.create(&PODS, pod("missing")).await.unwrap();
+    // The edge holds `held` as the cloud has it, lacks `missing`, and holds
+    // a pod the cloud deleted.
+    let items = json!({"items": [
+        {"key": "default/pod/held", "uid": held.uid().unwrap(), "resourceVersion": held.rev().to_string()},
+        {"key": "default/pod/gone", "uid": "gone-uid", "resourceVersion": "2"},
+    ]});
+    let inventory = edgehive_model::Message::new()
+        .with_route("metamanager", "meta", "node/edge-1/null/inventory/edge-1", "inventory")
+        .with_content(edgehive_model::Content::from_serialize(&items).unwrap());
+    let id = inventory.header.msg_id.clone();
+    let alone = Alone::start(store, dir, edgehive_edgecontroller::LifecycleConfig::default(), vec![inventory]).await;
+    eventually("the inventory answered", WAIT, || {
+        alone.to_hub.lock().unwrap().iter().any(|m| m.parent_id() == Some(&id) && m.route.operation == "response")
+    })
+    .await;
+    let sent: Vec<String> = alone
+        .to_hub
+        .lock()
+        .unwrap()
+        .iter()
+        // The list's inserts go to CloudHub, which drops what the node's
+        // success points cover; the inventory's answer is past them.
+        .filter(|m| m.route.operation == "delete" || m.header.message_type == "resend")
+        .map(|m| format!("{} {} {}", m.route.operation, m.route.resource, m.header.message_type))
+        .collect();
+    assert_eq!(
+        sent,
+        ["update node/edge-1/default/pod/missing resend".to_owned(), "delete node/edge-1/default/pod/gone ".to_owned()],
+        "the missing pod again and the gone one deleted; the held pod left alone"
+    );
+    alone.stop().await;
+}
+
 /// A cloud with edge-1 connected and holding pod `web` and its configmap
 /// `cfg`, both acknowledged.
 async fn web_with_cfg_at_edge_1() -> (Cloud, Edge, edgehive_store::Object) {

@@ -480,3 +480,46 @@ async fn past_the_lease_write_budget_leases_are_renewed_less_often_and_held_long
     assert!(writes <= 3, "{writes} renewals in 2 s");
     cloud.stop().await;
 }
+
+/// The node check waits for the controller's first lists: a node whose
+/// status heartbeat is old but whose Lease is fresh (a KubeEdge EdgeCore
+/// with leases) is alive, though its Lease is listed after its Node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_alive_by_its_lease_is_not_marked_before_the_leases_are_listed() {
+    use edgehive_store::resources::LEASES;
+    use futures_util::StreamExt;
+    let (store, dir) = Alone::store().await;
+    let hour_ago = edgehive_store::rfc3339(time::OffsetDateTime::now_utc() - Duration::from_secs(3600));
+    for name in ["by-lease", "silent"] {
+        let node = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"node-role.kubernetes.io/edge": ""}},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": hour_ago, "lastTransitionTime": hour_ago}]}});
+        store.create(&NODES, node).await.unwrap();
+    }
+    let lease = |ns: &str, name: &str| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name, "namespace": ns},
+            "spec": {"holderIdentity": name, "renewTime": edgehive_store::now_rfc3339()}})
+    };
+    store.create(&LEASES, lease("kube-node-lease", "by-lease")).await.unwrap();
+    // Leases of others, so that the Leases take longer to list than the Nodes.
+    futures_util::stream::iter(0..3000)
+        .for_each_concurrent(64, |i| {
+            let (store, lease) = (store.clone(), lease("other", &format!("l{i}")));
+            async move {
+                store.create(&LEASES, lease).await.unwrap();
+            }
+        })
+        .await;
+    let lifecycle = LifecycleConfig { interval: Duration::from_millis(1), evict_after: None, ..Default::default() };
+    let alone = Alone::start(store, dir, lifecycle, Vec::new()).await;
+    let ready = |name: &'static str| {
+        let store = alone.store.clone();
+        async move {
+            let n = store.get(&NODES, "", name).await.unwrap().to_value().unwrap();
+            n["status"]["conditions"][0]["status"].as_str().unwrap().to_owned()
+        }
+    };
+    eventually_async("the silent node checked", WAIT, || async { ready("silent").await == "Unknown" }).await;
+    assert_eq!(ready("by-lease").await, "True", "its Lease is fresh");
+    alone.stop().await;
+}

@@ -366,3 +366,69 @@ where
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// EdgeController alone on a bus, over a store filled before it starts,
+/// beside a stand-in CloudHub that keeps what it is sent.
+pub struct Alone {
+    pub store: Store,
+    /// What EdgeController sent CloudHub.
+    pub to_hub: Arc<Mutex<Vec<Message>>>,
+    stop: CancellationToken,
+    hive: Option<JoinHandle<()>>,
+    _dir: TempDir,
+}
+
+impl Alone {
+    /// The store, empty, for the test to fill.
+    pub async fn store() -> (Store, TempDir) {
+        let dir = TempDir::new("edgecontroller-alone");
+        let path = dir.path().join("state.db");
+        let store = Store::open(StoreConfig::new(BackendConfig::Sqlite { path, fsync: false })).await.unwrap();
+        (store, dir)
+    }
+
+    /// Starts EdgeController with `queued` already in its mailbox, as
+    /// requests CloudHub handed over while it was starting.
+    pub async fn start(store: Store, dir: TempDir, lifecycle: LifecycleConfig, queued: Vec<Message>) -> Alone {
+        let to_hub: Arc<Mutex<Vec<Message>>> = Arc::default();
+        let kept = to_hub.clone();
+        let hub = edgehive_beehive::FnModule::new(
+            edgehive_model::source::CLOUDHUB,
+            edgehive_model::group::HUB,
+            move |mut ctx: edgehive_beehive::ModuleContext, cancel: CancellationToken| {
+                let kept = kept.clone();
+                Box::pin(async move {
+                    while let Some(m) = ctx.receive_until(&cancel).await {
+                        kept.lock().unwrap().push(m);
+                    }
+                    Ok(())
+                }) as edgehive_beehive::ModuleFuture
+            },
+        );
+        let controller = Arc::new(EdgeController::with_lifecycle(store.clone(), lifecycle));
+        let mut b = Beehive::builder();
+        b.register(Arc::new(hub)).unwrap();
+        b.register(controller).unwrap();
+        let hive = b.build();
+        let ctx = hive.context();
+        for m in queued {
+            ctx.send(edgehive_model::source::EDGECONTROLLER, m).await.unwrap();
+        }
+        let stop = CancellationToken::new();
+        let running = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                hive.run(stop).await;
+            }
+        });
+        Alone { store, to_hub, stop, hive: Some(running), _dir: dir }
+    }
+
+    pub async fn stop(mut self) {
+        self.stop.cancel();
+        if let Some(h) = self.hive.take() {
+            h.await.unwrap();
+        }
+        self.store.close().await;
+    }
+}
