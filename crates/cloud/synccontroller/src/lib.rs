@@ -38,7 +38,9 @@ use edgehive_beehive::{Context, Module, ModuleContext, ModuleFuture};
 use edgehive_model::{Content, Message, Text, op, source};
 use edgehive_store::informer::{Change, inform};
 use edgehive_store::objectsync::{PointWrite, SyncRecord};
-use edgehive_store::resources::{self, CLUSTER_OBJECT_SYNCS, CONFIGMAPS, DEVICES, NODES, OBJECT_SYNCS, PODS, SECRETS};
+use edgehive_store::resources::{
+    self, CLUSTER_OBJECT_SYNCS, CONFIGMAPS, DEVICES, NODES, OBJECT_SYNCS, PODS, ResourceDef, SECRETS,
+};
 use edgehive_store::{Object, Store, StoreError};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
@@ -142,7 +144,7 @@ impl Module for SyncController {
                 state: SyncState::default(),
                 metrics: self.metrics.clone(),
                 nodes: std::collections::HashSet::new(),
-                listed: 0,
+                listed: Vec::new(),
                 needs: Index::default(),
                 pods_listed: false,
             }
@@ -159,8 +161,8 @@ struct Runner {
     state: SyncState,
     metrics: Arc<SyncMetrics>,
     nodes: std::collections::HashSet<String>,
-    /// Initial lists received (nodes, object syncs, cluster object syncs).
-    listed: u8,
+    /// Which of [`NODES_AND_POINTS`] have been listed once.
+    listed: Vec<&'static str>,
     /// Which pods are bound where and what they use.
     needs: Index,
     /// The pods have been listed once: until then every node is taken to
@@ -169,6 +171,10 @@ struct Runner {
 }
 
 const SEND_DEADLINE: Duration = Duration::from_secs(10);
+
+/// What orphan collection joins: points of nodes not among the Nodes are
+/// collected once all three have been listed.
+const NODES_AND_POINTS: [&ResourceDef; 3] = [&NODES, &OBJECT_SYNCS, &CLUSTER_OBJECT_SYNCS];
 
 impl Runner {
     async fn run(mut self, mut mctx: ModuleContext, cancel: CancellationToken, interval: Duration) {
@@ -238,12 +244,11 @@ impl Runner {
                 for o in &objects {
                     self.upsert(o);
                 }
-                if std::ptr::eq(resource, &NODES)
-                    || std::ptr::eq(resource, &OBJECT_SYNCS)
-                    || std::ptr::eq(resource, &CLUSTER_OBJECT_SYNCS)
-                {
-                    self.listed += 1;
-                    if self.listed >= 3 {
+                if NODES_AND_POINTS.iter().any(|r| std::ptr::eq(*r, resource)) {
+                    if !self.listed.contains(&resource.plural) {
+                        self.listed.push(resource.plural);
+                    }
+                    if self.listed.len() == NODES_AND_POINTS.len() {
                         self.collect_orphans().await;
                     }
                 }
@@ -308,13 +313,28 @@ impl Runner {
         }
     }
 
-    /// At start: points of nodes that no longer exist.
+    /// After the lists: points of nodes that no longer exist (deleted while
+    /// the cloud was down, or while a watch was behind).
+    ///
+    /// The Nodes known here may lag the points: a relist of the points
+    /// after a watch fell behind can bring those of a node registered since,
+    /// whose Node's event has not arrived. So a node is taken for gone only
+    /// when the store says so; removing a live node's points would leave its
+    /// edge without the deletes and updates they lead to.
     async fn collect_orphans(&mut self) {
-        let orphans: Vec<String> =
+        let unknown: Vec<String> =
             self.state.nodes().filter(|n| !self.nodes.contains(n.as_str())).map(|n| n.to_string()).collect();
-        for node in orphans {
-            let points = self.state.remove_node(&node);
-            self.remove_points(&node, points).await;
+        for node in unknown {
+            match self.store.get(&NODES, "", &node).await {
+                Err(StoreError::NotFound { .. }) => {
+                    let points = self.state.remove_node(&node);
+                    self.remove_points(&node, points).await;
+                }
+                Ok(_) => {
+                    self.nodes.insert(node);
+                }
+                Err(e) => tracing::warn!(%node, error = %e, "read a node whose points look orphaned; left for now"),
+            }
         }
     }
 
@@ -507,6 +527,60 @@ fn bound_to(node: &str, device: &Object) -> bool {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Points of a node missing from the Nodes seen so far are removed only
+    /// if the store has no such Node: a relist of the points can run ahead
+    /// of the Node's event.
+    #[tokio::test]
+    async fn orphan_collection_removes_the_points_of_gone_nodes_only() {
+        use edgehive_store::{BackendConfig, StoreConfig};
+        let dir = edgehive_testkit::fixtures::TempDir::new("synccontroller-orphans");
+        let path = dir.path().join("state.db");
+        let store = Store::open(StoreConfig::new(BackendConfig::Sqlite { path, fsync: false })).await.unwrap();
+        let node = serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "alive"}});
+        store.create(&NODES, node).await.unwrap();
+        let mut runner = Runner {
+            store: store.clone(),
+            ctx: edgehive_beehive::Beehive::builder().build().context(),
+            state: SyncState::default(),
+            metrics: Arc::default(),
+            // The Nodes' list has not brought `alive` (its event is behind).
+            nodes: std::collections::HashSet::new(),
+            listed: Vec::new(),
+            needs: Index::default(),
+            pods_listed: false,
+        };
+        for node in ["alive", "gone"] {
+            let record = SyncRecord {
+                node: node.into(),
+                uid: format!("uid-{node}"),
+                rv: 3,
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: "default".into(),
+                name: "cfg".into(),
+            };
+            assert!(store.write_points(&[PointWrite::Set(record.clone())]).await[0].is_ok());
+            let point = Point {
+                rv: record.rv,
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: "default".into(),
+                name: "cfg".into(),
+            };
+            runner.state.set_point(Text::from(record.node), Text::from(record.uid), point);
+        }
+        runner.collect_orphans().await;
+        let mut nodes: Vec<String> = runner.state.nodes().map(|n| n.to_string()).collect();
+        nodes.sort();
+        assert_eq!(nodes, ["alive"], "the live node keeps its point");
+        assert!(runner.nodes.contains("alive"), "and is known from now on");
+        let stored = store.get(&OBJECT_SYNCS, "default", "alive.uid-alive").await;
+        assert!(stored.is_ok(), "its stored point stays");
+        let gone = store.get(&OBJECT_SYNCS, "default", "gone.uid-gone").await;
+        assert!(matches!(gone, Err(StoreError::NotFound { .. })), "the gone node's is removed: {gone:?}");
+        store.close().await;
+    }
 
     #[test]
     fn a_device_is_needed_only_by_the_node_it_is_bound_to() {
