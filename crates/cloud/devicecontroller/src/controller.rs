@@ -9,7 +9,7 @@ use edgehive_model::resource::split_node_prefix;
 use edgehive_model::resource_type::{DEVICE, DEVICE_MODEL};
 use edgehive_model::{Content, Message, group, op, source};
 use edgehive_store::informer::{Change, inform};
-use edgehive_store::resources::{DEVICE_MODELS, DEVICES};
+use edgehive_store::resources::{DEVICE_MODELS, DEVICES, ResourceDef};
 use edgehive_store::{Object, Store, StoreError};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -69,7 +69,17 @@ pub(crate) struct Controller {
     written: HashMap<Key, (u64, Value)>,
     writing: JoinSet<Written>,
     in_flight: std::collections::HashSet<Key>,
+    /// Which of [`WATCHED`] have been listed once. Until both have, no
+    /// report is taken: edges reconnecting to a restarted cloud report every
+    /// device again, and before the Devices' list no device holds their
+    /// names, so the reports were refused and their values lost until the
+    /// next change.
+    listed: Vec<&'static str>,
 }
+
+/// What the controller watches; models first, so that a device finds its
+/// model known.
+const WATCHED: [&ResourceDef; 2] = [&DEVICE_MODELS, &DEVICES];
 
 fn key_of(o: &Object) -> Key {
     (o.namespace().to_owned(), o.name().to_owned())
@@ -149,14 +159,14 @@ impl Controller {
             written: HashMap::new(),
             writing: JoinSet::new(),
             in_flight: std::collections::HashSet::new(),
+            listed: Vec::new(),
         }
     }
 
     pub(crate) async fn run(mut self, mut mctx: ModuleContext, cancel: CancellationToken) {
         let (tx, mut changes) = mpsc::channel(1024);
         let stop = cancel.child_token();
-        // Models first, so that a device finds its model known.
-        let watches = [&DEVICE_MODELS, &DEVICES]
+        let watches = WATCHED
             .map(|res| tokio::spawn(inform(self.store.clone(), "devicecontroller", res, tx.clone(), stop.clone())));
         drop(tx);
         let mut tick = tokio::time::interval(FLUSH_TICK);
@@ -170,7 +180,7 @@ impl Controller {
                     Some(c) => self.on_change(c).await,
                     None => break,
                 },
-                m = mctx.receive() => match m {
+                m = mctx.receive(), if self.listed.len() == WATCHED.len() => match m {
                     Some(m) => self.on_message(m).await,
                     None => break,
                 },
@@ -203,6 +213,9 @@ impl Controller {
             Change::Upsert { object, .. } => self.upsert(&object).await,
             Change::Deleted(object) => self.deleted(&object).await,
             Change::Relisted { resource, objects } => {
+                if !self.listed.contains(&resource.plural) {
+                    self.listed.push(resource.plural);
+                }
                 let keep: std::collections::HashSet<Key> = objects.iter().map(key_of).collect();
                 let gone: Vec<Object> = if std::ptr::eq(resource, &DEVICES) {
                     self.devices.iter().filter(|(k, _)| !keep.contains(*k)).map(|(_, d)| d.obj.clone()).collect()

@@ -31,11 +31,23 @@ const DEADLINE: Duration = Duration::from_secs(20);
 
 impl Cloud {
     async fn start(cfg: DeviceControllerConfig) -> Cloud {
+        let (store, dir) = Cloud::store().await;
+        Cloud::start_over(cfg, store, dir, Vec::new()).await
+    }
+
+    /// An empty store, to fill before the controller starts.
+    async fn store() -> (Store, TempDir) {
         let dir = TempDir::new("devicecontroller");
         let store =
             Store::open(StoreConfig::new(BackendConfig::Sqlite { path: dir.path().join("state.db"), fsync: false }))
                 .await
                 .unwrap();
+        (store, dir)
+    }
+
+    /// The controller over `store`, with `queued` in its mailbox before it
+    /// starts (what CloudHub handed over while it was starting).
+    async fn start_over(cfg: DeviceControllerConfig, store: Store, dir: TempDir, queued: Vec<Message>) -> Cloud {
         let seen: Seen = Arc::default();
         let seen2 = seen.clone();
         let hub = FnModule::new(source::CLOUDHUB, source::CLOUDHUB, move |mut ctx: ModuleContext, cancel| {
@@ -53,6 +65,9 @@ impl Cloud {
         b.register(controller.clone()).unwrap();
         let hive = b.build();
         let ctx = hive.context();
+        for m in queued {
+            ctx.send(source::DEVICECONTROLLER, m).await.unwrap();
+        }
         let stop = CancellationToken::new();
         tokio::spawn(hive.run(stop.clone()));
         Cloud { store, ctx, seen, controller, stop, _dir: dir }
@@ -63,13 +78,9 @@ impl Cloud {
         std::mem::take(&mut *self.seen.lock().unwrap())
     }
 
-    /// An upstream report as CloudHub forwards it: `node/{node}/` prefixed
-    /// from the session's certificate, never from the edge's message.
+    /// Sends CloudHub's forward of a report ([`report`]).
     async fn report(&self, node: &str, rest: &str, content: Content) {
-        let m = Message::new()
-            .with_route(source::TWIN, group::RESOURCE, format!("node/{node}/{rest}"), op::UPDATE)
-            .with_content(content);
-        self.ctx.send(source::DEVICECONTROLLER, m).await.unwrap();
+        self.ctx.send(source::DEVICECONTROLLER, report(node, rest, content)).await.unwrap();
     }
 
     async fn status(&self, name: &str) -> Value {
@@ -91,6 +102,14 @@ impl Drop for Cloud {
     fn drop(&mut self) {
         self.stop.cancel();
     }
+}
+
+/// An upstream report as CloudHub forwards it: `node/{node}/` prefixed
+/// from the session's certificate, never from the edge's message.
+fn report(node: &str, rest: &str, content: Content) -> Message {
+    Message::new()
+        .with_route(source::TWIN, group::RESOURCE, format!("node/{node}/{rest}"), op::UPDATE)
+        .with_content(content)
 }
 
 fn model() -> Value {
@@ -429,4 +448,23 @@ async fn a_second_device_of_the_same_name_on_a_node_is_not_sent() {
     assert!(r.iter().any(|(_, res, op)| res == "node/edge-1/other/device/thermo" && op == "insert"), "{r:?}");
     let sent = seen.iter().find(|m| m.route.resource == "node/edge-1/other/device/thermo").unwrap();
     assert_eq!(sent.content.to_value().pointer("/spec/properties/0/desired/value"), Some(&json!("99")));
+}
+
+/// Reports handed over while the controller starts (edges reconnecting to
+/// a restarted cloud report every device again) wait for the Devices'
+/// list: before it, no device holds their name, and they were refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_taken_while_the_controller_starts_waits_for_the_devices_list() {
+    let (store, dir) = Cloud::store().await;
+    store.create(&DEVICE_MODELS, model()).await.unwrap();
+    store.create(&DEVICES, device("thermo", "edge-1", "20")).await.unwrap();
+    let queued = vec![report("edge-1", "device/thermo/twin/edge_updated", twin_report("23"))];
+    let cloud = Cloud::start_over(DeviceControllerConfig::default(), store, dir, queued).await;
+    let reported = || async { cloud.status("thermo").await.pointer("/twins/0/reported/value") == Some(&json!("23")) };
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !reported().await {
+        assert!(tokio::time::Instant::now() < deadline, "the report never reached the status");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(cloud.metric("refused"), 0);
 }
