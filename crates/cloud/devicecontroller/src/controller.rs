@@ -8,7 +8,7 @@ use edgehive_beehive::{Context, ModuleContext};
 use edgehive_model::resource::split_node_prefix;
 use edgehive_model::resource_type::{DEVICE, DEVICE_MODEL};
 use edgehive_model::{Content, Message, group, op, source};
-use edgehive_store::informer::{Change, inform};
+use edgehive_store::informer::{Change, FirstLists, inform};
 use edgehive_store::resources::{DEVICE_MODELS, DEVICES, ResourceDef};
 use edgehive_store::{Object, Store, StoreError};
 use serde_json::{Value, json};
@@ -74,12 +74,12 @@ pub(crate) struct Controller {
     /// device again, and before the Devices' list no device holds their
     /// names, so the reports were refused and their values lost until the
     /// next change.
-    listed: Vec<&'static str>,
+    listed: FirstLists,
 }
 
 /// What the controller watches; models first, so that a device finds its
 /// model known.
-const WATCHED: [&ResourceDef; 2] = [&DEVICE_MODELS, &DEVICES];
+static WATCHED: [&ResourceDef; 2] = [&DEVICE_MODELS, &DEVICES];
 
 fn key_of(o: &Object) -> Key {
     (o.namespace().to_owned(), o.name().to_owned())
@@ -159,7 +159,7 @@ impl Controller {
             written: HashMap::new(),
             writing: JoinSet::new(),
             in_flight: std::collections::HashSet::new(),
-            listed: Vec::new(),
+            listed: FirstLists::new(&WATCHED),
         }
     }
 
@@ -180,7 +180,7 @@ impl Controller {
                     Some(c) => self.on_change(c).await,
                     None => break,
                 },
-                m = mctx.receive(), if self.listed.len() == WATCHED.len() => match m {
+                m = mctx.receive(), if self.listed.all() => match m {
                     Some(m) => self.on_message(m).await,
                     None => break,
                 },
@@ -213,9 +213,7 @@ impl Controller {
             Change::Upsert { object, .. } => self.upsert(&object).await,
             Change::Deleted(object) => self.deleted(&object).await,
             Change::Relisted { resource, objects } => {
-                if !self.listed.contains(&resource.plural) {
-                    self.listed.push(resource.plural);
-                }
+                self.listed.listed(resource);
                 let keep: std::collections::HashSet<Key> = objects.iter().map(key_of).collect();
                 let gone: Vec<Object> = if std::ptr::eq(resource, &DEVICES) {
                     self.devices.iter().filter(|(k, _)| !keep.contains(*k)).map(|(_, d)| d.obj.clone()).collect()

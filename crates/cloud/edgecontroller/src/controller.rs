@@ -6,7 +6,7 @@ use std::time::Duration;
 use edgehive_beehive::{Context, ModuleContext};
 use edgehive_events::{Note, ObjectRef, Recorder};
 use edgehive_model::{Content, Message, op, source, well_known};
-use edgehive_store::informer::{Change, inform};
+use edgehive_store::informer::{Change, FirstLists, inform};
 use edgehive_store::resources::{CONFIGMAPS, LEASES, NODES, PODS, ResourceDef, SECRETS};
 use edgehive_store::{Object, Store, StoreError};
 use futures_util::StreamExt;
@@ -50,15 +50,18 @@ pub(crate) struct Controller {
     pub(crate) presence: Option<Presence>,
     /// Nodes gone whose Leases are to go ([`crate::orphans`]), once running.
     pub(crate) leases_to_collect: Option<mpsc::Sender<orphans::Job>>,
-    /// The watched resources whose first list has arrived. Until all have,
+    /// Which watched resources have had their first list. Until all have,
     /// the index is partial, and neither requests nor node checks are
-    /// taken up ([`Controller::listed_all`]).
-    pub(crate) listed: Vec<&'static str>,
+    /// taken up: an inventory answered from it had an edge delete the pods
+    /// it should hold (a cloud restarted while an edge reconnected at
+    /// once), and a node check marked NotReady a node whose fresh Lease was
+    /// not listed yet.
+    pub(crate) listed: FirstLists,
 }
 
 /// What the controller watches; nodes first, so that pods find their
 /// node's role known.
-const WATCHED: [&ResourceDef; 5] = [&NODES, &PODS, &CONFIGMAPS, &SECRETS, &LEASES];
+pub(crate) static WATCHED: [&ResourceDef; 5] = [&NODES, &PODS, &CONFIGMAPS, &SECRETS, &LEASES];
 
 /// Node deletes and relists waiting for their Leases to be checked.
 const LEASES_TO_COLLECT: usize = 1024;
@@ -185,7 +188,7 @@ impl Controller {
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => break,
-                _ = check.tick(), if self.listed_all() => {
+                _ = check.tick(), if self.listed.all() => {
                     self.check_nodes().await;
                     self.beat_for_sessions(&beats);
                 }
@@ -198,7 +201,7 @@ impl Controller {
                     self.count_in_flight();
                     self.request_ended(node).await;
                 }
-                m = mctx.receive(), if self.lanes.has_room() && self.listed_all() => match m {
+                m = mctx.receive(), if self.lanes.has_room() && self.listed.all() => match m {
                     Some(m) => self.on_message(m).await,
                     None => break,
                 },
@@ -213,15 +216,6 @@ impl Controller {
         // What was asked is done (each store call has its own deadline).
         self.leases_to_collect = None;
         let _ = lease_collector.await;
-    }
-
-    /// Whether every watched resource has been listed once. Before, the
-    /// index is partial: an inventory answered from it had an edge delete
-    /// the pods it should hold (a cloud restarted while an edge reconnected
-    /// at once), and a node check marked NotReady a node whose fresh Lease
-    /// was not listed yet.
-    fn listed_all(&self) -> bool {
-        self.listed.len() == WATCHED.len()
     }
 
     /// Hands the Lease collector a job; a collector this far behind (it
@@ -361,9 +355,7 @@ impl Controller {
             Change::Upsert { object, added } => self.upsert(&object, added).await,
             Change::Deleted(object) => self.deleted(&object).await,
             Change::Relisted { resource, objects } => {
-                if !self.listed.contains(&resource.plural) {
-                    self.listed.push(resource.plural);
-                }
+                self.listed.listed(resource);
                 if std::ptr::eq(resource, &NODES) {
                     // Deletes missed while not watching left their Leases.
                     let live = objects.iter().filter_map(|o| o.uid().map(str::to_owned)).collect();

@@ -138,7 +138,7 @@ impl Module for EdgeController {
                 lanes: lanes::Lanes::default(),
                 presence: self.presence.clone(),
                 leases_to_collect: None,
-                listed: Vec::new(),
+                listed: edgehive_store::informer::FirstLists::new(&controller::WATCHED),
             };
             controller.run(ctx, cancel).await;
             Ok(())

@@ -34,6 +34,42 @@ pub enum Change {
     },
 }
 
+/// Which of a consumer's resources have had their first list. A consumer
+/// that joins several informers knows part of the store until every one
+/// has listed once, and a join then reads an object not listed yet as an
+/// object that is not there: an inventory answered from pods not listed
+/// deletes them at the edge, a node check before the Leases marks a live
+/// node NotReady. Such a consumer acts on the join only once [`all`] says
+/// so.
+///
+/// [`all`]: FirstLists::all
+#[derive(Debug)]
+pub struct FirstLists {
+    of: &'static [&'static ResourceDef],
+    listed: Vec<&'static str>,
+}
+
+impl FirstLists {
+    /// Waits for the first lists of `of`.
+    pub fn new(of: &'static [&'static ResourceDef]) -> FirstLists {
+        FirstLists { of, listed: Vec::with_capacity(of.len()) }
+    }
+
+    /// Notes a relist of `resource`; true when it is one of those waited for.
+    pub fn listed(&mut self, resource: &'static ResourceDef) -> bool {
+        let waited = self.of.iter().any(|r| std::ptr::eq(*r, resource));
+        if waited && !self.listed.contains(&resource.plural) {
+            self.listed.push(resource.plural);
+        }
+        waited
+    }
+
+    /// Whether every resource waited for has been listed once.
+    pub fn all(&self) -> bool {
+        self.listed.len() == self.of.len()
+    }
+}
+
 /// Watches `resource` until `cancel`, sending changes to `out` (bounded; a
 /// slow controller slows the watch, and a watch that lags too far is
 /// resumed or relisted, never silently skipped). `consumer` names who reads
@@ -125,5 +161,24 @@ pub async fn inform(
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::{LEASES, NODES, PODS};
+
+    #[test]
+    fn first_lists_are_all_in_once_each_waited_resource_has_listed() {
+        static WAITED: [&ResourceDef; 2] = [&NODES, &LEASES];
+        let mut lists = FirstLists::new(&WAITED);
+        assert!(lists.listed(&NODES));
+        assert!(lists.listed(&NODES), "a relist of one");
+        assert!(!lists.all(), "does not stand for another");
+        assert!(!lists.listed(&PODS), "not waited for");
+        assert!(!lists.all());
+        assert!(lists.listed(&LEASES));
+        assert!(lists.all());
     }
 }

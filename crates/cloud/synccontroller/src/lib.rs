@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use edgehive_beehive::{Context, Module, ModuleContext, ModuleFuture};
 use edgehive_model::{Content, Message, Text, op, source};
-use edgehive_store::informer::{Change, inform};
+use edgehive_store::informer::{Change, FirstLists, inform};
 use edgehive_store::objectsync::{PointWrite, SyncRecord};
 use edgehive_store::resources::{
     self, CLUSTER_OBJECT_SYNCS, CONFIGMAPS, DEVICES, NODES, OBJECT_SYNCS, PODS, ResourceDef, SECRETS,
@@ -144,7 +144,7 @@ impl Module for SyncController {
                 state: SyncState::default(),
                 metrics: self.metrics.clone(),
                 nodes: std::collections::HashSet::new(),
-                listed: Vec::new(),
+                listed: FirstLists::new(&NODES_AND_POINTS),
                 needs: Index::default(),
                 pods_listed: false,
             }
@@ -162,7 +162,7 @@ struct Runner {
     metrics: Arc<SyncMetrics>,
     nodes: std::collections::HashSet<String>,
     /// Which of [`NODES_AND_POINTS`] have been listed once.
-    listed: Vec<&'static str>,
+    listed: FirstLists,
     /// Which pods are bound where and what they use.
     needs: Index,
     /// The pods have been listed once: until then every node is taken to
@@ -174,7 +174,7 @@ const SEND_DEADLINE: Duration = Duration::from_secs(10);
 
 /// What orphan collection joins: points of nodes not among the Nodes are
 /// collected once all three have been listed.
-const NODES_AND_POINTS: [&ResourceDef; 3] = [&NODES, &OBJECT_SYNCS, &CLUSTER_OBJECT_SYNCS];
+static NODES_AND_POINTS: [&ResourceDef; 3] = [&NODES, &OBJECT_SYNCS, &CLUSTER_OBJECT_SYNCS];
 
 impl Runner {
     async fn run(mut self, mut mctx: ModuleContext, cancel: CancellationToken, interval: Duration) {
@@ -244,13 +244,8 @@ impl Runner {
                 for o in &objects {
                     self.upsert(o);
                 }
-                if NODES_AND_POINTS.iter().any(|r| std::ptr::eq(*r, resource)) {
-                    if !self.listed.contains(&resource.plural) {
-                        self.listed.push(resource.plural);
-                    }
-                    if self.listed.len() == NODES_AND_POINTS.len() {
-                        self.collect_orphans().await;
-                    }
+                if self.listed.listed(resource) && self.listed.all() {
+                    self.collect_orphans().await;
                 }
             }
         }
@@ -546,7 +541,7 @@ mod tests {
             metrics: Arc::default(),
             // The Nodes' list has not brought `alive` (its event is behind).
             nodes: std::collections::HashSet::new(),
-            listed: Vec::new(),
+            listed: FirstLists::new(&NODES_AND_POINTS),
             needs: Index::default(),
             pods_listed: false,
         };
