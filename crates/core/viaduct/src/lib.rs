@@ -33,6 +33,7 @@ pub mod quic;
 mod server;
 pub mod stream;
 mod tls;
+mod tlsio;
 pub mod ws;
 mod wsframe;
 

@@ -18,7 +18,6 @@ use http::{HeaderMap, HeaderValue, Request};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::timeout;
-use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ClientConfig, ConnConfig, ServerConfig};
@@ -27,6 +26,7 @@ use crate::error::ConnectError;
 use crate::features;
 use crate::server::{Intake, PendingHandshake, Server, ServerStats, WAITING_RECHECK, WaitingRoom, new_server};
 use crate::tls::{CertIdentity, client_config, server_config};
+use crate::tlsio;
 use crate::wsframe::{self, UpgradeError};
 
 /// Header carrying the node name.
@@ -62,7 +62,7 @@ fn spawn_ws<S: AsyncRead + AsyncWrite + Send + 'static>(
 /// Binds the WebSocket server and starts accepting.
 pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
     let stats = Arc::new(ServerStats::default());
-    let tls = TlsAcceptor::from(server_config(&cfg.tls, stats.tls_resumed.clone(), cfg.restart_secret.as_ref())?);
+    let tls = server_config(&cfg.tls, stats.tls_resumed.clone(), cfg.restart_secret.as_ref())?;
     let listener = TcpListener::bind(cfg.listen).await.map_err(|source| ConnectError::Io {
         what: "listen on",
         addr: cfg.listen.to_string(),
@@ -81,7 +81,7 @@ pub(crate) async fn bind(cfg: ServerConfig) -> Result<Server, ConnectError> {
 
 struct Acceptor {
     listener: TcpListener,
-    tls: TlsAcceptor,
+    tls: Arc<rustls::ServerConfig>,
     cfg: Arc<ServerConfig>,
     intake: Intake,
     cancel: CancellationToken,
@@ -160,12 +160,12 @@ impl Acceptor {
 async fn handshake(
     tcp: TcpStream,
     remote: SocketAddr,
-    tls: TlsAcceptor,
+    tls: Arc<rustls::ServerConfig>,
     cfg: &ServerConfig,
     stats: &ServerStats,
 ) -> Option<Connection> {
     let local_addr = tcp.local_addr().ok()?;
-    let tls_stream = match tls.accept(tcp).await {
+    let tls_stream = match tlsio::accept(tcp, tls).await {
         Ok(s) => s,
         Err(e) => {
             stats.tls_failures.inc();
@@ -173,9 +173,8 @@ async fn handshake(
             return None;
         }
     };
-    let cert =
-        tls_stream.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c));
-    let resumed = tls_stream.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+    let cert = tls_stream.common().peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c));
+    let resumed = tls_stream.common().handshake_kind() == Some(rustls::HandshakeKind::Resumed);
     let mut tls_stream = tls_stream;
     let cert_cn = || cert.as_ref().and_then(|c| c.common_name.clone());
     let refused = |reason: &str| {
@@ -326,7 +325,6 @@ async fn connect_inner(cfg: &ClientConfig, tls: &Arc<rustls::ClientConfig>) -> R
     let server_name = rustls_pki_types::ServerName::try_from(host.clone())
         .map_err(|e| ConnectError::Invalid(format!("server name {host:?}: {e}")))?;
     let request = upgrade_request(cfg)?;
-    let connector = TlsConnector::from(Arc::clone(tls));
     let tcp = dial_tcp(&cfg.server, cfg.local_ip).await.map_err(|source| ConnectError::Io {
         what: "connect to",
         addr: addr.clone(),
@@ -340,9 +338,9 @@ async fn connect_inner(cfg: &ClientConfig, tls: &Arc<rustls::ClientConfig>) -> R
     match cfg.conn.wire_bytes.clone() {
         Some(bytes) => {
             let tcp = crate::counted::Counted::new(tcp, bytes);
-            upgrade(cfg, request, connector, server_name, tcp, local_addr, remote_addr).await
+            upgrade(cfg, request, Arc::clone(tls), server_name, tcp, local_addr, remote_addr).await
         }
-        None => upgrade(cfg, request, connector, server_name, tcp, local_addr, remote_addr).await,
+        None => upgrade(cfg, request, Arc::clone(tls), server_name, tcp, local_addr, remote_addr).await,
     }
 }
 
@@ -378,17 +376,18 @@ fn upgrade_request(cfg: &ClientConfig) -> Result<(String, HeaderMap), ConnectErr
 async fn upgrade<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     cfg: &ClientConfig,
     request: (String, HeaderMap),
-    connector: TlsConnector,
+    tls: Arc<rustls::ClientConfig>,
     server_name: rustls::pki_types::ServerName<'static>,
     tcp: S,
     local_addr: std::net::SocketAddr,
     remote_addr: std::net::SocketAddr,
 ) -> Result<Connection, ConnectError> {
     let addr = cfg.server.clone();
-    let tls =
-        connector.connect(server_name, tcp).await.map_err(|source| ConnectError::Tls { addr: addr.clone(), source })?;
-    let cert = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c));
-    let resumed = tls.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+    let tls = tlsio::connect(tcp, tls, server_name)
+        .await
+        .map_err(|source| ConnectError::Tls { addr: addr.clone(), source })?;
+    let cert = tls.common().peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c));
+    let resumed = tls.common().handshake_kind() == Some(rustls::HandshakeKind::Resumed);
 
     let mut tls = tls;
     let (path, headers) = request;
