@@ -3,8 +3,8 @@
 //!
 //! rustls's buffered connection (what tokio-rustls drives) keeps a 4 KiB
 //! receive buffer for its whole life, whether anything flows or not: 4 KiB
-//! of every WebSocket link, a sixth of what a cloud holds per edge node
-//! (ARCHITECTURE.md, "Memory per node"). Here what is read from the socket
+//! of every WebSocket link, a sixth of what a cloud held per edge node
+//! (BENCHMARKS.md, "Fleet scale"). Here what is read from the socket
 //! lands in a buffer on the stack and its records are processed there; only
 //! what does not make a whole record yet is kept, on the heap, until the
 //! record is whole. Decrypted data the reader has not taken yet and
