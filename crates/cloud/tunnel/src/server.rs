@@ -26,7 +26,6 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rustls::server::WebPkiClientVerifier;
 use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::TlsAcceptor;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -135,7 +134,7 @@ impl TunnelError {
 /// The tunnel server: bind, hand out [`Tunnels`], then [`TunnelServer::serve`].
 pub struct TunnelServer {
     listener: TcpListener,
-    acceptor: TlsAcceptor,
+    tls: Arc<rustls::ServerConfig>,
     shared: Arc<Shared>,
     /// Pending handshakes at most: overall, and per source.
     pending_limits: (usize, usize),
@@ -206,7 +205,7 @@ impl TunnelServer {
         });
         Ok(TunnelServer {
             listener,
-            acceptor: TlsAcceptor::from(Arc::new(tls)),
+            tls: Arc::new(tls),
             shared,
             pending_limits: (config.max_pending_handshakes, config.max_pending_handshakes_per_source),
         })
@@ -229,7 +228,7 @@ impl TunnelServer {
 
     /// Serves until `cancel`: then closes every tunnel and returns.
     pub async fn serve(self, cancel: CancellationToken) {
-        let TunnelServer { listener, acceptor, shared, pending_limits: (total, per_source) } = self;
+        let TunnelServer { listener, tls, shared, pending_limits: (total, per_source) } = self;
         let table: Arc<Mutex<ConnectionTable<CancellationToken>>> =
             Arc::new(Mutex::new(ConnectionTable::new(total, per_source)));
         let tasks = TaskTracker::new();
@@ -261,12 +260,12 @@ impl TunnelServer {
                 Admission::Full => continue,
             };
             let _ = tcp.set_nodelay(true);
-            let (acceptor, shared, cancel, table, tracker) =
-                (acceptor.clone(), Arc::clone(&shared), cancel.clone(), Arc::clone(&table), tasks.clone());
+            let (tls, shared, cancel, table, tracker) =
+                (Arc::clone(&tls), Arc::clone(&shared), cancel.clone(), Arc::clone(&table), tasks.clone());
             let span = tracing::debug_span!("tunnel_conn", %remote);
             tasks.spawn(
                 async move {
-                    serve_connection(tcp, remote, acceptor, shared, evicted, cancel, tracker).await;
+                    serve_connection(tcp, remote, tls, shared, evicted, cancel, tracker).await;
                     table.lock().unwrap_or_else(PoisonError::into_inner).remove(ticket);
                 }
                 .instrument(span),
@@ -283,7 +282,7 @@ impl TunnelServer {
 async fn serve_connection(
     tcp: TcpStream,
     remote: SocketAddr,
-    acceptor: TlsAcceptor,
+    tls: Arc<rustls::ServerConfig>,
     shared: Arc<Shared>,
     evicted: CancellationToken,
     cancel: CancellationToken,
@@ -293,7 +292,7 @@ async fn serve_connection(
     let tls = tokio::select! {
         () = evicted.cancelled() => return,
         () = cancel.cancelled() => return,
-        r = tokio::time::timeout_at(deadline, acceptor.accept(tcp)) => match r {
+        r = tokio::time::timeout_at(deadline, edgehive_viaduct::tlsio::accept(tcp, tls)) => match r {
             Ok(Ok(tls)) => tls,
             Ok(Err(error)) => {
                 shared.registry.metrics.tls_failures.inc();
@@ -306,7 +305,7 @@ async fn serve_connection(
             }
         },
     };
-    let identity = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c));
+    let identity = tls.common().peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c));
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
         let (shared, identity, cancel, tracker) =
             (Arc::clone(&shared), identity.clone(), cancel.clone(), tracker.clone());

@@ -33,7 +33,7 @@ pub mod quic;
 mod server;
 pub mod stream;
 mod tls;
-mod tlsio;
+pub mod tlsio;
 pub mod ws;
 mod wsframe;
 

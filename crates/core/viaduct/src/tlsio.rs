@@ -1,5 +1,6 @@
 //! TLS over a byte stream by rustls's unbuffered API, holding no buffer
-//! while the connection idles.
+//! while the connection idles: viaduct's WebSocket links, and any other
+//! server that holds a connection per edge node (the stream tunnel).
 //!
 //! rustls's buffered connection (what tokio-rustls drives) keeps a 4 KiB
 //! receive buffer for its whole life, whether anything flows or not: 4 KiB
@@ -44,7 +45,7 @@ const WRITE_BACKLOG: usize = 64 * 1024;
 const MAX_WRITE: usize = 64 * 1024;
 
 /// What the two sides of rustls's unbuffered API have in common.
-pub(crate) trait Side: Unpin {
+pub trait Side: Unpin {
     /// The side's connection data.
     type Data;
     /// Processes the records in `incoming`.
@@ -75,7 +76,7 @@ impl Side for UnbufferedClientConnection {
 
 /// A TLS connection over `IO`, as the server (`C` =
 /// [`UnbufferedServerConnection`]) or the client.
-pub(crate) struct TlsStream<IO, C> {
+pub struct TlsStream<IO, C> {
     io: IO,
     conn: C,
     /// Received bytes that do not make a whole record yet.
@@ -88,6 +89,18 @@ pub(crate) struct TlsStream<IO, C> {
     closing: bool,
     /// The connection failed: every later read and write fails alike.
     failed: Option<(io::ErrorKind, String)>,
+}
+
+impl<IO, C: Side> std::fmt::Debug for TlsStream<IO, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsStream")
+            .field("handshaking", &self.conn.common().is_handshaking())
+            .field("incoming", &self.incoming.len())
+            .field("unread", &(self.bufs.plain.len() - self.bufs.plain_at))
+            .field("unsent", &self.bufs.out_pending())
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Decrypted data not read yet and encrypted data not written yet.
@@ -275,7 +288,7 @@ impl<IO, C: Side> TlsStream<IO, C> {
     }
 
     /// The handshake's outcome.
-    pub(crate) fn common(&self) -> &CommonState {
+    pub fn common(&self) -> &CommonState {
         self.conn.common()
     }
 
@@ -428,7 +441,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, C: Side> TlsStream<IO, C> {
 }
 
 /// The server's side of a TLS handshake over `io`.
-pub(crate) async fn accept<IO: AsyncRead + AsyncWrite + Unpin>(
+pub async fn accept<IO: AsyncRead + AsyncWrite + Unpin>(
     io: IO,
     config: Arc<rustls::ServerConfig>,
 ) -> io::Result<TlsStream<IO, UnbufferedServerConnection>> {
@@ -439,7 +452,7 @@ pub(crate) async fn accept<IO: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// The client's side of a TLS handshake with `name` over `io`.
-pub(crate) async fn connect<IO: AsyncRead + AsyncWrite + Unpin>(
+pub async fn connect<IO: AsyncRead + AsyncWrite + Unpin>(
     io: IO,
     config: Arc<rustls::ClientConfig>,
     name: ServerName<'static>,
