@@ -215,6 +215,20 @@ fn encrypt_error(e: EncryptError) -> Option<usize> {
     }
 }
 
+/// Bytes to read after `kept`, the start of a record: the rest of the
+/// record, if its header says (so that a record arriving slowly is kept in
+/// a buffer of its size), and at least 4 KiB; a whole read otherwise (the
+/// records kept are a handshake message's, joined across records).
+fn read_size(kept: &[u8]) -> usize {
+    match kept {
+        [_, _, _, hi, lo, ..] => {
+            let whole = 5 + usize::from(u16::from_be_bytes([*hi, *lo]));
+            if whole > kept.len() { (whole - kept.len()).clamp(4096, READ_CHUNK) } else { READ_CHUNK }
+        }
+        _ => 4096,
+    }
+}
+
 /// Room for `len` bytes of application data once encrypted: records of
 /// up to 16 KiB, each with at most 29 bytes of header, nonce and tag.
 fn sealed_size(len: usize) -> usize {
@@ -356,7 +370,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin, C: Side> TlsStream<IO, C> {
                 let e = io::Error::new(io::ErrorKind::InvalidData, "TLS records too large");
                 return Poll::Ready(Err(self.fail(e)));
             }
-            self.incoming.resize(start + READ_CHUNK.min(MAX_INCOMING - start), 0);
+            self.incoming.resize(start + read_size(&self.incoming).min(MAX_INCOMING - start), 0);
             let mut rb = ReadBuf::new(&mut self.incoming[start..]);
             let read = Pin::new(&mut self.io).poll_read(cx, &mut rb);
             let n = rb.filled().len();
@@ -693,6 +707,23 @@ mod tests {
                 assert_eq!(server.held(), 0, "an idle server holds no buffer ({versions:?}, pipe {pipe})");
             }
         }
+    }
+
+    #[test]
+    fn a_record_arriving_slowly_is_kept_in_a_buffer_of_its_size() {
+        // A 300-byte record of which 10 bytes came: 4 KiB more at most.
+        let mut kept = vec![0x17, 0x03, 0x03, 0x01, 0x2c];
+        kept.resize(10, 0);
+        assert_eq!(read_size(&kept), 4096);
+        // A 16 KiB record of which 100 bytes came: the rest of it.
+        kept[3..5].copy_from_slice(&16_401u16.to_be_bytes());
+        kept.resize(100, 0);
+        assert_eq!(read_size(&kept), 16_406 - 100);
+        // A header cut short; records kept whole (a handshake message
+        // joined across them).
+        assert_eq!(read_size(&[0x16, 0x03]), 4096);
+        kept[3..5].copy_from_slice(&50u16.to_be_bytes());
+        assert_eq!(read_size(&kept), READ_CHUNK);
     }
 
     #[tokio::test]
