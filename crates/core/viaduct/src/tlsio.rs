@@ -687,8 +687,8 @@ mod tests {
     async fn data_crosses_whole_at_every_size_and_cut_and_an_idle_stream_holds_no_buffer() {
         for versions in [TLS13, TLS12] {
             let pki = pki(versions);
-            for pipe in [5, 64, 1 << 20] {
-                let (mut client, mut server) = pair(&pki, pipe).await;
+            for cut in [5, 64, 1 << 20] {
+                let (mut client, mut server) = pair(&pki, cut).await;
                 assert!(client.common().peer_certificates().is_some());
                 assert!(server.common().peer_certificates().is_some(), "the client's certificate is known");
                 for (i, len) in
@@ -703,8 +703,8 @@ mod tests {
                         carry(&mut server, &mut client, &sent, step).await;
                     }
                 }
-                assert_eq!(client.held(), 0, "an idle client holds no buffer ({versions:?}, pipe {pipe})");
-                assert_eq!(server.held(), 0, "an idle server holds no buffer ({versions:?}, pipe {pipe})");
+                assert_eq!(client.held(), 0, "an idle client holds no buffer ({versions:?}, cut {cut})");
+                assert_eq!(server.held(), 0, "an idle server holds no buffer ({versions:?}, cut {cut})");
             }
         }
     }
