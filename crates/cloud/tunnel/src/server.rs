@@ -305,7 +305,7 @@ async fn serve_connection(
             }
         },
     };
-    let identity = tls.common().peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c));
+    let identity = tls.peer_identity();
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
         let (shared, identity, cancel, tracker) =
             (Arc::clone(&shared), identity.clone(), cancel.clone(), tracker.clone());

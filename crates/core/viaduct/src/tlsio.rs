@@ -15,9 +15,12 @@
 //! The stream is shared by a reading and a writing task
 //! (`tokio::io::split`), and only the writing side writes to the socket: a
 //! record that reading calls for (a TLS 1.3 key update's answer, an alert)
-//! waits in the outgoing buffer for the writer's next flush (a link flushes
-//! at least every ping interval), so that the reader never takes the
-//! writer's place as the one the socket wakes when it has room.
+//! waits in the outgoing buffer for the writer's next flush, so that the
+//! reader never takes the writer's place as the one the socket wakes when
+//! it has room. TLS 1.3 asks for a key update's answer only before the
+//! next application data (RFC 8446 §4.6.3), which is what a flush carries;
+//! a viaduct link also flushes at least every ping interval. An alert after
+//! a failed read reaches the peer only if something writes after it.
 
 use std::io;
 use std::mem::MaybeUninit;
@@ -31,6 +34,8 @@ use rustls::pki_types::ServerName;
 use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::tls::CertIdentity;
 
 /// Bytes read from the socket at once: a record of the largest size, its
 /// header and its tag (RFC 8446 §5.2) with room to spare.
@@ -54,25 +59,23 @@ pub trait Side: Unpin {
     fn common(&self) -> &CommonState;
 }
 
-impl Side for UnbufferedServerConnection {
-    type Data = rustls::server::ServerConnectionData;
-    fn process<'c, 'i>(&'c mut self, incoming: &'i mut [u8]) -> UnbufferedStatus<'c, 'i, Self::Data> {
-        self.process_tls_records(incoming)
-    }
-    fn common(&self) -> &CommonState {
-        self
-    }
+/// rustls gives both sides the same methods, each on its own type.
+macro_rules! side {
+    ($conn:ty, $data:ty) => {
+        impl Side for $conn {
+            type Data = $data;
+            fn process<'c, 'i>(&'c mut self, incoming: &'i mut [u8]) -> UnbufferedStatus<'c, 'i, Self::Data> {
+                self.process_tls_records(incoming)
+            }
+            fn common(&self) -> &CommonState {
+                self
+            }
+        }
+    };
 }
 
-impl Side for UnbufferedClientConnection {
-    type Data = rustls::client::ClientConnectionData;
-    fn process<'c, 'i>(&'c mut self, incoming: &'i mut [u8]) -> UnbufferedStatus<'c, 'i, Self::Data> {
-        self.process_tls_records(incoming)
-    }
-    fn common(&self) -> &CommonState {
-        self
-    }
-}
+side!(UnbufferedServerConnection, rustls::server::ServerConnectionData);
+side!(UnbufferedClientConnection, rustls::client::ClientConnectionData);
 
 /// A TLS connection over `IO`, as the server (`C` =
 /// [`UnbufferedServerConnection`]) or the client.
@@ -304,6 +307,12 @@ impl<IO, C: Side> TlsStream<IO, C> {
     /// The handshake's outcome.
     pub fn common(&self) -> &CommonState {
         self.conn.common()
+    }
+
+    /// The identity of the peer's certificate (the first of its chain),
+    /// when it sent one and it parses.
+    pub fn peer_identity(&self) -> Option<CertIdentity> {
+        self.common().peer_certificates()?.first().and_then(|c| CertIdentity::from_der(c))
     }
 
     /// Bytes of buffers held (their capacity).
@@ -689,8 +698,13 @@ mod tests {
             let pki = pki(versions);
             for cut in [5, 64, 1 << 20] {
                 let (mut client, mut server) = pair(&pki, cut).await;
-                assert!(client.common().peer_certificates().is_some());
-                assert!(server.common().peer_certificates().is_some(), "the client's certificate is known");
+                let cn = |id: Option<CertIdentity>| id.and_then(|c| c.common_name);
+                assert_eq!(cn(client.peer_identity()).as_deref(), Some("edgehive-cloud"), "the server's certificate");
+                assert_eq!(
+                    cn(server.peer_identity()).as_deref(),
+                    Some("system:node:edge-1"),
+                    "the client's certificate"
+                );
                 for (i, len) in
                     [1, 2, 100, 16 * 1024 - 1, 16 * 1024, 16 * 1024 + 1, 100_000, 300_000].into_iter().enumerate()
                 {

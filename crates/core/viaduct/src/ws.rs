@@ -25,7 +25,7 @@ use crate::conn::{Connection, PeerInfo, Protocol, Sessions, spawn_conn};
 use crate::error::ConnectError;
 use crate::features;
 use crate::server::{Intake, PendingHandshake, Server, ServerStats, WAITING_RECHECK, WaitingRoom, new_server};
-use crate::tls::{CertIdentity, client_config, server_config};
+use crate::tls::{client_config, server_config};
 use crate::tlsio;
 use crate::wsframe::{self, UpgradeError};
 
@@ -173,7 +173,7 @@ async fn handshake(
             return None;
         }
     };
-    let cert = tls_stream.common().peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c));
+    let cert = tls_stream.peer_identity();
     let resumed = tls_stream.common().handshake_kind() == Some(rustls::HandshakeKind::Resumed);
     let mut tls_stream = tls_stream;
     let cert_cn = || cert.as_ref().and_then(|c| c.common_name.clone());
@@ -386,7 +386,7 @@ async fn upgrade<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     let tls = tlsio::connect(tcp, tls, server_name)
         .await
         .map_err(|source| ConnectError::Tls { addr: addr.clone(), source })?;
-    let cert = tls.common().peer_certificates().and_then(|c| c.first()).and_then(|c| CertIdentity::from_der(c));
+    let cert = tls.peer_identity();
     let resumed = tls.common().handshake_kind() == Some(rustls::HandshakeKind::Resumed);
 
     let mut tls = tls;
