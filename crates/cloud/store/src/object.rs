@@ -139,9 +139,30 @@ impl Object {
         parse_stored(&self.inner.raw, self.inner.rev).map_err(|e| self.corrupt(e))
     }
 
-    /// `metadata.uid`.
+    /// `metadata.uid`. Read from the stored bytes unless a parse is kept
+    /// already, so that asking every object of a list for its uid does not
+    /// keep a parse (ten times the bytes) with each of them.
     pub fn uid(&self) -> Option<&str> {
-        self.value().ok()?.pointer("/metadata/uid")?.as_str()
+        if let Some(v) = self.inner.value.get() {
+            return v.as_ref().ok()?.pointer("/metadata/uid")?.as_str();
+        }
+        #[derive(serde::Deserialize)]
+        struct Stored<'a> {
+            #[serde(borrow)]
+            metadata: Meta<'a>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Meta<'a> {
+            #[serde(borrow, default)]
+            uid: Option<&'a str>,
+        }
+        match serde_json::from_slice::<Stored<'_>>(&self.inner.raw) {
+            Ok(s) => s.metadata.uid,
+            // An escape in the uid (it cannot be borrowed), a uid that is not
+            // a string, a repeated field, a damaged row: the whole parse
+            // decides, as for every other field.
+            Err(_) => self.value().ok()?.pointer("/metadata/uid")?.as_str(),
+        }
     }
 
     /// `metadata.labels`, if any.
@@ -319,6 +340,41 @@ mod tests {
         // A parse that keeps nothing gives what a kept parse gives.
         assert_eq!(&d.parse().expect("parse"), o.value().expect("value"));
         assert!(d.inner.value.get().is_none());
+    }
+
+    #[test]
+    fn a_uid_is_read_without_keeping_a_parse_and_agrees_with_the_parse() {
+        let cases = [
+            (
+                json!({"kind": "Pod", "metadata": {"name": "p", "uid": "u-1"}, "spec": {"x": [1, {"uid": "no"}]}}),
+                Some("u-1"),
+            ),
+            (json!({"kind": "Pod", "metadata": {"name": "p"}}), None),
+            (json!({"kind": "Pod", "metadata": {"name": "p", "uid": null}}), None),
+            (json!({"kind": "Pod", "metadata": {"name": "p", "uid": 7}}), None),
+            (json!({"kind": "Pod", "metadata": {"name": "p", "uid": "a\"b"}}), Some("a\"b")),
+        ];
+        for (v, uid) in cases {
+            let o = obj(&v, 3);
+            assert_eq!(o.uid(), uid, "{v}");
+            let plain = match v.pointer("/metadata/uid") {
+                None | Some(Value::Null) => true,
+                Some(Value::String(s)) => !s.contains('"'),
+                Some(_) => false,
+            };
+            assert_eq!(o.has_derived(), !plain, "a parse is kept only for what the bytes cannot lend: {v}");
+            // Once parsed, the kept parse answers alike.
+            o.value().expect("value");
+            assert_eq!(o.uid(), uid, "{v}");
+        }
+        // A damaged row has no uid, as it has no other field.
+        let damaged = Object::from_stored(
+            &PODS,
+            "/registry/pods/default/p",
+            1,
+            Bytes::from_static(b"{\"metadata\":{\"uid\":\"u\""),
+        );
+        assert_eq!(damaged.uid(), None);
     }
 
     #[test]

@@ -241,8 +241,11 @@ impl Runner {
                         }
                     }
                 }
-                for o in &objects {
-                    self.upsert(o);
+                // One at a time, each dropped when done: an upsert parses
+                // its object (a pod's needs, a success point), and parses
+                // kept with a whole relist would be ten times its bytes.
+                for o in objects {
+                    self.upsert(&o);
                 }
                 if self.listed.listed(resource) && self.listed.all() {
                     self.collect_orphans().await;

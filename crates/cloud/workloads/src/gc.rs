@@ -51,7 +51,11 @@ pub struct Vertex {
 
 impl Vertex {
     fn of(obj: &Object) -> Option<(String, Vertex)> {
-        let v = obj.value().ok()?;
+        Some(Vertex::of_parsed(obj, obj.value().ok()?))
+    }
+
+    /// The vertex of `obj`, parsed as `v`.
+    fn of_parsed(obj: &Object, v: &Value) -> (String, Vertex) {
         let uid = str_at(v, "/metadata/uid").to_string();
         let finalizers: Vec<String> = v
             .pointer("/metadata/finalizers")
@@ -61,7 +65,7 @@ impl Vertex {
             .filter_map(Value::as_str)
             .map(str::to_string)
             .collect();
-        Some((
+        (
             uid,
             Vertex {
                 res: obj.resource(),
@@ -73,7 +77,7 @@ impl Vertex {
                 orphan: finalizers.iter().any(|f| f == ORPHAN_FINALIZER),
                 finalizers,
             },
-        ))
+        )
     }
 }
 
@@ -174,6 +178,11 @@ impl Graph {
     /// its dependents if its deletion state changed).
     pub fn upsert(&mut self, obj: &Object) -> Vec<String> {
         let Some((uid, node)) = Vertex::of(obj) else { return Vec::new() };
+        self.put(uid, node)
+    }
+
+    /// Takes in the vertex `node` of the object `uid`; what to look at.
+    fn put(&mut self, uid: String, node: Vertex) -> Vec<String> {
         let key = (res_id(node.res), node.namespace.clone(), node.name.clone());
         if let Some(old_uid) = self.keys.get(&key).cloned()
             && old_uid != uid
@@ -235,8 +244,15 @@ impl Graph {
         for uid in stale {
             wake.extend(self.remove_uid(&uid));
         }
+        // Each parse dropped once its vertex is made: a relist is every
+        // object of the resource, and parses kept with them all would be
+        // ten times their bytes at once (every Node of a fleet).
         for o in objects {
-            wake.extend(self.upsert(o));
+            if let Ok(v) = o.parse() {
+                let (uid, node) = Vertex::of_parsed(o, &v);
+                drop(v);
+                wake.extend(self.put(uid, node));
+            }
         }
         wake
     }

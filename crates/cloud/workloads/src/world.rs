@@ -843,21 +843,26 @@ impl World {
         Some(Update::Object { res, old: Some(old), new: None })
     }
 
-    /// Replaces what is known of `res` with a relist.
+    /// Replaces what is known of `res` with a relist. Each object is
+    /// parsed without keeping the parse (`Object::parse`): a relist is
+    /// every object of the resource, and parses kept with them all would be
+    /// ten times their bytes at once (every pod, every Node of a fleet).
     pub fn relist(&mut self, res: &'static ResourceDef, objects: &[Object]) {
         if std::ptr::eq(res, &resources::PODS) {
             self.pods.relist(
-                objects.iter().filter_map(|o| Some(PodInfo::of(o.namespace(), o.name(), o.rev(), o.value().ok()?))),
+                objects.iter().filter_map(|o| Some(PodInfo::of(o.namespace(), o.name(), o.rev(), &o.parse().ok()?))),
             );
         } else if std::ptr::eq(res, &resources::NODES) {
             self.nodes = objects
                 .iter()
-                .filter_map(|o| Some((o.name().to_string(), NodeInfo::of(o.name(), o.rev(), o.value().ok()?))))
+                .filter_map(|o| Some((o.name().to_string(), NodeInfo::of(o.name(), o.rev(), &o.parse().ok()?))))
                 .collect();
         } else if std::ptr::eq(res, &resources::NAMESPACES) {
             self.namespaces = objects
                 .iter()
-                .filter_map(|o| Some((o.name().to_string(), str_at(o.value().ok()?, "/status/phase") == "Terminating")))
+                .filter_map(|o| {
+                    Some((o.name().to_string(), str_at(&o.parse().ok()?, "/status/phase") == "Terminating"))
+                })
                 .collect();
         } else if std::ptr::eq(res, &resources::CONFIGMAPS) {
             let kept: Vec<Object> = objects.iter().filter(|o| o.name() == ROOT_CA_CONFIGMAP).cloned().collect();
@@ -866,8 +871,8 @@ impl World {
             if std::ptr::eq(res, &resources::SERVICES) {
                 self.service_selectors.clear();
                 for o in objects {
-                    if let Ok(v) = o.value() {
-                        let sel = selector_of(v);
+                    if let Ok(v) = o.parse() {
+                        let sel = selector_of(&v);
                         self.service_selectors
                             .entry(o.namespace().to_string())
                             .or_default()
@@ -947,6 +952,57 @@ mod tests {
             Some(Update::Object { old: Some(old), .. }) => assert_eq!(str_at(&old, "/metadata/resourceVersion"), "7"),
             other => panic!("expected the old parse, got {other:?}"),
         }
+    }
+
+    /// A relist is every object of a resource (every Node of a fleet, every
+    /// pod): the world and the collector's graph take it in without keeping
+    /// a parse with any of them, and know what a kept parse would have told.
+    #[test]
+    fn a_relist_is_taken_in_without_keeping_a_parse_with_its_objects() {
+        use bytes::Bytes;
+        use edgehive_store::resources::{NAMESPACES, NODES, PODS, SERVICES};
+        let stored = |res: &'static ResourceDef, key: String, v: serde_json::Value| {
+            Object::from_stored(res, key, 3, Bytes::from(serde_json::to_vec(&v).expect("encode")))
+        };
+        let nodes: Vec<Object> = (0..3)
+            .map(|i| {
+                let v = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("n{i}"), "uid": format!("nu{i}")},
+                    "status": {"allocatable": {"cpu": "2", "pods": "10"}}});
+                stored(&NODES, NODES.key("", &format!("n{i}")), v)
+            })
+            .collect();
+        let pods: Vec<Object> = (0..3)
+            .map(|i| {
+                let v = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("p{i}"), "namespace": "default",
+                    "uid": format!("pu{i}"), "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n0", "uid": "nu0"}]},
+                    "spec": {"nodeName": "n0"}});
+                stored(&PODS, PODS.key("default", &format!("p{i}")), v)
+            })
+            .collect();
+        let namespaces = vec![stored(
+            &NAMESPACES,
+            NAMESPACES.key("", "default"),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "uid": "ns"}, "status": {"phase": "Terminating"}}),
+        )];
+        let services = vec![stored(
+            &SERVICES,
+            SERVICES.key("default", "web"),
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default", "uid": "s"}, "spec": {"selector": {"app": "web"}}}),
+        )];
+        let mut world = World::default();
+        let mut graph = crate::gc::Graph::default();
+        for (res, objects) in [(&NODES, &nodes), (&PODS, &pods), (&NAMESPACES, &namespaces), (&SERVICES, &services)] {
+            world.relist(res, objects);
+            graph.relist(res, objects);
+            assert!(objects.iter().all(|o| !o.has_derived()), "a parse kept with a relisted {}", res.plural);
+        }
+        assert_eq!(world.nodes.len(), 3);
+        assert_eq!(on(&world.pods, "n0"), ["p0", "p1", "p2"]);
+        assert_eq!(world.namespaces.get("default"), Some(&true), "terminating");
+        assert!(world.service_selectors["default"].contains_key("web"));
+        // The graph knows every object, and the pods' owner.
+        assert_eq!(graph.len(), 8);
+        assert!(graph.node("pu1").is_some_and(|v| v.owners.iter().any(|o| o.uid == "nu0")));
     }
 
     #[test]
