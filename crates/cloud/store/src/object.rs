@@ -9,6 +9,7 @@
 //! `"metadata":{`, which needs no parse; a stored value not in this layout
 //! (written by someone else, or damaged) is parsed and re-encoded instead.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -28,6 +29,8 @@ struct Inner {
     key: Box<str>,
     rev: u64,
     raw: Bytes,
+    /// The stored bytes were found to be JSON ([`Object::check`]).
+    checked: AtomicBool,
     json: OnceLock<Bytes>,
     value: OnceLock<Result<Value>>,
 }
@@ -48,6 +51,7 @@ impl Object {
                 key: key.into(),
                 rev,
                 raw,
+                checked: AtomicBool::new(false),
                 json: OnceLock::new(),
                 value: OnceLock::new(),
             }),
@@ -57,7 +61,9 @@ impl Object {
     /// The same stored bytes at another revision (a deleted object reported
     /// at the revision of its deletion).
     pub fn at_rev(&self, rev: u64) -> Object {
-        Object::from_stored(self.inner.resource, self.inner.key.clone(), rev, self.inner.raw.clone())
+        let o = Object::from_stored(self.inner.resource, self.inner.key.clone(), rev, self.inner.raw.clone());
+        o.inner.checked.store(self.inner.checked.load(Ordering::Relaxed), Ordering::Relaxed);
+        o
     }
 
     /// The same object with nothing derived yet: the stored bytes are
@@ -99,14 +105,25 @@ impl Object {
         &self.inner.raw
     }
 
+    /// Whether the stored bytes are JSON: a syntax check that allocates
+    /// nothing and keeps nothing but its success, so that a damaged row is
+    /// reported (and never spliced into something that is not JSON) without
+    /// making the client JSON of every object a list reads.
+    pub fn check(&self) -> Result<()> {
+        if self.inner.checked.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        serde_json::from_slice::<serde::de::IgnoredAny>(&self.inner.raw).map_err(|e| self.corrupt(e))?;
+        self.inner.checked.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// The JSON a client sees, with `metadata.resourceVersion`; made once.
     pub fn json(&self) -> Result<&Bytes> {
         if let Some(j) = self.inner.json.get() {
             return Ok(j);
         }
-        // A syntax check (no allocation) so that a damaged row is reported,
-        // never spliced into something that is not JSON.
-        serde_json::from_slice::<serde::de::IgnoredAny>(&self.inner.raw).map_err(|e| self.corrupt(e))?;
+        self.check()?;
         let made = match splice_rv(&self.inner.raw, self.inner.rev) {
             Some(b) => b,
             None => {
@@ -375,6 +392,26 @@ mod tests {
             Bytes::from_static(b"{\"metadata\":{\"uid\":\"u\""),
         );
         assert_eq!(damaged.uid(), None);
+    }
+
+    #[test]
+    fn a_check_keeps_nothing_but_its_success_and_finds_a_damaged_row() {
+        let o = obj(&json!({"kind": "Pod", "metadata": {"name": "p"}}), 4);
+        o.check().expect("json");
+        assert!(!o.has_derived(), "a check makes no client JSON");
+        assert!(o.inner.checked.load(Ordering::Relaxed) && o.at_rev(5).inner.checked.load(Ordering::Relaxed));
+        assert!(!o.detached().has_derived());
+        let client: Value = serde_json::from_slice(o.json().expect("json")).expect("valid json");
+        assert_eq!(client, json!({"kind": "Pod", "metadata": {"name": "p", "resourceVersion": "4"}}));
+        let damaged =
+            Object::from_stored(&PODS, "/registry/pods/default/p", 1, Bytes::from_static(b"{\"metadata\":{\"na"));
+        for _ in 0..2 {
+            assert!(
+                matches!(damaged.check(), Err(StoreError::Corrupt { .. })),
+                "and again: a failure is not kept as a success"
+            );
+        }
+        assert!(matches!(damaged.json(), Err(StoreError::Corrupt { .. })));
     }
 
     #[test]

@@ -624,7 +624,9 @@ impl Store {
             for (i, kv) in page.items.into_iter().enumerate() {
                 last_key.clone_from(&kv.key);
                 let obj = Object::from_stored(res, kv.key, kv.mod_rev, kv.value);
-                if let Err(e) = obj.json() {
+                // Checked, not made into the client JSON: a controller's
+                // list of every Node would hold a second copy of each.
+                if let Err(e) = obj.check() {
                     tracing::error!(key = obj.key(), error = %e, "skipping corrupt stored object");
                     continue;
                 }
