@@ -113,7 +113,14 @@ impl Object {
         if self.inner.checked.load(Ordering::Relaxed) {
             return Ok(());
         }
-        serde_json::from_slice::<serde::de::IgnoredAny>(&self.inner.raw).map_err(|e| self.corrupt(e))?;
+        if in_metadata(&self.inner.raw).is_some() {
+            serde_json::from_slice::<serde::de::IgnoredAny>(&self.inner.raw).map_err(|e| self.corrupt(e))?;
+        } else {
+            // Not in the storage layout (written by someone else, or
+            // damaged): only a parse tells whether it is an object with a
+            // metadata object, as everything made from it needs.
+            parse_stored(&self.inner.raw, self.inner.rev).map_err(|e| self.corrupt(e))?;
+        }
         self.inner.checked.store(true, Ordering::Relaxed);
         Ok(())
     }
@@ -173,12 +180,15 @@ impl Object {
             #[serde(borrow, default)]
             uid: Option<&'a str>,
         }
-        match serde_json::from_slice::<Stored<'_>>(&self.inner.raw) {
-            Ok(s) => s.metadata.uid,
-            // An escape in the uid (it cannot be borrowed), a uid that is not
-            // a string, a repeated field, a damaged row: the whole parse
-            // decides, as for every other field.
-            Err(_) => self.value().ok()?.pointer("/metadata/uid")?.as_str(),
+        // Only for bytes in the storage layout (an object whose metadata is
+        // an object); an escape in the uid (it cannot be borrowed), a uid
+        // that is not a string, a repeated field, a damaged row: the whole
+        // parse decides, as for every other field.
+        let lent =
+            in_metadata(&self.inner.raw).and_then(|_| serde_json::from_slice::<Stored<'_>>(&self.inner.raw).ok());
+        match lent {
+            Some(s) => s.metadata.uid,
+            None => self.value().ok()?.pointer("/metadata/uid")?.as_str(),
         }
     }
 
@@ -273,12 +283,8 @@ pub fn encode_for_storage(v: &Value) -> Result<Bytes> {
 /// storage layout (`{"apiVersion":"…","kind":"…","metadata":{…`, the two
 /// strings without escapes); `None` otherwise.
 fn splice_rv(raw: &[u8], rev: u64) -> Option<Bytes> {
-    let mut rest = raw.strip_prefix(b"{\"apiVersion\":\"")?;
-    rest = skip_plain_string(rest)?;
-    rest = rest.strip_prefix(b",\"kind\":\"")?;
-    rest = skip_plain_string(rest)?;
-    rest = rest.strip_prefix(b",\"metadata\":{")?;
-    let at = raw.len() - rest.len();
+    let at = in_metadata(raw)?;
+    let rest = &raw[at..];
     let rv = rev.to_string();
     let mut out = Vec::with_capacity(raw.len() + rv.len() + 22);
     out.extend_from_slice(&raw[..at]);
@@ -290,6 +296,19 @@ fn splice_rv(raw: &[u8], rev: u64) -> Option<Bytes> {
     }
     out.extend_from_slice(rest);
     Some(Bytes::from(out))
+}
+
+/// Where the metadata object's body starts, when `raw` begins in the
+/// storage layout (`{"apiVersion":"…","kind":"…","metadata":{`, without
+/// escapes): then `raw`, if it is JSON at all, is an object with a metadata
+/// object, which is what [`parse_stored`] asks of it.
+fn in_metadata(raw: &[u8]) -> Option<usize> {
+    let mut rest = raw.strip_prefix(b"{\"apiVersion\":\"")?;
+    rest = skip_plain_string(rest)?;
+    rest = rest.strip_prefix(b",\"kind\":\"")?;
+    rest = skip_plain_string(rest)?;
+    rest = rest.strip_prefix(b",\"metadata\":{")?;
+    Some(raw.len() - rest.len())
 }
 
 /// Skips a JSON string body up to and including its closing quote; `None` if
@@ -363,13 +382,13 @@ mod tests {
     fn a_uid_is_read_without_keeping_a_parse_and_agrees_with_the_parse() {
         let cases = [
             (
-                json!({"kind": "Pod", "metadata": {"name": "p", "uid": "u-1"}, "spec": {"x": [1, {"uid": "no"}]}}),
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "uid": "u-1"}, "spec": {"x": [1, {"uid": "no"}]}}),
                 Some("u-1"),
             ),
-            (json!({"kind": "Pod", "metadata": {"name": "p"}}), None),
-            (json!({"kind": "Pod", "metadata": {"name": "p", "uid": null}}), None),
-            (json!({"kind": "Pod", "metadata": {"name": "p", "uid": 7}}), None),
-            (json!({"kind": "Pod", "metadata": {"name": "p", "uid": "a\"b"}}), Some("a\"b")),
+            (json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}), None),
+            (json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "uid": null}}), None),
+            (json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "uid": 7}}), None),
+            (json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "uid": "a\"b"}}), Some("a\"b")),
         ];
         for (v, uid) in cases {
             let o = obj(&v, 3);
@@ -384,34 +403,52 @@ mod tests {
             o.value().expect("value");
             assert_eq!(o.uid(), uid, "{v}");
         }
-        // A damaged row has no uid, as it has no other field.
-        let damaged = Object::from_stored(
-            &PODS,
-            "/registry/pods/default/p",
-            1,
-            Bytes::from_static(b"{\"metadata\":{\"uid\":\"u\""),
-        );
-        assert_eq!(damaged.uid(), None);
+        // Bytes not in the storage layout are answered by the full parse: a
+        // damaged row or one of the wrong shape has no uid, as it has no
+        // other field; a valid object written in another order has its own.
+        let rows: [(&'static [u8], Option<&str>); 5] = [
+            (b"{\"metadata\":{\"uid\":\"u\"", None),
+            (b"[{\"metadata\":{\"uid\":\"u\"}}]", None),
+            (b"{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":[\"u\"]}", None),
+            (b"{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":null}", None),
+            (b"{\"metadata\":{\"uid\":\"u\"},\"kind\":\"Pod\"}", Some("u")),
+        ];
+        for (raw, uid) in rows {
+            let o = Object::from_stored(&PODS, "/registry/pods/default/p", 1, Bytes::from_static(raw));
+            assert_eq!(o.uid(), uid, "{}", String::from_utf8_lossy(raw));
+        }
     }
 
     #[test]
     fn a_check_keeps_nothing_but_its_success_and_finds_a_damaged_row() {
-        let o = obj(&json!({"kind": "Pod", "metadata": {"name": "p"}}), 4);
+        let o = obj(&json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}), 4);
         o.check().expect("json");
         assert!(!o.has_derived(), "a check makes no client JSON");
         assert!(o.inner.checked.load(Ordering::Relaxed) && o.at_rev(5).inner.checked.load(Ordering::Relaxed));
         assert!(!o.detached().has_derived());
-        let client: Value = serde_json::from_slice(o.json().expect("json")).expect("valid json");
-        assert_eq!(client, json!({"kind": "Pod", "metadata": {"name": "p", "resourceVersion": "4"}}));
-        let damaged =
-            Object::from_stored(&PODS, "/registry/pods/default/p", 1, Bytes::from_static(b"{\"metadata\":{\"na"));
-        for _ in 0..2 {
-            assert!(
-                matches!(damaged.check(), Err(StoreError::Corrupt { .. })),
-                "and again: a failure is not kept as a success"
-            );
+        assert_eq!(
+            &o.json().expect("json")[..],
+            br#"{"apiVersion":"v1","kind":"Pod","metadata":{"resourceVersion":"4","name":"p"}}"#
+        );
+        // Damaged, or JSON of another shape than an object with a metadata
+        // object: refused, and again (a failure is not kept as a success).
+        let rows: [&'static [u8]; 4] =
+            [b"{\"metadata\":{\"na", b"[1,2]", b"{\"apiVersion\":\"v1\",\"kind\":\"Pod\"}", b"{\"metadata\":null}"];
+        for raw in rows {
+            let bad = Object::from_stored(&PODS, "/registry/pods/default/p", 1, Bytes::from_static(raw));
+            for _ in 0..2 {
+                assert!(matches!(bad.check(), Err(StoreError::Corrupt { .. })), "{}", String::from_utf8_lossy(raw));
+            }
+            assert!(matches!(bad.json(), Err(StoreError::Corrupt { .. })));
         }
-        assert!(matches!(damaged.json(), Err(StoreError::Corrupt { .. })));
+        // Valid, in another order than the storage layout: checked by a parse.
+        let other = Object::from_stored(
+            &PODS,
+            "/registry/pods/default/p",
+            1,
+            Bytes::from_static(b"{\"metadata\":{},\"kind\":\"Pod\"}"),
+        );
+        other.check().expect("an object with a metadata object");
     }
 
     #[test]

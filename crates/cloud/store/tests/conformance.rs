@@ -870,7 +870,7 @@ fn corrupt(h: &Harness, key: &str, bytes: &[u8]) {
 async fn corrupt_rows_are_reported_and_skipped(kind: Kind) {
     let h = Harness::new(kind).await;
     let s = &h.store;
-    for n in ["a", "bad", "c"] {
+    for n in ["a", "bad", "c", "odd"] {
         s.create(&CONFIGMAPS, configmap("default", n, json!({"k": n}))).await.unwrap();
     }
     corrupt(
@@ -878,6 +878,8 @@ async fn corrupt_rows_are_reported_and_skipped(kind: Kind) {
         "/registry/configmaps/default/bad",
         b"{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"na",
     );
+    // JSON, but not an object with a metadata object.
+    corrupt(&h, "/registry/configmaps/default/odd", b"[1,2]");
     // The list serves the rest, checked but not made into client JSON
     // (which a controller listing every Node would hold twice).
     let list = s.list(&CONFIGMAPS, &ListOptions::default()).await.unwrap();

@@ -204,8 +204,9 @@ impl Authorizer {
             Change::Deleted(object) => p.apply(res, &object, false),
             Change::Relisted { objects, .. } => {
                 p.clear(res);
-                for o in &objects {
-                    p.apply(res, o, true);
+                // Each dropped once applied, with the parse it keeps.
+                for o in objects {
+                    p.apply(res, &o, true);
                 }
             }
         }
