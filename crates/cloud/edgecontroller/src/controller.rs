@@ -667,6 +667,7 @@ impl Controller {
         mark: impl Fn(&serde_json::Value) -> Option<serde_json::Value>,
     ) -> Result<bool, StoreError> {
         let mut marked = false;
+        self.metrics.lifecycle_reads.inc();
         let result = self
             .store
             .update_with(&NODES, "", node, |cur| {
@@ -752,6 +753,11 @@ impl Controller {
         // fleet that went silent at once (a cloud cut off) holds the
         // controller's deliveries for a few commits, not one per node.
         let grace = self.lifecycle.grace;
+        // Nodes whose Ready condition is Unknown now (marked, or found so):
+        // their Node comes back through the watch only after every change
+        // before it, and a controller behind on 100,000 of its own marks
+        // would otherwise read each again at every check until then.
+        let mut unknown = Vec::new();
         let this = &*self;
         let mut marks = futures_util::stream::iter(never_reported)
             .map(|node| async move {
@@ -763,8 +769,9 @@ impl Controller {
             match r {
                 Ok(true) => {
                     tracing::warn!(%node, grace = ?grace, "node never posted its status; its conditions are Unknown (NodeStatusNeverUpdated)");
+                    unknown.push(node);
                 }
-                Ok(false) => {}
+                Ok(false) => unknown.push(node),
                 Err(e) => tracing::warn!(%node, error = %e, "mark a node that never reported Unknown"),
             }
         }
@@ -781,12 +788,16 @@ impl Controller {
             match r {
                 Ok(true) => {
                     tracing::warn!(%node, silent = ?silent, "no heartbeat; node is NotReady (its pods keep running at the edge)");
+                    unknown.push(node);
                 }
-                Ok(false) => {}
+                Ok(false) => unknown.push(node),
                 Err(e) => tracing::warn!(%node, error = %e, "mark node NotReady"),
             }
         }
         drop(marks);
+        for node in &unknown {
+            self.index.set_unknown(node);
+        }
         for node in evict {
             let pods: Vec<(String, String)> = self.index.pods_on(&node).cloned().collect();
             for (ns, name) in pods {

@@ -154,6 +154,16 @@ impl Index {
         self.liveness.get(node)
     }
 
+    /// The lifecycle marked `node`'s Ready condition Unknown (or found it
+    /// so): known before the watch brings the Node back, so that the next
+    /// checks do not read it again meanwhile. The Node's own changes, this
+    /// one among them, set it from then on.
+    pub fn set_unknown(&mut self, node: &str) {
+        if let Some(live) = self.liveness.get_mut(node) {
+            live.unknown = true;
+        }
+    }
+
     /// Forgets a node.
     pub fn remove_node(&mut self, name: &str) {
         self.edge_nodes.remove(name);

@@ -34,6 +34,9 @@ pub struct Metrics {
     pub(crate) invalid: Counter,
     /// Nodes marked NotReady for want of heartbeats.
     pub(crate) not_ready: Counter,
+    /// Nodes the lifecycle read from the store to mark them (marked, or
+    /// found marked already).
+    pub(crate) lifecycle_reads: Counter,
     /// Pods deleted for a `NoExecute` taint they do not tolerate.
     pub(crate) taint_evictions: Counter,
     /// Scheduling attempts, by result.
@@ -94,6 +97,11 @@ impl Metrics {
         r.register("forbidden", "Upstream requests refused: not the node's object", self.forbidden.clone());
         r.register("invalid", "Upstream requests refused as malformed or unsupported", self.invalid.clone());
         r.register("node_not_ready", "Nodes marked NotReady for want of heartbeats", self.not_ready.clone());
+        r.register(
+            "lifecycle_reads",
+            "Nodes the lifecycle read from the store to mark their conditions Unknown (marked, or found marked already)",
+            self.lifecycle_reads.clone(),
+        );
         r.register(
             "taint_evictions",
             "Pods deleted for a NoExecute taint of their node they do not tolerate",

@@ -523,3 +523,36 @@ async fn a_node_alive_by_its_lease_is_not_marked_before_the_leases_are_listed() 
     assert_eq!(ready("by-lease").await, "True", "its Lease is fresh");
     alone.stop().await;
 }
+
+/// Nodes the lifecycle marked are not read again by the checks that come
+/// before the watch brings their Nodes back: a fleet marked at once (a
+/// cloud restarted while its edges are away) is read once, not at every
+/// check until the controller has caught up with its own writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_marked_unknown_is_not_read_again_while_its_change_is_on_the_way() {
+    const NODES_SILENT: u64 = 300;
+    let (store, dir) = Alone::store().await;
+    let hour_ago = edgehive_store::rfc3339(time::OffsetDateTime::now_utc() - Duration::from_secs(3600));
+    for i in 0..NODES_SILENT {
+        let node = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": format!("n{i}"), "labels": {"node-role.kubernetes.io/edge": ""}},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": hour_ago, "lastTransitionTime": hour_ago}]}});
+        store.create(&NODES, node).await.unwrap();
+    }
+    let lifecycle = LifecycleConfig { interval: Duration::from_millis(1), evict_after: None, ..Default::default() };
+    let alone = Alone::start(store, dir, lifecycle, Vec::new()).await;
+    eventually_async("every node marked", WAIT, || async {
+        alone.metric("edgehive_edgecontroller_node_not_ready_total") == NODES_SILENT
+    })
+    .await;
+    // An observation window, not a wait for something: checks run every
+    // millisecond in it while the marks' changes come back, and with the
+    // marks known no check reads a node again, however long it is.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        alone.metric("edgehive_edgecontroller_lifecycle_reads_total"),
+        NODES_SILENT,
+        "each node read once: marked, then known Unknown"
+    );
+    alone.stop().await;
+}

@@ -373,6 +373,7 @@ pub struct Alone {
     pub store: Store,
     /// What EdgeController sent CloudHub.
     pub to_hub: Arc<Mutex<Vec<Message>>>,
+    controller: Arc<EdgeController>,
     stop: CancellationToken,
     hive: Option<JoinHandle<()>>,
     _dir: TempDir,
@@ -408,7 +409,7 @@ impl Alone {
         let controller = Arc::new(EdgeController::with_lifecycle(store.clone(), lifecycle));
         let mut b = Beehive::builder();
         b.register(Arc::new(hub)).unwrap();
-        b.register(controller).unwrap();
+        b.register(controller.clone()).unwrap();
         let hive = b.build();
         let ctx = hive.context();
         for m in queued {
@@ -421,7 +422,19 @@ impl Alone {
                 hive.run(stop).await;
             }
         });
-        Alone { store, to_hub, stop, hive: Some(running), _dir: dir }
+        Alone { store, to_hub, controller, stop, hive: Some(running), _dir: dir }
+    }
+
+    /// The value of one sample of EdgeController's metrics, e.g.
+    /// `edgehive_edgecontroller_lifecycle_reads_total`.
+    pub fn metric(&self, series: &str) -> u64 {
+        let mut registry = prometheus_client::registry::Registry::with_prefix("edgehive");
+        self.controller.metrics().register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no sample {series} in\n{text}"))
     }
 
     pub async fn stop(mut self) {
