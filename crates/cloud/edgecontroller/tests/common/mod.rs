@@ -160,11 +160,7 @@ impl Cloud {
     /// `edgehive_cloudhub_refused_total{reason="identity"}` (panics when
     /// there is no such sample).
     pub fn metric(&self, series: &str) -> u64 {
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &self.metrics).unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-            .unwrap_or_else(|| panic!("no sample {series} in\n{text}"))
+        sample(&self.metrics, series)
     }
 
     /// The store's SQLite database.
@@ -430,11 +426,7 @@ impl Alone {
     pub fn metric(&self, series: &str) -> u64 {
         let mut registry = prometheus_client::registry::Registry::with_prefix("edgehive");
         self.controller.metrics().register(&mut registry);
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-            .unwrap_or_else(|| panic!("no sample {series} in\n{text}"))
+        sample(&registry, series)
     }
 
     pub async fn stop(mut self) {
@@ -444,4 +436,14 @@ impl Alone {
         }
         self.store.close().await;
     }
+}
+
+/// The value of one sample in `registry`'s text exposition (panics when
+/// there is no such sample).
+fn sample(registry: &prometheus_client::registry::Registry, series: &str) -> u64 {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no sample {series} in\n{text}"))
 }
